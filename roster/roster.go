@@ -1,0 +1,94 @@
+package roster
+
+import (
+	"fmt"
+	"os"
+	"slices"
+)
+
+// Roster is a parsed, validated roster.yaml.
+type Roster struct {
+	Path      string // absolute path of the file
+	Dir       string // its directory
+	Formation string
+	Entry     string   // "" when not set; else must name a member
+	Members   []Member // roster order
+	Reach     []Rule
+}
+
+// Member is one entry of members: in roster.yaml, with its defaults filled in.
+type Member struct {
+	Name    string
+	Capsule string // absolute capsule directory (resolved relative to the roster's dir)
+	Listen  string // host:port where the door listens
+	URL     string // how peers reach the door, without a trailing slash
+	Line    int    // line of the member entry in the file
+}
+
+// Rule is one entry of reach: From may call every member in To; "*" in To means every other member.
+type Rule struct {
+	From string
+	To   []string
+	Line int
+}
+
+// Load reads the roster.yaml at path and parses it with Parse.
+func Load(path string) (*Roster, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("cannot read roster %s: %w", path, err)
+	}
+	return Parse(path, data)
+}
+
+// Member returns the member called name.
+func (r *Roster) Member(name string) (Member, bool) {
+	for _, m := range r.Members {
+		if m.Name == name {
+			return m, true
+		}
+	}
+	return Member{}, false
+}
+
+// Names returns the members' names in roster order.
+func (r *Roster) Names() []string {
+	out := make([]string, len(r.Members))
+	for i, m := range r.Members {
+		out[i] = m.Name
+	}
+	return out
+}
+
+// Reachable returns the members from may call, in roster order (not rule order), each once, never from
+// itself. It returns nil for a member no rule lets call anyone, and for a name that is no member.
+func (r *Roster) Reachable(from string) []string {
+	if _, ok := r.Member(from); !ok {
+		return nil
+	}
+	all := false
+	named := map[string]bool{}
+	for _, rule := range r.Reach {
+		if rule.From != from {
+			continue
+		}
+		for _, to := range rule.To {
+			if to == "*" {
+				all = true
+			}
+			named[to] = true
+		}
+	}
+	var out []string
+	for _, m := range r.Members {
+		if m.Name != from && (all || named[m.Name]) {
+			out = append(out, m.Name)
+		}
+	}
+	return out
+}
+
+// MayCall reports whether the roster lets from call to. A member never calls itself.
+func (r *Roster) MayCall(from, to string) bool {
+	return slices.Contains(r.Reachable(from), to)
+}
