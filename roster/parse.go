@@ -292,7 +292,8 @@ func (p *parser) members(f field, ms *members) []Member {
 			continue
 		}
 		for j := range i {
-			if slots[j].explicit && slots[i].port == slots[j].port && overlap(slots[i].host, slots[j].host) {
+			// Port 0 asks the system for a free port, so any number of members may use it.
+			if slots[j].explicit && slots[i].port != 0 && slots[i].port == slots[j].port && overlap(slots[i].host, slots[j].host) {
 				p.add(listenLines[i], fmt.Sprintf("listen %s of %s is already used by %s (line %d)",
 					out[i].Listen, label(out[i].Name), label(out[j].Name), listenLines[j]),
 					"give each member its own port, or remove listen: to get a free one")
@@ -446,9 +447,9 @@ func (p *parser) listen(line int, who, addr string) (string, int, bool) {
 		return "", 0, false
 	}
 	port, err := strconv.Atoi(portText)
-	if err != nil || port < 1 || port > 65535 {
+	if err != nil || port < 0 || port > 65535 {
 		p.add(line, fmt.Sprintf("listen %q of %s has a bad port %q", addr, who, portText),
-			"write a port from 1 to 65535, such as listen: 127.0.0.1:7101")
+			"write a port from 1 to 65535, such as listen: 127.0.0.1:7101 (or 0 for one the system picks)")
 		return "", 0, false
 	}
 	if !validHost(host) {

@@ -248,17 +248,17 @@ func TestParseErrors(t *testing.T) {
 		{
 			name: "listen port out of range",
 			yaml: "formation: t\nmembers:\n  - name: lead\n    capsule: ./lead\n    listen: 127.0.0.1:99999\n",
-			want: []string{`$DIR/roster.yaml:5: listen "127.0.0.1:99999" of member lead has a bad port "99999"; write a port from 1 to 65535, such as listen: 127.0.0.1:7101`},
+			want: []string{`$DIR/roster.yaml:5: listen "127.0.0.1:99999" of member lead has a bad port "99999"; write a port from 1 to 65535, such as listen: 127.0.0.1:7101 (or 0 for one the system picks)`},
 		},
 		{
-			name: "listen port 0",
-			yaml: "formation: t\nmembers:\n  - name: lead\n    capsule: ./lead\n    listen: 'localhost:0'\n",
-			want: []string{`$DIR/roster.yaml:5: listen "localhost:0" of member lead has a bad port "0"; write a port from 1 to 65535, such as listen: 127.0.0.1:7101`},
+			name: "listen port out of range",
+			yaml: "formation: t\nmembers:\n  - name: lead\n    capsule: ./lead\n    listen: 'localhost:70000'\n",
+			want: []string{`$DIR/roster.yaml:5: listen "localhost:70000" of member lead has a bad port "70000"; write a port from 1 to 65535, such as listen: 127.0.0.1:7101 (or 0 for one the system picks)`},
 		},
 		{
 			name: "listen port by name",
 			yaml: "formation: t\nmembers:\n  - name: lead\n    capsule: ./lead\n    listen: 127.0.0.1:http\n",
-			want: []string{`$DIR/roster.yaml:5: listen "127.0.0.1:http" of member lead has a bad port "http"; write a port from 1 to 65535, such as listen: 127.0.0.1:7101`},
+			want: []string{`$DIR/roster.yaml:5: listen "127.0.0.1:http" of member lead has a bad port "http"; write a port from 1 to 65535, such as listen: 127.0.0.1:7101 (or 0 for one the system picks)`},
 		},
 		{
 			name: "listen host",
@@ -635,5 +635,22 @@ func TestEmptyReachLetsNobodyCall(t *testing.T) {
 	}
 	if r.Entry != "" {
 		t.Errorf("Entry = %q, want empty", r.Entry)
+	}
+}
+
+func TestPortZeroLetsTheSystemPick(t *testing.T) {
+	dir := t.TempDir()
+	for _, n := range []string{"a", "b"} {
+		os.MkdirAll(filepath.Join(dir, n), 0o755)
+		os.WriteFile(filepath.Join(dir, n, "murmur.yaml"), []byte("name: "+n+"\n"), 0o644)
+	}
+	r, err := roster.Parse(filepath.Join(dir, "roster.yaml"), []byte("formation: t\nmembers:\n  - {name: a, capsule: ./a, listen: 127.0.0.1:0}\n  - {name: b, capsule: ./b, listen: 127.0.0.1:0}\n"))
+	if err != nil {
+		t.Fatalf("two members on port 0: %v", err)
+	}
+	for _, m := range r.Members {
+		if m.Listen != "127.0.0.1:0" || m.URL != "" {
+			t.Errorf("member %s: listen %q url %q, want 127.0.0.1:0 and no url until the door listens", m.Name, m.Listen, m.URL)
+		}
 	}
 }

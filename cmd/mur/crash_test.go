@@ -1,0 +1,158 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/murmur-run/murmur/a2a"
+	"github.com/murmur-run/murmur/member"
+)
+
+// A task whose text starts with "quick" is answered at once; any other waits for the file "go".
+const crashCapsule = `name: solo
+script:
+  command: [sh, -c, 'read -r line; case "$line" in quick*) ;; *) while [ ! -e "$MUR_CAPSULE_DIR/go" ]; do sleep 0.01; done ;; esac; echo "done: $line"']
+task_acceptance: queue
+`
+
+type memberProc struct {
+	cmd *exec.Cmd
+	url string
+}
+
+// startMember runs this test binary as `mur member` and waits for its door's URL.
+func startMember(t *testing.T, rosterPath, dataDir string) *memberProc {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "member", "--roster", rosterPath, "--name", "solo", "--listen", "127.0.0.1:0", "--data-dir", dataDir)
+	cmd.Env = append(os.Environ(), "MUR_TEST_AS_MUR=1", "MUR_OPERATOR_TOKEN=op", "MUR_FORMATION_TOKEN=fm",
+		"MUR_RECORDS_DIR="+filepath.Join(dataDir, "records"))
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+	})
+	urls := make(chan string, 1)
+	go func() {
+		re := regexp.MustCompile(`^\s+solo\s+(http://\S+)/a2a$`)
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			if m := re.FindStringSubmatch(sc.Text()); m != nil {
+				urls <- m[1]
+			}
+		}
+		close(urls)
+	}()
+	select {
+	case u, ok := <-urls:
+		if !ok {
+			t.Fatal("the member exited before opening its door")
+		}
+		return &memberProc{cmd: cmd, url: u}
+	case <-time.After(60 * time.Second):
+		t.Fatal("the member did not open its door")
+	}
+	return nil
+}
+
+func TestAcknowledgedTasksSurviveSIGKILL(t *testing.T) {
+	root := t.TempDir()
+	capsule := filepath.Join(root, "solo")
+	os.MkdirAll(capsule, 0o755)
+	os.WriteFile(filepath.Join(capsule, "murmur.yaml"), []byte(crashCapsule), 0o644)
+	rosterPath := filepath.Join(root, "roster.yaml")
+	os.WriteFile(rosterPath, []byte("formation: crash\nmembers:\n  - name: solo\n    capsule: ./solo\n"), 0o644)
+	t.Cleanup(func() { os.WriteFile(filepath.Join(capsule, "go"), nil, 0o644) })
+	dataDir := filepath.Join(root, "data")
+	ctx := context.Background()
+
+	first := startMember(t, rosterPath, dataDir)
+	c := a2a.NewClient(first.url+"/a2a", "op", nil)
+	send := func(c *a2a.Client, text string, immediately bool) *a2a.Task {
+		t.Helper()
+		res, err := c.SendMessage(ctx, &a2a.SendMessageRequest{
+			Message:       &a2a.Message{MessageID: a2a.MessageID("m-" + text), Role: a2a.RoleUser, Parts: []a2a.Part{a2a.TextPart(text)}},
+			Configuration: &a2a.SendMessageConfig{ReturnImmediately: immediately},
+		})
+		if err != nil {
+			t.Fatalf("SendMessage %q: %v", text, err)
+		}
+		return res.Task
+	}
+	var completed []*a2a.Task
+	for i := range 3 {
+		task := send(c, fmt.Sprintf("quick %d", i), false)
+		if task.Status.State != a2a.TaskStateCompleted {
+			t.Fatalf("quick task %d: %s", i, task.Status.State)
+		}
+		completed = append(completed, task)
+	}
+	running := send(c, "slow", true)
+	queued := send(c, "queued behind slow", true)
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		got, err := c.GetTask(ctx, &a2a.GetTaskRequest{ID: running.ID})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Status.State == a2a.TaskStateWorking {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("slow task never started: %s", got.Status.State)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+
+	if err := first.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	first.cmd.Wait()
+
+	second := startMember(t, rosterPath, dataDir)
+	c2 := a2a.NewClient(second.url+"/a2a", "op", nil)
+	for _, want := range completed {
+		got, err := c2.GetTask(ctx, &a2a.GetTaskRequest{ID: want.ID})
+		if err != nil {
+			t.Fatalf("completed task %s lost in the crash: %v", want.ID, err)
+		}
+		a, _ := got.Artifact("response")
+		wa, _ := want.Artifact("response")
+		if got.Status.State != a2a.TaskStateCompleted || a.Text() != wa.Text() {
+			t.Errorf("completed task %s came back %s with %q, want completed with %q", want.ID, got.Status.State, a.Text(), wa.Text())
+		}
+	}
+	for _, id := range []a2a.TaskID{running.ID, queued.ID} {
+		got, err := c2.GetTask(ctx, &a2a.GetTaskRequest{ID: id})
+		if err != nil {
+			t.Fatalf("acknowledged task %s lost in the crash: %v", id, err)
+		}
+		if got.Status.State != a2a.TaskStateFailed || got.Status.Message == nil || got.Status.Message.Text() != member.RestartMessage {
+			t.Errorf("interrupted task %s came back %s %+v, want failed with %q", id, got.Status.State, got.Status.Message, member.RestartMessage)
+		}
+	}
+	page, err := c2.ListTasks(ctx, &a2a.ListTasksRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if page.TotalSize != 5 {
+		t.Errorf("%d tasks after restart, want the 5 acknowledged", page.TotalSize)
+	}
+	// The restarted member takes new work.
+	if task := send(c2, "quick after", false); task.Status.State != a2a.TaskStateCompleted {
+		t.Errorf("after restart: %s", task.Status.State)
+	}
+}

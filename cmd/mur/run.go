@@ -1,0 +1,273 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/murmur-run/murmur/member"
+	"github.com/murmur-run/murmur/roster"
+	"github.com/murmur-run/murmur/server"
+)
+
+// version is set at build time with -ldflags "-X main.version=…".
+var version = "0.1.0-dev"
+
+const usage = `mur runs formations of AI agents: members listed in a roster.yaml, each behind its own A2A 1.0 door.
+
+Usage:
+  mur run --roster FILE              start every member of the formation (one process, doors on loopback)
+  mur member --roster FILE --name N  run one member (what each container of a compose formation runs)
+  mur check --roster FILE            validate every file and print every error and warning
+  mur send [--door URL | --member N --roster FILE] [--wait] TEXT
+                                     send a task; with --wait, print its answer
+  mur tasks [--door URL | --member N --roster FILE]
+                                     list a member's tasks
+  mur version                        print the version
+
+Run "mur COMMAND --help" for a command's flags. Exit codes: 0 ok, 1 runtime failure, 2 bad usage or
+bad configuration.
+`
+
+// run is the whole program; main only calls it.
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return usagef("no command given")
+	}
+	cmd, rest := args[0], args[1:]
+	switch cmd {
+	case "run":
+		return cmdRun(ctx, rest, getenv, stdout, stderr)
+	case "member":
+		return cmdMember(ctx, rest, getenv, stdout, stderr)
+	case "check":
+		return cmdCheck(rest, getenv, stdout, stderr)
+	case "send":
+		return cmdSend(ctx, rest, getenv, stdout, stderr)
+	case "tasks":
+		return cmdTasks(ctx, rest, getenv, stdout, stderr)
+	case "version", "--version":
+		fmt.Fprintln(stdout, "mur", version)
+		return nil
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, usage)
+		return nil
+	}
+	fmt.Fprint(stderr, usage)
+	return usagef("unknown command %q", cmd)
+}
+
+// newFlags returns a flag set that reports errors as usage errors and --help as errHelp.
+func newFlags(name, synopsis string, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "Usage: %s\n\nFlags:\n", synopsis)
+		fs.PrintDefaults()
+	}
+	return fs
+}
+
+func parseFlags(fs *flag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return errHelp
+		}
+		return usageError{err}
+	}
+	return nil
+}
+
+// common are the flags of the commands that start members.
+type common struct {
+	roster    string
+	dataDir   string
+	logFormat string
+	logLevel  string
+	maxBody   int64
+}
+
+func (c *common) register(fs *flag.FlagSet, getenv func(string) string) {
+	fs.StringVar(&c.roster, "roster", "", "the formation's roster.yaml (required)")
+	fs.StringVar(&c.dataDir, "data-dir", getenv("MUR_DATA_DIR"), "data directory: tokens, task stores, workdirs (default .murmur/ beside the roster; env MUR_DATA_DIR)")
+	fs.StringVar(&c.logFormat, "log-format", "text", "log format on stderr: text or json")
+	fs.StringVar(&c.logLevel, "log-level", "info", "log level: debug, info, warn, error")
+	fs.Int64Var(&c.maxBody, "max-body", server.DefaultMaxBody, "largest JSON-RPC request body a door accepts, in bytes")
+}
+
+func (c *common) logger(stderr io.Writer) (*slog.Logger, error) {
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(c.logLevel)); err != nil {
+		return nil, usagef("--log-level %q: use debug, info, warn or error", c.logLevel)
+	}
+	opts := &slog.HandlerOptions{Level: level}
+	switch c.logFormat {
+	case "text":
+		return slog.New(slog.NewTextHandler(stderr, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(stderr, opts)), nil
+	}
+	return nil, usagef("--log-format %q: use text or json", c.logFormat)
+}
+
+// loadRoster loads the roster and stages every member (or only those named), printing every finding.
+// Any error is a configuration error.
+func loadRoster(path string, only []string, stderr io.Writer) (*roster.Roster, error) {
+	if path == "" {
+		return nil, usagef("--roster is required: name the formation's roster.yaml")
+	}
+	r, err := roster.Load(path)
+	if err != nil {
+		return nil, usageError{err}
+	}
+	findings := member.CheckFormation(r, only)
+	bad := false
+	for _, f := range findings {
+		fmt.Fprintln(stderr, f)
+		bad = bad || f.IsError()
+	}
+	if bad {
+		return nil, usagef("%s: staging failed; fix the errors above (mur check --roster %s lists them)", path, path)
+	}
+	return r, nil
+}
+
+func dataDir(flagValue string, r *roster.Roster) string {
+	if flagValue != "" {
+		if abs, err := filepath.Abs(flagValue); err == nil {
+			return abs
+		}
+		return flagValue
+	}
+	return filepath.Join(r.Dir, ".murmur")
+}
+
+// recordsRoot is ~/.murmur/records/<project path> (DESIGN §6), or MUR_RECORDS_DIR when set.
+func recordsRoot(getenv func(string) string, r *roster.Roster) string {
+	if d := getenv("MUR_RECORDS_DIR"); d != "" {
+		return d
+	}
+	home := getenv("HOME")
+	if home == "" {
+		home = os.TempDir()
+	}
+	return filepath.Join(home, ".murmur", "records", strings.TrimPrefix(r.Dir, string(filepath.Separator)))
+}
+
+func cmdRun(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	fs := newFlags("run", "mur run --roster FILE [flags]", stderr)
+	var c common
+	c.register(fs, getenv)
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	return serve(ctx, c, nil, "", getenv, stdout, stderr)
+}
+
+func cmdMember(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	fs := newFlags("member", "mur member --roster FILE --name NAME [flags]", stderr)
+	var c common
+	c.register(fs, getenv)
+	name := fs.String("name", getenv("MUR_MEMBER"), "the member to run (env MUR_MEMBER)")
+	listen := fs.String("listen", getenv("MUR_LISTEN"), "where the door listens, overriding roster.yaml (env MUR_LISTEN)")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if *name == "" {
+		return usagef("--name is required: name the member of the roster to run")
+	}
+	return serve(ctx, c, []string{*name}, *listen, getenv, stdout, stderr)
+}
+
+func serve(ctx context.Context, c common, only []string, listen string, getenv func(string) string, stdout, stderr io.Writer) error {
+	log, err := c.logger(stderr)
+	if err != nil {
+		return err
+	}
+	r, err := loadRoster(c.roster, only, stderr)
+	if err != nil {
+		return err
+	}
+	if len(only) == 1 {
+		if _, ok := r.Member(only[0]); !ok {
+			return usagef("%s: no member named %q; the members are %s", r.Path, only[0], strings.Join(r.Names(), ", "))
+		}
+	}
+	dir := dataDir(c.dataDir, r)
+	tokens, err := server.LoadTokens(dir, getenv)
+	if err != nil {
+		return err
+	}
+	f, err := server.StartFormation(server.FormationConfig{
+		Roster: r, Only: only, DataDir: dir, RecordsRoot: recordsRoot(getenv, r), Tokens: tokens,
+		Listen: listen, MaxBody: c.maxBody, Version: version, Logger: log,
+	})
+	if err != nil {
+		return err
+	}
+	tokenRef := "$MUR_OPERATOR_TOKEN"
+	if getenv("MUR_OPERATOR_TOKEN") == "" {
+		tokenRef = "$(cat " + filepath.Join(dir, server.OperatorTokenFile) + ")"
+	}
+	fmt.Fprintf(stdout, "formation %s: %d member(s) ready\n", r.Formation, len(f.Members))
+	for _, m := range f.Members {
+		fmt.Fprintf(stdout, "  %-12s %s/a2a\n", m.Name, m.URL)
+	}
+	first := f.Members[0]
+	for _, m := range f.Members {
+		if m.Name == r.Entry {
+			first = m
+		}
+	}
+	fmt.Fprintf(stdout, "\ntry:\n  curl -s %s/a2a -H \"Authorization: Bearer %s\" -H 'Content-Type: application/json' \\\n"+
+		"    -d '{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"SendMessage\",\"params\":{\"message\":{\"messageId\":\"m1\",\"role\":\"ROLE_USER\",\"parts\":[{\"text\":\"hello\"}]}}}'\n\n",
+		first.URL, tokenRef)
+
+	var serveErr error
+	select {
+	case <-ctx.Done():
+		log.Info("shutting down", "reason", context.Cause(ctx))
+	case serveErr = <-f.Err():
+		log.Error("a door failed; shutting down", "err", serveErr)
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	return errors.Join(serveErr, f.Shutdown(sctx))
+}
+
+func cmdCheck(args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	fs := newFlags("check", "mur check --roster FILE", stderr)
+	path := fs.String("roster", "", "the formation's roster.yaml (required)")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if *path == "" {
+		return usagef("--roster is required: name the formation's roster.yaml")
+	}
+	r, err := roster.Load(*path)
+	if err != nil {
+		fmt.Fprintln(stdout, err)
+		return errReported{2}
+	}
+	findings := member.CheckFormation(r, nil)
+	errs := 0
+	for _, f := range findings {
+		fmt.Fprintln(stdout, f)
+		if f.IsError() {
+			errs++
+		}
+	}
+	fmt.Fprintf(stdout, "%s: %d member(s), %d error(s), %d warning(s)\n", r.Path, len(r.Members), errs, len(findings)-errs)
+	if errs > 0 {
+		return errReported{2}
+	}
+	return nil
+}

@@ -1,0 +1,141 @@
+package member
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"unicode/utf8"
+)
+
+// Role says who a ChatMessage is from.
+type Role string
+
+// The roles of a conversation.
+const (
+	RoleUser      Role = "user"
+	RoleAssistant Role = "assistant"
+	RoleTool      Role = "tool"
+)
+
+// ChatMessage is one entry of the conversation the model sees.
+type ChatMessage struct {
+	Role    Role
+	Text    string       // user/assistant text (for RoleTool: empty)
+	Calls   []ToolCall   // RoleAssistant: the tool calls of that turn
+	Results []ToolResult // RoleTool: results of the previous assistant turn's calls, in order
+}
+
+// ToolCall is one tool call the model made.
+type ToolCall struct {
+	ID    string
+	Name  string
+	Input json.RawMessage
+}
+
+// ToolResult is the runtime's answer to one ToolCall.
+type ToolResult struct {
+	CallID string
+	Tool   string
+	Status string // "ok" | "error" | "refused"
+	Output string // the tool's raw output
+	Data   any    // structured data, or nil
+	Text   string // exactly what the model is sent for this call (fence, output, note)
+}
+
+// ToolSpec is one entry of the tool array sent with an inference call.
+type ToolSpec struct {
+	Name        string
+	Description string
+	InputSchema json.RawMessage
+}
+
+// Usage is the token count of one inference call. Reported is true when the provider gave the counts;
+// Estimated is true when they are the runtime's own estimate (EstimateTokens).
+type Usage struct {
+	Input      int64
+	Output     int64
+	Cached     int64
+	CacheWrite int64
+	Reported   bool
+	Estimated  bool
+}
+
+// InferRequest is one inference call: the whole conversation so far.
+type InferRequest struct {
+	System   string
+	Messages []ChatMessage
+	Tools    []ToolSpec
+	Turn     int    // 1-based, within the task
+	Task     string // raw task text
+	// Answers are the member answers and delegation outcomes of the latest continuation, each a map with
+	// the keys member, call_id, status and output; the script driver offers them as .answers. Nil when
+	// there are none.
+	Answers []map[string]any
+}
+
+// InferResponse is what a driver answers: text, tool calls, or both. A response with no call ends the
+// task with Text as its answer.
+type InferResponse struct {
+	Text  string
+	Calls []ToolCall
+	Usage Usage
+}
+
+// Driver serves inference calls. Implementations must be safe for concurrent use by different tasks.
+type Driver interface {
+	Name() string
+	Infer(ctx context.Context, req InferRequest) (InferResponse, error)
+}
+
+// ModelView renders one message as the model sees it: its text; for RoleAssistant, followed by one line
+// per tool call ("[call ID] NAME INPUT"); for RoleTool, the results' Text joined by "\n\n".
+func (m ChatMessage) ModelView() string {
+	switch m.Role {
+	case RoleTool:
+		texts := make([]string, len(m.Results))
+		for i, r := range m.Results {
+			texts[i] = r.Text
+		}
+		return strings.Join(texts, "\n\n")
+	case RoleAssistant:
+		if len(m.Calls) == 0 {
+			return m.Text
+		}
+		var b strings.Builder
+		b.WriteString(m.Text)
+		for _, c := range m.Calls {
+			if b.Len() > 0 {
+				b.WriteByte('\n')
+			}
+			b.WriteString("[call ")
+			b.WriteString(c.ID)
+			b.WriteString("] ")
+			b.WriteString(c.Name)
+			if len(c.Input) > 0 {
+				b.WriteByte(' ')
+				b.Write(c.Input)
+			}
+		}
+		return b.String()
+	}
+	return m.Text
+}
+
+// EstimateTokens is the runtime's own token count of text, used when a provider reports none: one token
+// per four characters, rounded up.
+func EstimateTokens(text string) int64 {
+	return int64((utf8.RuneCountInString(text) + 3) / 4)
+}
+
+// EstimateInput is the runtime's own count of the input tokens of req: its system prompt, every message
+// as the model sees it, and the tool array.
+func EstimateInput(req InferRequest) int64 {
+	n := utf8.RuneCountInString(req.System)
+	for _, m := range req.Messages {
+		n += utf8.RuneCountInString(m.ModelView())
+	}
+	for _, t := range req.Tools {
+		n += utf8.RuneCountInString(t.Name) + utf8.RuneCountInString(t.Description) + utf8.RuneCount(t.InputSchema)
+	}
+	return int64((n + 3) / 4)
+}

@@ -1,0 +1,123 @@
+package member
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/murmur-run/murmur/a2a"
+)
+
+// execute runs one task to its end and stores every step. It owns r until it closes r.done.
+func (s *Session) execute(ctx context.Context, r *runningTask) {
+	defer func() {
+		r.cancel()
+		s.mu.Lock()
+		s.running = nil
+		s.mu.Unlock()
+		close(r.done)
+	}()
+	// Store writes use a context of their own: a canceled task must still be recorded as canceled.
+	store := context.WithoutCancel(ctx)
+	t, err := s.cfg.Store.Get(store, r.id)
+	if err != nil {
+		s.log.Error("task vanished from the store before it ran", "task", r.id, "err", err)
+		return
+	}
+	s.mu.Lock()
+	s.setStatus(t, a2a.TaskStateWorking, "", s.cfg.Now())
+	err = s.cfg.Store.Update(store, t)
+	s.notifyLocked()
+	s.mu.Unlock()
+	if err != nil {
+		s.log.Error("storing the working state", "task", r.id, "err", err)
+	}
+	s.records.Write("task_start", string(t.ID), map[string]any{"origin": murmurMeta(t)["origin"], "trust": murmurMeta(t)["trust"]})
+
+	text := t.History[0].Text()
+	var answer string
+	if s.cfg.Capsule.IsAgent() {
+		answer, err = s.runAgent(ctx, t, text)
+	} else {
+		answer, err = s.runScript(ctx, t, text)
+	}
+
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case r.canceled:
+		err = s.finishLocked(store, t, a2a.TaskStateCanceled, CanceledMessage, nil)
+	case s.base.Err() != nil:
+		err = s.finishLocked(store, t, a2a.TaskStateCanceled, ShutdownCancel, nil)
+	case err != nil:
+		err = s.finishLocked(store, t, a2a.TaskStateFailed, err.Error(), nil)
+	default:
+		err = s.finishLocked(store, t, a2a.TaskStateCompleted, answer, &answer)
+	}
+	if err != nil {
+		s.log.Error("storing the task's end", "task", r.id, "err", err)
+	}
+}
+
+// finishLocked moves t to a terminal state, stores it, counts it and writes its record. With an answer,
+// the task gets its response artifact and the status message carries the answer. s.mu is held.
+func (s *Session) finishLocked(ctx context.Context, t *a2a.Task, state a2a.TaskState, text string, answer *string) error {
+	now := s.cfg.Now()
+	s.setStatus(t, state, text, now)
+	if answer != nil {
+		t.Artifacts = append(t.Artifacts, a2a.Artifact{
+			ArtifactID: newID("art_"),
+			Name:       "response",
+			Parts:      []a2a.Part{a2a.TextPart(*answer)},
+		})
+		t.History = append(t.History, *t.Status.Message)
+	}
+	if err := s.cfg.Store.Update(ctx, t); err != nil {
+		return err
+	}
+	s.notifyLocked()
+	m := s.cfg.Metrics
+	m.TasksActive.Dec()
+	m.TasksTotal.WithLabelValues(string(state)).Inc()
+	if at, ok := s.submitted[t.ID]; ok {
+		m.TaskDuration.WithLabelValues(string(state)).Observe(now.Sub(at).Seconds())
+		delete(s.submitted, t.ID)
+	}
+	fields := map[string]any{"state": string(state)}
+	typ := "task_end"
+	if state == a2a.TaskStateFailed {
+		typ = "task_failed"
+		fields["reason"] = text
+	}
+	var errs []error
+	errs = append(errs, s.records.Write(typ, string(t.ID), fields))
+	if answer != nil {
+		errs = append(errs, s.records.WriteResult(*answer))
+	}
+	return errors.Join(errs...)
+}
+
+// setStatus sets t's status; a non-empty text becomes the status message.
+func (s *Session) setStatus(t *a2a.Task, state a2a.TaskState, text string, now time.Time) {
+	t.Status = a2a.TaskStatus{State: state, Timestamp: a2a.NewTimestamp(now)}
+	if text != "" {
+		t.Status.Message = &a2a.Message{
+			MessageID: a2a.MessageID(newID(prefixMessage)),
+			Role:      a2a.RoleAgent,
+			Parts:     []a2a.Part{a2a.TextPart(text)},
+			TaskID:    t.ID,
+			ContextID: t.ContextID,
+		}
+	}
+}
+
+// notifyLocked wakes every Wait. s.mu is held.
+func (s *Session) notifyLocked() {
+	close(s.changed)
+	s.changed = make(chan struct{})
+}
+
+func murmurMeta(t *a2a.Task) map[string]any {
+	m, _ := t.Metadata["murmur"].(map[string]any)
+	return m
+}

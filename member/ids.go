@@ -1,0 +1,19 @@
+package member
+
+import (
+	"strings"
+
+	"github.com/oklog/ulid/v2"
+)
+
+// The id prefixes of DESIGN §6.
+const (
+	prefixSession = "ses_"
+	prefixTask    = "tsk_"
+	prefixMessage = "msg_"
+	prefixContext = "ctx_"
+)
+
+// newID returns prefix followed by a fresh lowercase ULID. ulid.Make is safe for concurrent use and
+// monotonic within a millisecond, so ids sort by creation.
+func newID(prefix string) string { return prefix + strings.ToLower(ulid.Make().String()) }

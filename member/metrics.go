@@ -1,0 +1,48 @@
+package member
+
+import (
+	"github.com/murmur-run/murmur/a2a"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Metrics are the task, inference and tool series of one member (DESIGN §8). The registerer a session is
+// given already carries the member label.
+type Metrics struct {
+	TasksTotal      *prometheus.CounterVec
+	TasksActive     prometheus.Gauge
+	TaskDuration    *prometheus.HistogramVec
+	InferenceCalls  *prometheus.CounterVec
+	InferenceTokens *prometheus.CounterVec
+	ToolCalls       *prometheus.CounterVec
+	ToolDuration    *prometheus.HistogramVec
+}
+
+// NewMetrics builds the member's series and registers them on reg.
+func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
+	m := &Metrics{
+		TasksTotal: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "mur", Name: "tasks_total",
+			Help: "Tasks that reached each terminal state."}, []string{"state"}),
+		TasksActive: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "mur", Name: "tasks_active",
+			Help: "Tasks submitted or working."}),
+		TaskDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: "mur", Name: "task_duration_seconds",
+			Help: "Time from a task's submission to its terminal state.", Buckets: prometheus.ExponentialBuckets(0.01, 4, 10)}, []string{"state"}),
+		InferenceCalls: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "mur", Name: "inference_calls_total",
+			Help: "Inference calls, by driver."}, []string{"driver"}),
+		InferenceTokens: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "mur", Name: "inference_tokens_total",
+			Help: "Tokens of inference calls, by driver and kind (input, output, cached, cache_write)."}, []string{"driver", "kind"}),
+		ToolCalls: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "mur", Name: "tool_calls_total",
+			Help: "Tool calls, by tool and status."}, []string{"tool", "status"}),
+		ToolDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: "mur", Name: "tool_call_duration_seconds",
+			Help: "Time a tool call took.", Buckets: prometheus.DefBuckets}, []string{"tool"}),
+	}
+	for _, c := range []prometheus.Collector{m.TasksTotal, m.TasksActive, m.TaskDuration, m.InferenceCalls,
+		m.InferenceTokens, m.ToolCalls, m.ToolDuration} {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	for _, s := range []a2a.TaskState{a2a.TaskStateCompleted, a2a.TaskStateFailed, a2a.TaskStateCanceled, a2a.TaskStateRejected} {
+		m.TasksTotal.WithLabelValues(string(s))
+	}
+	return m, nil
+}

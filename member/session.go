@@ -1,0 +1,423 @@
+package member
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/murmur-run/murmur/a2a"
+	"github.com/murmur-run/murmur/runtimetools"
+)
+
+// The trust classes and origins a task carries (DESIGN §2, §5).
+const (
+	TrustTrusted   = "trusted"
+	TrustUntrusted = "untrusted"
+
+	OriginOperator   = "operator"
+	OriginPeer       = "peer"
+	OriginCompletion = "completion"
+)
+
+// The status texts a session gives tasks it does not run to an answer.
+const (
+	BusyMessage     = "task rejected: capsule is busy"
+	ShutdownReject  = "task rejected: the member is shutting down"
+	CanceledMessage = "task canceled"
+	ShutdownCancel  = "task canceled: the member shut down"
+)
+
+// defaultQueueSize bounds the FIFO of task_acceptance: queue when the capsule sets no queue_size.
+const defaultQueueSize = 16
+
+// Origin says who sent a task and with which trust class.
+type Origin struct {
+	Trust        string // TrustTrusted or TrustUntrusted
+	Origin       string // OriginOperator, OriginPeer or OriginCompletion
+	Caller       string // the calling member, for OriginPeer
+	CallID       string
+	CallerTaskID string
+}
+
+// Config is everything a session is given; nothing is read from package state.
+type Config struct {
+	Member    string // the member's name in its roster
+	Formation string
+	Capsule   *Capsule
+	Store     *Store
+	// RecordsRoot is the project's records directory; the session's records go in RecordsRoot/<session id>.
+	RecordsRoot string
+	// WorkDir is the session's working directory; created when missing.
+	WorkDir string
+	// Tools are the runtime-provided tools staged for this session; nil means none.
+	Tools   *runtimetools.Registry
+	Metrics *Metrics
+	Logger  *slog.Logger
+	Now     func() time.Time
+}
+
+// Session runs one capsule: it takes tasks through Send, runs them one at a time in submission order,
+// and keeps every state change in the store before it reports it.
+//
+// All methods are safe for concurrent use. Close ends the session: queued tasks end canceled, the running
+// one is canceled and awaited.
+type Session struct {
+	cfg     Config
+	id      string
+	started time.Time
+	records *Records
+	drivers map[string]Driver
+	log     *slog.Logger
+
+	mu       sync.Mutex
+	running  *runningTask
+	queue    []a2a.TaskID
+	changed  chan struct{} // closed and replaced on every task change
+	closed   bool
+	choice    string                   // the driver choice the next inference call uses
+	submitted map[a2a.TaskID]time.Time // when each unfinished task arrived, for mur_task_duration_seconds
+
+	base    context.Context
+	stopAll context.CancelFunc
+	kick    chan struct{}
+	done    chan struct{}
+}
+
+type runningTask struct {
+	id       a2a.TaskID
+	cancel   context.CancelFunc
+	canceled bool
+	done     chan struct{}
+}
+
+// Start stages nothing new on disk beyond the records directory: it recovers the store (tasks that were
+// running when the member last stopped end failed), opens the records, and starts the executor.
+func Start(cfg Config) (*Session, error) {
+	if cfg.Capsule == nil || cfg.Store == nil {
+		return nil, errors.New("member: a session needs a capsule and a store")
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Tools == nil {
+		cfg.Tools, _ = runtimetools.NewRegistry()
+	}
+	if cfg.Metrics == nil {
+		return nil, errors.New("member: a session needs its metrics")
+	}
+	s := &Session{
+		cfg:     cfg,
+		id:      newID(prefixSession),
+		started: cfg.Now(),
+		log:     cfg.Logger.With("member", cfg.Member),
+		changed: make(chan struct{}),
+		submitted: map[a2a.TaskID]time.Time{},
+		kick:    make(chan struct{}, 1),
+		done:    make(chan struct{}),
+	}
+	if cfg.Capsule.IsAgent() {
+		drivers, err := buildDrivers(cfg.Capsule)
+		if err != nil {
+			return nil, err
+		}
+		s.drivers = drivers
+		s.choice = cfg.Capsule.Inference.Driver
+	}
+	if cfg.WorkDir != "" {
+		if err := os.MkdirAll(cfg.WorkDir, 0o700); err != nil {
+			return nil, fmt.Errorf("member %s: workdir: %w", cfg.Member, err)
+		}
+	}
+	recovered, err := cfg.Store.Recover(context.Background(), cfg.Now())
+	if err != nil {
+		return nil, fmt.Errorf("member %s: recovering the task store: %w", cfg.Member, err)
+	}
+	for _, id := range recovered {
+		s.log.Warn("task was running when the member stopped; marked failed", "task", id)
+		cfg.Metrics.TasksTotal.WithLabelValues(string(a2a.TaskStateFailed)).Inc()
+	}
+	rec, err := OpenRecords(filepath.Join(cfg.RecordsRoot, s.id), s.id, cfg.Now)
+	if err != nil {
+		return nil, fmt.Errorf("member %s: %w", cfg.Member, err)
+	}
+	s.records = rec
+	start := map[string]any{
+		"member":         cfg.Member,
+		"formation":      cfg.Formation,
+		"capsule":        cfg.Capsule.Name,
+		"tools_declared": cfg.Tools.Names(),
+	}
+	if s.choice != "" {
+		start["driver"] = s.choice
+	}
+	if len(recovered) > 0 {
+		start["recovered_tasks"] = recovered
+	}
+	if err := rec.Write("session_start", "", start); err != nil {
+		rec.Close()
+		return nil, err
+	}
+	s.base, s.stopAll = context.WithCancel(context.Background())
+	go s.loop()
+	return s, nil
+}
+
+// ID returns the session id (ses_…).
+func (s *Session) ID() string { return s.id }
+
+// RecordsDir returns the session's records directory.
+func (s *Session) RecordsDir() string { return s.records.Dir() }
+
+// Capsule returns the capsule the session runs.
+func (s *Session) Capsule() *Capsule { return s.cfg.Capsule }
+
+// Ping reports whether the session can take work: not closed, store answering.
+func (s *Session) Ping(ctx context.Context) error {
+	s.mu.Lock()
+	closed := s.closed
+	s.mu.Unlock()
+	if closed {
+		return errors.New("session closed")
+	}
+	return s.cfg.Store.Ping(ctx)
+}
+
+// Send takes a message. Without a taskId it creates a task, stores it and returns it as acknowledged:
+// TASK_STATE_SUBMITTED (it runs as soon as the session is free), or TASK_STATE_REJECTED when the session
+// is busy and does not queue. A message naming an existing task is refused: murmur's tasks take one
+// message.
+func (s *Session) Send(ctx context.Context, msg *a2a.Message, origin Origin) (*a2a.Task, error) {
+	if msg.TaskID != "" {
+		t, err := s.cfg.Store.Get(ctx, msg.TaskID)
+		if err != nil {
+			return nil, err
+		}
+		if t.Status.State.Terminal() {
+			return nil, a2a.ErrUnsupportedOperation.WithMeta("taskId", string(t.ID)).With(fmt.Sprintf(
+				"task %s is %s: a task in a terminal state takes no more messages; send the message without taskId to start a new task",
+				t.ID, t.Status.State))
+		}
+		return nil, a2a.ErrUnsupportedOperation.WithMeta("taskId", string(t.ID)).With(fmt.Sprintf(
+			"task %s is %s and takes no further messages; wait for it to end (GetTask), or send without taskId to start a new task",
+			t.ID, t.Status.State))
+	}
+	if origin.Trust == "" {
+		origin.Trust = TrustTrusted
+	}
+	if origin.Origin == "" {
+		origin.Origin = OriginOperator
+	}
+	now := s.cfg.Now()
+	id := a2a.TaskID(newID(prefixTask))
+	contextID := msg.ContextID
+	if contextID == "" {
+		contextID = newID(prefixContext)
+	}
+	in := *msg
+	in.TaskID, in.ContextID = id, contextID
+	t := &a2a.Task{
+		ID:        id,
+		ContextID: contextID,
+		Status:    a2a.TaskStatus{State: a2a.TaskStateSubmitted, Timestamp: a2a.NewTimestamp(now)},
+		History:   []a2a.Message{in},
+		Metadata: map[string]any{"murmur": map[string]any{
+			"member": s.cfg.Member, "trust": origin.Trust, "origin": origin.Origin,
+		}},
+	}
+	c := s.cfg.Capsule
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	busy := s.running != nil || len(s.queue) > 0
+	queueSize := c.QueueSize
+	if queueSize <= 0 {
+		queueSize = defaultQueueSize
+	}
+	switch {
+	case s.closed:
+		s.setStatus(t, a2a.TaskStateRejected, ShutdownReject, now)
+	case busy && (c.TaskAcceptance != "queue" || len(s.queue) >= queueSize):
+		s.setStatus(t, a2a.TaskStateRejected, BusyMessage, now)
+	}
+	if err := s.cfg.Store.Create(ctx, t); err != nil {
+		return nil, err
+	}
+	if t.Status.State == a2a.TaskStateRejected {
+		s.cfg.Metrics.TasksTotal.WithLabelValues(string(a2a.TaskStateRejected)).Inc()
+		s.cfg.Metrics.TaskDuration.WithLabelValues(string(a2a.TaskStateRejected)).Observe(0)
+		return t, nil
+	}
+	s.cfg.Metrics.TasksActive.Inc()
+	s.submitted[id] = now
+	s.queue = append(s.queue, id)
+	s.notifyLocked()
+	select {
+	case s.kick <- struct{}{}:
+	default:
+	}
+	return t, nil
+}
+
+// Get returns a stored task with at most historyLength of its most recent messages (nil: all; 0: none).
+func (s *Session) Get(ctx context.Context, id a2a.TaskID, historyLength *int) (*a2a.Task, error) {
+	t, err := s.cfg.Store.Get(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	TrimHistory(t, historyLength)
+	return t, nil
+}
+
+// List returns one page of tasks.
+func (s *Session) List(ctx context.Context, q ListQuery) (ListPage, error) {
+	return s.cfg.Store.List(ctx, q)
+}
+
+// TrimHistory keeps at most n of t's most recent messages (nil: all; 0: none).
+func TrimHistory(t *a2a.Task, n *int) {
+	switch {
+	case n == nil:
+	case *n <= 0:
+		t.History = nil
+	case len(t.History) > *n:
+		t.History = t.History[len(t.History)-*n:]
+	}
+}
+
+// Wait blocks until the task reaches a terminal or interrupted state, or ctx ends, and returns the task
+// as it then stands.
+func (s *Session) Wait(ctx context.Context, id a2a.TaskID) (*a2a.Task, error) {
+	for {
+		s.mu.Lock()
+		ch := s.changed
+		s.mu.Unlock()
+		t, err := s.cfg.Store.Get(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		if t.Status.State.Terminal() || t.Status.State.Interrupted() {
+			return t, nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return t, nil
+		}
+	}
+}
+
+// Cancel cancels a task: a queued one at once, a running one by canceling its work and waiting for it to
+// stop. Canceling a canceled task returns it unchanged; canceling another terminal task is
+// a2a.ErrTaskNotCancelable.
+func (s *Session) Cancel(ctx context.Context, id a2a.TaskID) (*a2a.Task, error) {
+	s.mu.Lock()
+	if i := slices.Index(s.queue, id); i >= 0 {
+		s.queue = slices.Delete(s.queue, i, i+1)
+		t, err := s.cfg.Store.Get(ctx, id)
+		if err == nil {
+			err = s.finishLocked(ctx, t, a2a.TaskStateCanceled, CanceledMessage, nil)
+		}
+		s.mu.Unlock()
+		if err != nil {
+			return nil, err
+		}
+		return t, nil
+	}
+	if r := s.running; r != nil && r.id == id {
+		r.canceled = true
+		r.cancel()
+		done := r.done
+		s.mu.Unlock()
+		select {
+		case <-done:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		return s.cfg.Store.Get(ctx, id)
+	}
+	s.mu.Unlock()
+	t, err := s.cfg.Store.Get(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case t.Status.State == a2a.TaskStateCanceled:
+		return t, nil
+	case t.Status.State.Terminal():
+		return nil, a2a.ErrTaskNotCancelable.WithMeta("taskId", string(id)).With(fmt.Sprintf(
+			"task %s is already %s and cannot be canceled", id, t.Status.State))
+	}
+	// Not queued, not running, not terminal: the worker is just taking it. Ask again once it has.
+	return s.Wait(ctx, id)
+}
+
+// Close ends the session: no new task is taken, queued tasks end canceled, the running task is canceled
+// and awaited (or recorded as interrupted if ctx ends first), and session_end is written.
+func (s *Session) Close(ctx context.Context) error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	var errs []error
+	for _, id := range s.queue {
+		if t, err := s.cfg.Store.Get(ctx, id); err == nil {
+			errs = append(errs, s.finishLocked(ctx, t, a2a.TaskStateCanceled, ShutdownCancel, nil))
+		}
+	}
+	s.queue = nil
+	s.mu.Unlock()
+	s.stopAll()
+	select {
+	case <-s.done:
+	case <-ctx.Done():
+		errs = append(errs, fmt.Errorf("member %s: the running task did not stop in time; the store marks it failed at the next start", s.cfg.Member))
+	}
+	errs = append(errs, s.records.Write("session_end", "", map[string]any{
+		"elapsed_secs": int64(s.cfg.Now().Sub(s.started) / time.Second),
+	}))
+	errs = append(errs, s.records.Close())
+	return errors.Join(errs...)
+}
+
+func (s *Session) loop() {
+	defer close(s.done)
+	for {
+		select {
+		case <-s.base.Done():
+			return
+		case <-s.kick:
+		}
+		for {
+			ctx, r, ok := s.next()
+			if !ok {
+				break
+			}
+			s.execute(ctx, r)
+		}
+	}
+}
+
+// next takes the head of the queue and marks it running; the context it returns is the task's, ended by
+// Cancel or Close.
+func (s *Session) next() (context.Context, *runningTask, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.queue) == 0 || s.base.Err() != nil {
+		return nil, nil, false
+	}
+	ctx, cancel := context.WithCancel(s.base)
+	r := &runningTask{id: s.queue[0], cancel: cancel, done: make(chan struct{})}
+	s.queue = s.queue[1:]
+	s.running = r
+	return ctx, r, true
+}

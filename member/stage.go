@@ -1,0 +1,113 @@
+package member
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+	"slices"
+
+	"github.com/murmur-run/murmur/roster"
+	"github.com/murmur-run/murmur/runtimetools"
+)
+
+// Finding is one staging error or warning, printed as "CODE: message". Codes starting with E- stop
+// staging; W- codes do not.
+type Finding struct {
+	Code    string
+	Member  string
+	Message string
+}
+
+func (f Finding) String() string {
+	if f.Member == "" {
+		return f.Code + ": " + f.Message
+	}
+	return fmt.Sprintf("%s: member %s: %s", f.Code, f.Member, f.Message)
+}
+
+// IsError reports whether the finding stops staging.
+func (f Finding) IsError() bool { return len(f.Code) > 0 && f.Code[0] == 'E' }
+
+// The staging codes of this build (DESIGN §7; the README lists them).
+const (
+	CodeCapsuleInvalid = "E-CFG-001" // murmur.yaml does not parse or validate
+	CodeScriptInvalid  = "E-CFG-002" // a script driver's script.yaml does not parse or validate
+	CodeDriverMissing  = "E-DRV-001" // the starting driver choice uses a driver this build does not serve
+	CodeReservedName   = "E-CAP-013" // an artifact named like a runtime-provided tool
+	CodeNoEgress       = "W-RUN-008" // a member that may call others cannot reach them
+)
+
+// CheckFormation stages every member of r (or only those named) without starting anything and returns
+// every finding, in roster order.
+func CheckFormation(r *roster.Roster, only []string) []Finding {
+	var out []Finding
+	for _, m := range r.Members {
+		if len(only) > 0 && !slices.Contains(only, m.Name) {
+			continue
+		}
+		c, err := LoadCapsule(m.Capsule)
+		if err != nil {
+			for _, e := range splitJoined(err) {
+				out = append(out, Finding{Code: CodeCapsuleInvalid, Member: m.Name, Message: e.Error()})
+			}
+			continue
+		}
+		out = append(out, CheckCapsule(c, m.Name)...)
+		for _, callee := range r.Reachable(m.Name) {
+			peer, _ := r.Member(callee)
+			if !roster.EgressAllowed(peer.URL, c.Capabilities.Network.Allow) {
+				host := peer.URL
+				if u, err := url.Parse(peer.URL); err == nil && u.Hostname() != "" {
+					host = u.Hostname()
+				}
+				out = append(out, Finding{Code: CodeNoEgress, Member: m.Name, Message: fmt.Sprintf(
+					"may call %s at %s, but capabilities.network.allow in %s does not list %s, so every call to it will fail; add %s to capabilities.network.allow",
+					callee, peer.URL, c.Path, egressName(host), egressName(host))})
+			}
+		}
+	}
+	return out
+}
+
+// egressName is what network.allow must list for host: localhost for any loopback address.
+func egressName(host string) string {
+	if roster.EgressAllowed("http://"+host, []string{"localhost"}) {
+		return "localhost"
+	}
+	return host
+}
+
+// CheckCapsule returns the staging findings of one capsule.
+func CheckCapsule(c *Capsule, memberName string) []Finding {
+	var out []Finding
+	for _, list := range [][]string{c.Tools, c.Skills} {
+		for _, name := range list {
+			if runtimetools.Reserved(name) {
+				out = append(out, Finding{Code: CodeReservedName, Member: memberName, Message: fmt.Sprintf(
+					"%s: artifact %s is named like the runtime-provided tool of the same name, which is reserved; rename the artifact",
+					c.Path, name)})
+			}
+		}
+	}
+	if c.IsAgent() {
+		if _, err := buildDrivers(c); err != nil {
+			code := CodeDriverMissing
+			var se *ScriptError
+			if errors.As(err, &se) {
+				code = CodeScriptInvalid
+			}
+			for _, e := range splitJoined(err) {
+				out = append(out, Finding{Code: code, Member: memberName, Message: e.Error()})
+			}
+		}
+	}
+	return out
+}
+
+// splitJoined returns the errors an errors.Join holds, or err alone.
+func splitJoined(err error) []error {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		return j.Unwrap()
+	}
+	return []error{err}
+}

@@ -1,0 +1,457 @@
+package member
+
+import (
+	"context"
+	"crypto/sha256"
+	"database/sql"
+	"encoding/base64"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/murmur-run/murmur/a2a"
+
+	_ "modernc.org/sqlite" // the "sqlite" database/sql driver
+)
+
+// RestartMessage is the status message of a task that was running when its member stopped and that
+// Recover ended failed.
+const RestartMessage = "member restarted: the task was interrupted and did not finish"
+
+// ErrStoreNotFound is the failure of Update and Get for a task the store does not hold. It wraps
+// a2a.ErrTaskNotFound, so the wire sees -32001.
+var ErrStoreNotFound = fmt.Errorf("member: task not in the store: %w", a2a.ErrTaskNotFound)
+
+// Store is a member's durable task store: one SQLite file, in WAL mode with synchronous=FULL, so a
+// write is on disk when its method returns and a task the door acknowledged survives a crash.
+//
+// A Store is safe for concurrent use. Writes go through one connection, in call order, because
+// SQLite admits one writer at a time and queueing in database/sql is cheaper and fairer than
+// SQLite's busy handler; reads use a pool of their own and run beside the writer (WAL).
+type Store struct {
+	write *sql.DB
+	read  *sql.DB
+	now   func() time.Time
+}
+
+// schema holds the store's migrations: schema[i] takes user_version i to i+1. Append, never edit.
+var schema = []string{
+	`CREATE TABLE tasks (
+		seq        INTEGER PRIMARY KEY AUTOINCREMENT,
+		id         TEXT    NOT NULL UNIQUE,
+		context_id TEXT    NOT NULL,
+		state      TEXT    NOT NULL,
+		status_ts  INTEGER,          -- unix ms; NULL when the status has no timestamp
+		created    INTEGER NOT NULL, -- unix ms
+		task       TEXT    NOT NULL  -- the whole a2a.Task as JSON
+	);
+	CREATE INDEX tasks_context ON tasks (context_id, seq);
+	CREATE INDEX tasks_state ON tasks (state, seq);`,
+}
+
+// OpenStore opens the task store at path, creating the file (mode 0600), its parent directory
+// (mode 0700) and the schema as needed. A store written by a newer program is refused.
+func OpenStore(path string) (*Store, error) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, fmt.Errorf("member: task store %s: %w", path, err)
+	}
+	if err := os.MkdirAll(filepath.Dir(abs), 0o700); err != nil {
+		return nil, fmt.Errorf("member: task store: %w", err)
+	}
+	// SQLite would create the file with the umask's mode; create it first so it is the owner's
+	// alone. SQLite gives the -wal and -shm files the mode of the database file.
+	f, err := os.OpenFile(abs, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("member: task store: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		return nil, fmt.Errorf("member: task store: %w", err)
+	}
+
+	write, err := openDB(abs, "_txlock=immediate")
+	if err != nil {
+		return nil, err
+	}
+	write.SetMaxOpenConns(1)
+	if err := migrate(write); err != nil {
+		write.Close()
+		return nil, fmt.Errorf("member: task store %s: %w", abs, err)
+	}
+	read, err := openDB(abs, "_query_only=1")
+	if err != nil {
+		write.Close()
+		return nil, err
+	}
+	if err := read.Ping(); err != nil {
+		write.Close()
+		read.Close()
+		return nil, fmt.Errorf("member: task store %s: %w", abs, err)
+	}
+	return &Store{write: write, read: read, now: time.Now}, nil
+}
+
+// openDB opens a pool on the file at abs whose every connection gets the store's pragmas.
+func openDB(abs, extra string) (*sql.DB, error) {
+	q := url.Values{}
+	for _, p := range []string{"busy_timeout(5000)", "journal_mode(WAL)", "synchronous(FULL)", "foreign_keys(ON)"} {
+		q.Add("_pragma", p)
+	}
+	// A file: URI, so that a '?' or '#' in the path is escaped rather than read as the query.
+	dsn := (&url.URL{Scheme: "file", Path: filepath.ToSlash(abs)}).String() + "?" + q.Encode() + "&" + extra
+	db, err := sql.Open("sqlite", dsn)
+	if err != nil {
+		return nil, fmt.Errorf("member: task store %s: %w", abs, err)
+	}
+	return db, nil
+}
+
+// migrate brings the schema to the newest version, in one transaction.
+func migrate(db *sql.DB) (err error) {
+	tx, err := db.Begin()
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			tx.Rollback()
+		}
+	}()
+	var version int
+	if err := tx.QueryRow(`PRAGMA user_version`).Scan(&version); err != nil {
+		return err
+	}
+	if version > len(schema) {
+		return fmt.Errorf("schema version %d is newer than this program's %d", version, len(schema))
+	}
+	if version == len(schema) {
+		return tx.Rollback()
+	}
+	for _, step := range schema[version:] {
+		if _, err := tx.Exec(step); err != nil {
+			return fmt.Errorf("schema version %d: %w", version+1, err)
+		}
+		version++
+	}
+	if _, err := tx.Exec(`PRAGMA user_version = ` + strconv.Itoa(version)); err != nil {
+		return err
+	}
+	return tx.Commit()
+}
+
+// Close closes the store. Methods called after Close fail.
+func (s *Store) Close() error {
+	return errors.Join(s.read.Close(), s.write.Close())
+}
+
+// Ping reports whether the store's file can be read.
+func (s *Store) Ping(ctx context.Context) error {
+	var version int
+	if err := s.read.QueryRowContext(ctx, `PRAGMA user_version`).Scan(&version); err != nil {
+		return fmt.Errorf("member: task store: %w", err)
+	}
+	return nil
+}
+
+// Create stores a new task. Its id must be new to the store.
+func (s *Store) Create(ctx context.Context, t *a2a.Task) error {
+	if t.ID == "" {
+		return errors.New("member: storing a task without an id")
+	}
+	body, err := json.Marshal(t)
+	if err != nil {
+		return fmt.Errorf("member: storing task %s: %w", t.ID, err)
+	}
+	created := s.now()
+	if ts := t.Status.Timestamp; ts != nil {
+		created = ts.Time
+	}
+	_, err = s.write.ExecContext(ctx,
+		`INSERT INTO tasks (id, context_id, state, status_ts, created, task) VALUES (?, ?, ?, ?, ?, ?)`,
+		string(t.ID), t.ContextID, string(t.Status.State), statusMillis(t), created.UnixMilli(), body)
+	if err != nil {
+		return fmt.Errorf("member: storing task %s: %w", t.ID, err)
+	}
+	return nil
+}
+
+// Update replaces the stored task whose id is t's with t. The error wraps ErrStoreNotFound (and so
+// a2a.ErrTaskNotFound) when the store has no such task.
+func (s *Store) Update(ctx context.Context, t *a2a.Task) error {
+	body, err := json.Marshal(t)
+	if err != nil {
+		return fmt.Errorf("member: storing task %s: %w", t.ID, err)
+	}
+	res, err := s.write.ExecContext(ctx,
+		`UPDATE tasks SET context_id = ?, state = ?, status_ts = ?, task = ? WHERE id = ?`,
+		t.ContextID, string(t.Status.State), statusMillis(t), body, string(t.ID))
+	if err != nil {
+		return fmt.Errorf("member: storing task %s: %w", t.ID, err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return fmt.Errorf("member: storing task %s: %w", t.ID, err)
+	}
+	if n == 0 {
+		return notStored(t.ID)
+	}
+	return nil
+}
+
+// Get returns the stored task with the given id, a copy the caller may change. The error wraps
+// ErrStoreNotFound (and so a2a.ErrTaskNotFound) when the store has no such task.
+func (s *Store) Get(ctx context.Context, id a2a.TaskID) (*a2a.Task, error) {
+	var body []byte
+	err := s.read.QueryRowContext(ctx, `SELECT task FROM tasks WHERE id = ?`, string(id)).Scan(&body)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, notStored(id)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("member: reading task %s: %w", id, err)
+	}
+	return decodeTask(id, body)
+}
+
+// ListQuery selects the tasks of ListTasks. Zero fields do not filter.
+type ListQuery struct {
+	ContextID string
+	State     a2a.TaskState
+	After     time.Time // status timestamp strictly after; zero: any
+	PageSize  int       // 1..a2a.MaxPageSize, validated by the caller
+	PageToken string    // "" for the first page
+}
+
+// ListPage is one page of tasks, newest first.
+type ListPage struct {
+	Tasks         []*a2a.Task
+	NextPageToken string // "" on the last page
+	Total         int    // the tasks matching the query, on all pages
+}
+
+// List returns one page of the tasks that match q, newest first. A page token that is not one of the
+// store's, or that was issued for a different filter, is refused with an error wrapping
+// a2a.ErrInvalidParams.
+func (s *Store) List(ctx context.Context, q ListQuery) (ListPage, error) {
+	digest := q.digest()
+	var where []string
+	var args []any
+	if q.ContextID != "" {
+		where, args = append(where, "context_id = ?"), append(args, q.ContextID)
+	}
+	if q.State != "" {
+		where, args = append(where, "state = ?"), append(args, string(q.State))
+	}
+	if !q.After.IsZero() {
+		// Stored timestamps are whole milliseconds, so "after q.After" is "after its millisecond".
+		where, args = append(where, "status_ts > ?"), append(args, q.After.UnixMilli())
+	}
+	filter := ""
+	if len(where) > 0 {
+		filter = " WHERE " + strings.Join(where, " AND ")
+	}
+	pageWhere, pageArgs := where, args
+	if q.PageToken != "" {
+		cursor, err := decodePageToken(q.PageToken, digest)
+		if err != nil {
+			return ListPage{}, err
+		}
+		pageWhere, pageArgs = append(slices.Clip(where), "seq < ?"), append(slices.Clip(args), cursor)
+	}
+	pageFilter := ""
+	if len(pageWhere) > 0 {
+		pageFilter = " WHERE " + strings.Join(pageWhere, " AND ")
+	}
+
+	// One read transaction, so the total and the page come from the same snapshot.
+	tx, err := s.read.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return ListPage{}, fmt.Errorf("member: listing tasks: %w", err)
+	}
+	defer tx.Rollback()
+	var page ListPage
+	if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM tasks`+filter, args...).Scan(&page.Total); err != nil {
+		return ListPage{}, fmt.Errorf("member: listing tasks: %w", err)
+	}
+	// One row beyond the page tells whether there is a next page.
+	rows, err := tx.QueryContext(ctx, `SELECT seq, id, task FROM tasks`+pageFilter+` ORDER BY seq DESC LIMIT ?`,
+		append(pageArgs, q.PageSize+1)...)
+	if err != nil {
+		return ListPage{}, fmt.Errorf("member: listing tasks: %w", err)
+	}
+	defer rows.Close()
+	var last int64
+	more := false
+	for rows.Next() {
+		if len(page.Tasks) == q.PageSize {
+			more = true
+			break
+		}
+		var id string
+		var body []byte
+		if err := rows.Scan(&last, &id, &body); err != nil {
+			return ListPage{}, fmt.Errorf("member: listing tasks: %w", err)
+		}
+		t, err := decodeTask(a2a.TaskID(id), body)
+		if err != nil {
+			return ListPage{}, err
+		}
+		page.Tasks = append(page.Tasks, t)
+	}
+	if err := rows.Err(); err != nil {
+		return ListPage{}, fmt.Errorf("member: listing tasks: %w", err)
+	}
+	if more {
+		page.NextPageToken = encodePageToken(last, digest)
+	}
+	return page, nil
+}
+
+// Recover ends failed, with RestartMessage and a status timestamp of now, every task that was not in a
+// terminal state: the member stopped while it ran or waited, and nothing will finish it. It returns
+// the ids of the tasks it changed, in creation order. Call it once, before the store takes new tasks.
+func (s *Store) Recover(ctx context.Context, now time.Time) (ids []a2a.TaskID, err error) {
+	tx, err := s.write.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, fmt.Errorf("member: recovering tasks: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			tx.Rollback()
+		}
+	}()
+	rows, err := tx.QueryContext(ctx, `SELECT id, task FROM tasks WHERE state IN (?, ?, ?, ?) ORDER BY seq`,
+		string(a2a.TaskStateSubmitted), string(a2a.TaskStateWorking),
+		string(a2a.TaskStateInputRequired), string(a2a.TaskStateAuthRequired))
+	if err != nil {
+		return nil, fmt.Errorf("member: recovering tasks: %w", err)
+	}
+	var tasks []*a2a.Task
+	for rows.Next() {
+		var id string
+		var body []byte
+		if err := rows.Scan(&id, &body); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("member: recovering tasks: %w", err)
+		}
+		t, err := decodeTask(a2a.TaskID(id), body)
+		if err != nil {
+			rows.Close()
+			return nil, err
+		}
+		tasks = append(tasks, t)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("member: recovering tasks: %w", err)
+	}
+	for _, t := range tasks {
+		t.Status = a2a.TaskStatus{
+			State: a2a.TaskStateFailed,
+			Message: &a2a.Message{
+				MessageID: a2a.MessageID(newID(prefixMessage)),
+				Role:      a2a.RoleAgent,
+				Parts:     []a2a.Part{a2a.TextPart(RestartMessage)},
+				TaskID:    t.ID,
+				ContextID: t.ContextID,
+			},
+			Timestamp: a2a.NewTimestamp(now),
+		}
+		body, err := json.Marshal(t)
+		if err != nil {
+			return nil, fmt.Errorf("member: recovering task %s: %w", t.ID, err)
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE tasks SET state = ?, status_ts = ?, task = ? WHERE id = ?`,
+			string(t.Status.State), statusMillis(t), body, string(t.ID)); err != nil {
+			return nil, fmt.Errorf("member: recovering task %s: %w", t.ID, err)
+		}
+		ids = append(ids, t.ID)
+	}
+	if err := tx.Commit(); err != nil {
+		return nil, fmt.Errorf("member: recovering tasks: %w", err)
+	}
+	return ids, nil
+}
+
+// statusMillis returns t's status timestamp in unix milliseconds, or nil (NULL) when it has none.
+func statusMillis(t *a2a.Task) any {
+	if t.Status.Timestamp == nil {
+		return nil
+	}
+	return t.Status.Timestamp.UnixMilli()
+}
+
+func decodeTask(id a2a.TaskID, body []byte) (*a2a.Task, error) {
+	t := new(a2a.Task)
+	if err := json.Unmarshal(body, t); err != nil {
+		return nil, fmt.Errorf("member: reading task %s: %w", id, err)
+	}
+	return t, nil
+}
+
+// taskNotStored is the error of a task the store does not hold. Its a2a error comes first, so that
+// errors.As finds the one carrying the task's id.
+type taskNotStored struct{ wire *a2a.Error }
+
+func notStored(id a2a.TaskID) error {
+	return taskNotStored{a2a.ErrTaskNotFound.WithMeta("taskId", string(id))}
+}
+
+func (e taskNotStored) Error() string {
+	return "member: task " + e.wire.Metadata["taskId"] + " not in the store"
+}
+
+func (e taskNotStored) Unwrap() []error { return []error{e.wire, ErrStoreNotFound} }
+
+// A page token is base64url of a version byte, the seq of the last task of its page and a digest of
+// the filter it was issued for: opaque to clients, and refused with any other filter.
+const (
+	pageTokenVersion = 1
+	pageTokenLen     = 1 + 8 + 8
+)
+
+// digest identifies q's filter (not its page size, which a client may change between pages).
+func (q ListQuery) digest() [8]byte {
+	after := ""
+	if !q.After.IsZero() {
+		after = strconv.FormatInt(q.After.UnixMilli(), 10)
+	}
+	sum := sha256.Sum256([]byte(q.ContextID + "\x00" + string(q.State) + "\x00" + after))
+	return [8]byte(sum[:8])
+}
+
+func encodePageToken(seq int64, digest [8]byte) string {
+	b := make([]byte, 0, pageTokenLen)
+	b = append(b, pageTokenVersion)
+	b = binary.BigEndian.AppendUint64(b, uint64(seq))
+	b = append(b, digest[:]...)
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+func decodePageToken(token string, digest [8]byte) (int64, error) {
+	b, err := base64.RawURLEncoding.DecodeString(token)
+	if err != nil || len(b) != pageTokenLen || b[0] != pageTokenVersion {
+		return 0, fmt.Errorf("member: listing tasks: %w", a2a.InvalidParams(a2a.FieldViolation{
+			Field: "pageToken", Description: "not a page token this member issued",
+		}))
+	}
+	if [8]byte(b[9:]) != digest {
+		return 0, fmt.Errorf("member: listing tasks: %w", a2a.InvalidParams(a2a.FieldViolation{
+			Field: "pageToken", Description: "issued for a different filter; keep contextId, status and statusTimestampAfter",
+		}))
+	}
+	seq := binary.BigEndian.Uint64(b[1:9])
+	if seq == 0 || seq > 1<<63-1 {
+		return 0, fmt.Errorf("member: listing tasks: %w", a2a.InvalidParams(a2a.FieldViolation{
+			Field: "pageToken", Description: "not a page token this member issued",
+		}))
+	}
+	return int64(seq), nil
+}

@@ -1,0 +1,183 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/murmur-run/murmur/member"
+	"github.com/murmur-run/murmur/roster"
+)
+
+// FormationConfig says which members of a roster to start and where their state goes.
+type FormationConfig struct {
+	Roster *roster.Roster
+	// Only names the members to start; empty starts every member (mur run). mur member starts one.
+	Only []string
+	// DataDir is the formation's data directory: tokens at its top, each member's state under
+	// members/<name>/ (the task store, the workdir, the runtime directory).
+	DataDir string
+	// RecordsRoot is where session records go: RecordsRoot/<session id>/.
+	RecordsRoot string
+	Tokens      Tokens
+	// Listen, when set, overrides the listen address of the (single) member started (MUR_LISTEN).
+	Listen  string
+	MaxBody int64
+	Version string
+	Logger  *slog.Logger
+	Now     func() time.Time
+}
+
+// RunningMember is one started member: its door's URL and its session.
+type RunningMember struct {
+	Name    string
+	URL     string // the base URL its door answers at
+	Session *member.Session
+	store   *member.Store
+	server  *http.Server
+	ln      net.Listener
+}
+
+// Formation is a set of started members.
+type Formation struct {
+	cfg     FormationConfig
+	Members []*RunningMember
+	errc    chan error
+	wg      sync.WaitGroup
+}
+
+// StartFormation stages and starts the configured members: for each, its capsule is loaded, its store
+// opened and recovered, its session started and its door listening. On any error everything started so
+// far is shut down again.
+func StartFormation(cfg FormationConfig) (*Formation, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	names := cfg.Only
+	if len(names) == 0 {
+		names = cfg.Roster.Names()
+	}
+	f := &Formation{cfg: cfg, errc: make(chan error, len(names))}
+	for _, name := range names {
+		m, ok := cfg.Roster.Member(name)
+		if !ok {
+			f.Shutdown(context.Background())
+			return nil, fmt.Errorf("%s: no member named %q; the members are %v", cfg.Roster.Path, name, cfg.Roster.Names())
+		}
+		rm, err := f.start(m)
+		if err != nil {
+			f.Shutdown(context.Background())
+			return nil, fmt.Errorf("member %s: %w", name, err)
+		}
+		f.Members = append(f.Members, rm)
+	}
+	return f, nil
+}
+
+func (f *Formation) start(m roster.Member) (*RunningMember, error) {
+	cfg := f.cfg
+	capsule, err := member.LoadCapsule(m.Capsule)
+	if err != nil {
+		return nil, err
+	}
+	dir := filepath.Join(cfg.DataDir, "members", m.Name)
+	store, err := member.OpenStore(filepath.Join(dir, "tasks.db"))
+	if err != nil {
+		return nil, err
+	}
+	reg, wrapped := NewRegistry(m.Name)
+	metrics, err := member.NewMetrics(wrapped)
+	if err != nil {
+		store.Close()
+		return nil, err
+	}
+	log := cfg.Logger.With("member", m.Name)
+	sess, err := member.Start(member.Config{
+		Member: m.Name, Formation: cfg.Roster.Formation, Capsule: capsule, Store: store,
+		RecordsRoot: cfg.RecordsRoot, WorkDir: filepath.Join(dir, "work"),
+		Metrics: metrics, Logger: cfg.Logger, Now: cfg.Now,
+	})
+	if err != nil {
+		store.Close()
+		return nil, err
+	}
+	listen, url := m.Listen, m.URL
+	if cfg.Listen != "" {
+		listen = cfg.Listen
+	}
+	ln, err := net.Listen("tcp", listen)
+	if err != nil {
+		sess.Close(context.Background())
+		store.Close()
+		return nil, fmt.Errorf("door cannot listen on %s: %w (set listen: in roster.yaml, or MUR_LISTEN)", listen, err)
+	}
+	if strings.HasSuffix(listen, ":0") {
+		url = "http://" + ln.Addr().String()
+	}
+	door, err := NewDoor(DoorConfig{
+		Member: m.Name, Roster: cfg.Roster, Executor: sess, Tokens: cfg.Tokens,
+		Card:    NewCard(m.Name, capsule.Description, cfg.Version, url, cfg.Roster.Formation),
+		MaxBody: cfg.MaxBody, Gatherer: reg, Registerer: wrapped, Logger: log,
+	})
+	if err != nil {
+		ln.Close()
+		sess.Close(context.Background())
+		store.Close()
+		return nil, err
+	}
+	srv := NewHTTPServer(door, log)
+	rm := &RunningMember{Name: m.Name, URL: url, Session: sess, store: store, server: srv, ln: ln}
+	f.wg.Go(func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			f.errc <- fmt.Errorf("member %s: door: %w", m.Name, err)
+		}
+	})
+	log.Info("door open", "url", url, "session", sess.ID(), "records", sess.RecordsDir())
+	return rm, nil
+}
+
+// NewHTTPServer returns an http.Server for a door with timeouts that keep slow clients from holding it.
+// There is no write timeout: a blocking SendMessage is held open until its task ends.
+func NewHTTPServer(h http.Handler, log *slog.Logger) *http.Server {
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+}
+
+// Err returns a channel that receives the first error of a door's listener.
+func (f *Formation) Err() <-chan error { return f.errc }
+
+// Shutdown closes the sessions first, so tasks in flight end canceled and their blocking requests are
+// answered, then the doors, then the stores.
+func (f *Formation) Shutdown(ctx context.Context) error {
+	var errs []error
+	for _, m := range f.Members {
+		errs = append(errs, m.Session.Close(ctx))
+	}
+	for _, m := range f.Members {
+		if err := m.server.Shutdown(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("member %s: door shutdown: %w", m.Name, err))
+			m.server.Close()
+		}
+	}
+	f.wg.Wait()
+	for _, m := range f.Members {
+		errs = append(errs, m.store.Close())
+	}
+	return errors.Join(errs...)
+}

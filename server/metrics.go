@@ -1,0 +1,35 @@
+package server
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+)
+
+// doorMetrics are the door's own series (DESIGN §8).
+type doorMetrics struct {
+	requests *prometheus.CounterVec
+	duration *prometheus.HistogramVec
+}
+
+func newDoorMetrics(reg prometheus.Registerer) (*doorMetrics, error) {
+	m := &doorMetrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "mur", Name: "door_requests_total",
+			Help: "JSON-RPC requests to the door, by method and result code (ok, or the JSON-RPC error code)."}, []string{"method", "code"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: "mur", Name: "door_request_duration_seconds",
+			Help: "Time the door took to answer a JSON-RPC request.", Buckets: prometheus.ExponentialBuckets(0.0005, 4, 10)}, []string{"method"}),
+	}
+	for _, c := range []prometheus.Collector{m.requests, m.duration} {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
+}
+
+// NewRegistry returns the registry of one member's door: the Go and process collectors, and a
+// registerer that adds the member label to every series murmur registers on it.
+func NewRegistry(member string) (*prometheus.Registry, prometheus.Registerer) {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return reg, prometheus.WrapRegistererWith(prometheus.Labels{"member": member}, reg)
+}

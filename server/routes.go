@@ -1,0 +1,37 @@
+package server
+
+import (
+	"net/http"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/go-chi/chi/v5/middleware"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// routes is the whole HTTP surface of a door (DESIGN §5).
+func (d *Door) routes() http.Handler {
+	r := chi.NewRouter()
+	r.Use(middleware.Recoverer)
+	r.Post("/a2a", d.serveJSONRPC)
+	r.Post("/a2a/", d.serveJSONRPC)
+	r.Get("/.well-known/agent-card.json", d.serveCard)
+	r.Get("/healthz", serveHealthz)
+	r.Get("/readyz", d.serveReadyz)
+	r.Method(http.MethodGet, "/metrics", promhttp.HandlerFor(d.cfg.Gatherer, promhttp.HandlerOpts{}))
+	return r
+}
+
+func serveHealthz(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Write([]byte("ok\n"))
+}
+
+func (d *Door) serveReadyz(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	if err := d.cfg.Executor.Ping(r.Context()); err != nil {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		w.Write([]byte("not ready: " + err.Error() + "\n"))
+		return
+	}
+	w.Write([]byte("ready\n"))
+}
