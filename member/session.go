@@ -75,11 +75,11 @@ type Session struct {
 	drivers map[string]Driver
 	log     *slog.Logger
 
-	mu       sync.Mutex
-	running  *runningTask
-	queue    []a2a.TaskID
-	changed  chan struct{} // closed and replaced on every task change
-	closed   bool
+	mu        sync.Mutex
+	running   *runningTask
+	queue     []a2a.TaskID
+	changed   chan struct{} // closed and replaced on every task change
+	closed    bool
 	choice    string                   // the driver choice the next inference call uses
 	submitted map[a2a.TaskID]time.Time // when each unfinished task arrived, for mur_task_duration_seconds
 
@@ -115,14 +115,14 @@ func Start(cfg Config) (*Session, error) {
 		return nil, errors.New("member: a session needs its metrics")
 	}
 	s := &Session{
-		cfg:     cfg,
-		id:      newID(prefixSession),
-		started: cfg.Now(),
-		log:     cfg.Logger.With("member", cfg.Member),
-		changed: make(chan struct{}),
+		cfg:       cfg,
+		id:        newID(prefixSession),
+		started:   cfg.Now(),
+		log:       cfg.Logger.With("member", cfg.Member),
+		changed:   make(chan struct{}),
 		submitted: map[a2a.TaskID]time.Time{},
-		kick:    make(chan struct{}, 1),
-		done:    make(chan struct{}),
+		kick:      make(chan struct{}, 1),
+		done:      make(chan struct{}),
 	}
 	if cfg.Capsule.IsAgent() {
 		drivers, err := buildDrivers(cfg.Capsule)
