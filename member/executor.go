@@ -13,7 +13,9 @@ func (s *Session) execute(ctx context.Context, r *runningTask) {
 	defer func() {
 		r.cancel()
 		s.mu.Lock()
-		s.running = nil
+		if s.running == r {
+			s.running = nil
+		}
 		s.mu.Unlock()
 		close(r.done)
 	}()
@@ -44,6 +46,8 @@ func (s *Session) execute(ctx context.Context, r *runningTask) {
 
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	// The session is free the moment the end is stored: a client that has the answer may send at once.
+	s.running = nil
 	switch {
 	case r.canceled:
 		err = s.finishLocked(store, t, a2a.TaskStateCanceled, CanceledMessage, nil)

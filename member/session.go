@@ -276,6 +276,12 @@ func (s *Session) Get(ctx context.Context, id a2a.TaskID, historyLength *int) (*
 	return t, nil
 }
 
+// GetJSON returns a stored task, whole, as its JSON: the door's GetTask without historyLength, which
+// needs no decode. The caller must not modify the bytes.
+func (s *Session) GetJSON(ctx context.Context, id a2a.TaskID) ([]byte, error) {
+	return s.cfg.Store.GetJSON(ctx, id)
+}
+
 // List returns one page of tasks.
 func (s *Session) List(ctx context.Context, q ListQuery) (ListPage, error) {
 	return s.cfg.Store.List(ctx, q)

@@ -15,6 +15,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/murmur-run/murmur/a2a"
@@ -40,7 +41,13 @@ type Store struct {
 	write *sql.DB
 	read  *sql.DB
 	now   func() time.Time
+
+	wmu   sync.Mutex // held across each write and its cache update, so the cache follows commit order
+	cache *taskCache
 }
+
+// cachedTasks bounds the tasks whose JSON the store keeps in memory.
+const cachedTasks = 4096
 
 // schema holds the store's migrations: schema[i] takes user_version i to i+1. Append, never edit.
 var schema = []string{
@@ -96,7 +103,7 @@ func OpenStore(path string) (*Store, error) {
 		read.Close()
 		return nil, fmt.Errorf("member: task store %s: %w", abs, err)
 	}
-	return &Store{write: write, read: read, now: time.Now}, nil
+	return &Store{write: write, read: read, now: time.Now, cache: newTaskCache(cachedTasks)}, nil
 }
 
 // openDB opens a pool on the file at abs whose every connection gets the store's pragmas.
@@ -174,12 +181,15 @@ func (s *Store) Create(ctx context.Context, t *a2a.Task) error {
 	if ts := t.Status.Timestamp; ts != nil {
 		created = ts.Time
 	}
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
 	_, err = s.write.ExecContext(ctx,
 		`INSERT INTO tasks (id, context_id, state, status_ts, created, task) VALUES (?, ?, ?, ?, ?, ?)`,
 		string(t.ID), t.ContextID, string(t.Status.State), statusMillis(t), created.UnixMilli(), body)
 	if err != nil {
 		return fmt.Errorf("member: storing task %s: %w", t.ID, err)
 	}
+	s.cache.put(t.ID, body)
 	return nil
 }
 
@@ -190,6 +200,8 @@ func (s *Store) Update(ctx context.Context, t *a2a.Task) error {
 	if err != nil {
 		return fmt.Errorf("member: storing task %s: %w", t.ID, err)
 	}
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
 	res, err := s.write.ExecContext(ctx,
 		`UPDATE tasks SET context_id = ?, state = ?, status_ts = ?, task = ? WHERE id = ?`,
 		t.ContextID, string(t.Status.State), statusMillis(t), body, string(t.ID))
@@ -203,12 +215,26 @@ func (s *Store) Update(ctx context.Context, t *a2a.Task) error {
 	if n == 0 {
 		return notStored(t.ID)
 	}
+	s.cache.put(t.ID, body)
 	return nil
 }
 
 // Get returns the stored task with the given id, a copy the caller may change. The error wraps
 // ErrStoreNotFound (and so a2a.ErrTaskNotFound) when the store has no such task.
 func (s *Store) Get(ctx context.Context, id a2a.TaskID) (*a2a.Task, error) {
+	body, err := s.GetJSON(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	return decodeTask(id, body)
+}
+
+// GetJSON returns the stored task's JSON, exactly as a2a.Task marshals. The caller must not modify it.
+// The error wraps ErrStoreNotFound (and so a2a.ErrTaskNotFound) when the store has no such task.
+func (s *Store) GetJSON(ctx context.Context, id a2a.TaskID) ([]byte, error) {
+	if body, ok := s.cache.get(id); ok {
+		return body, nil
+	}
 	var body []byte
 	err := s.read.QueryRowContext(ctx, `SELECT task FROM tasks WHERE id = ?`, string(id)).Scan(&body)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -217,7 +243,7 @@ func (s *Store) Get(ctx context.Context, id a2a.TaskID) (*a2a.Task, error) {
 	if err != nil {
 		return nil, fmt.Errorf("member: reading task %s: %w", id, err)
 	}
-	return decodeTask(id, body)
+	return body, nil
 }
 
 // ListQuery selects the tasks of ListTasks. Zero fields do not filter.
@@ -318,6 +344,9 @@ func (s *Store) List(ctx context.Context, q ListQuery) (ListPage, error) {
 // terminal state: the member stopped while it ran or waited, and nothing will finish it. It returns
 // the ids of the tasks it changed, in creation order. Call it once, before the store takes new tasks.
 func (s *Store) Recover(ctx context.Context, now time.Time) (ids []a2a.TaskID, err error) {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	written := map[a2a.TaskID][]byte{}
 	tx, err := s.write.BeginTx(ctx, nil)
 	if err != nil {
 		return nil, fmt.Errorf("member: recovering tasks: %w", err)
@@ -373,9 +402,13 @@ func (s *Store) Recover(ctx context.Context, now time.Time) (ids []a2a.TaskID, e
 			return nil, fmt.Errorf("member: recovering task %s: %w", t.ID, err)
 		}
 		ids = append(ids, t.ID)
+		written[t.ID] = body
 	}
 	if err := tx.Commit(); err != nil {
 		return nil, fmt.Errorf("member: recovering tasks: %w", err)
+	}
+	for id, body := range written {
+		s.cache.put(id, body)
 	}
 	return ids, nil
 }

@@ -16,6 +16,7 @@ type Executor interface {
 	Send(ctx context.Context, msg *a2a.Message, origin member.Origin) (*a2a.Task, error)
 	Wait(ctx context.Context, id a2a.TaskID) (*a2a.Task, error)
 	Get(ctx context.Context, id a2a.TaskID, historyLength *int) (*a2a.Task, error)
+	GetJSON(ctx context.Context, id a2a.TaskID) ([]byte, error)
 	List(ctx context.Context, q member.ListQuery) (member.ListPage, error)
 	Cancel(ctx context.Context, id a2a.TaskID) (*a2a.Task, error)
 	Ping(ctx context.Context) error

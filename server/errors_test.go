@@ -84,6 +84,7 @@ func TestBadRequestsGetTheirOwnErrors(t *testing.T) {
 		{"empty body", ``, nil, 200, -32700, "null", "not valid JSON", ""},
 		{"batch", `[` + validSend + `,` + validSend + `]`, nil, 200, -32600, "null", "batch requests are not served", ""},
 		{"not an object", `"SendMessage"`, nil, 200, -32600, "null", "must be a JSON object", ""},
+		{"object id", `{"jsonrpc":"2.0","id":{"a":1},"method":"GetTask","params":{"id":"x"}}`, nil, 200, -32600, "null", `"id" must be a string or a number`, ""},
 		{"no id", `{"jsonrpc":"2.0","method":"GetTask","params":{"id":"x"}}`, nil, 200, -32600, "null", "notifications are not served", ""},
 		{"wrong jsonrpc version", `{"jsonrpc":"1.0","id":3,"method":"GetTask","params":{"id":"x"}}`, nil, 200, -32600, "3", `"jsonrpc" must be "2.0"`, ""},
 		{"unknown method", `{"jsonrpc":"2.0","id":"a","method":"DoMagic","params":{}}`, nil, 200, -32601, `"a"`, `method "DoMagic" not found`, ""},

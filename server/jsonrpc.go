@@ -55,6 +55,19 @@ func writeResponse(w http.ResponseWriter, status int, resp response) {
 	if resp.Error != nil {
 		resp.Result = nil
 	}
+	// A result that is already JSON (a stored task) is spliced in as it is.
+	if raw, ok := resp.Result.(json.RawMessage); ok {
+		out := make([]byte, 0, len(raw)+len(resp.ID)+40)
+		out = append(out, `{"jsonrpc":"2.0","id":`...)
+		out = append(out, resp.ID...)
+		out = append(out, `,"result":`...)
+		out = append(out, raw...)
+		out = append(out, "}\n"...)
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(status)
+		w.Write(out)
+		return
+	}
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
@@ -109,15 +122,19 @@ func (d *Door) handle(r *http.Request) (method string, id json.RawMessage, resul
 		}
 		return fail(a2a.ErrInvalidRequest.With("batch requests are not served: send one JSON-RPC request object per HTTP request; nothing in the batch was run"))
 	}
-	if !json.Valid(trimmed) {
-		return fail(a2a.ErrParse.With("request body is not valid JSON: " + syntaxError(trimmed)))
-	}
 	var envelope struct {
 		JSONRPC *string         `json:"jsonrpc"`
 		ID      json.RawMessage `json:"id"`
 	}
 	if err := json.Unmarshal(trimmed, &envelope); err != nil {
+		var se *json.SyntaxError
+		if errors.As(err, &se) || len(trimmed) == 0 {
+			return fail(a2a.ErrParse.With("request body is not valid JSON: " + syntaxError(trimmed)))
+		}
 		return fail(a2a.ErrInvalidRequest.With("the request must be a JSON object with jsonrpc, id, method and params"))
+	}
+	if len(envelope.ID) > 0 && envelope.ID[0] != '"' && envelope.ID[0] != 'n' && (envelope.ID[0] < '0' || envelope.ID[0] > '9') && envelope.ID[0] != '-' {
+		return fail(a2a.ErrInvalidRequest.With(`"id" must be a string or a number`))
 	}
 	var req jsonrpc2.Request
 	if err := json.Unmarshal(trimmed, &req); err != nil {
@@ -184,6 +201,10 @@ func (d *Door) call(ctx context.Context, p Principal, method a2a.Method, params 
 		}
 		if err := checkHistoryLength("historyLength", req.HistoryLength); err != nil {
 			return nil, err
+		}
+		if req.HistoryLength == nil {
+			body, err := d.cfg.Executor.GetJSON(ctx, req.ID)
+			return json.RawMessage(body), err
 		}
 		return d.cfg.Executor.Get(ctx, req.ID, req.HistoryLength)
 	case a2a.MethodListTasks:
