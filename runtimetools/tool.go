@@ -94,7 +94,7 @@ func (r *Registry) Manifests() []Manifest {
 }
 
 // Names returns the staged tool names, in inventory order.
-func (r *Registry) Names() []string { return slices.Clone(r.order) }
+func (r *Registry) Names() []string { return append([]string{}, r.order...) }
 
 // Gate is the declaration a runtime-provided tool exists under (SPEC "The twelve", "Gated on").
 type Gate struct {
