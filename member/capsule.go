@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agnivade/levenshtein"
 	"gopkg.in/yaml.v3"
 )
 
@@ -1153,32 +1154,11 @@ func didYouMean(got string, options []string) string {
 func closestName(got string, options []string) string {
 	best, bestDist := "", 3
 	for _, o := range options {
-		if dist := editDistance(got, o); dist < bestDist && o != got {
+		if dist := levenshtein.ComputeDistance(got, o); dist < bestDist && o != got {
 			best, bestDist = o, dist
 		}
 	}
 	return best
-}
-
-// editDistance is the Levenshtein distance between a and b, in bytes.
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }
 
 // scriptPath resolves a script driver's script: against the capsule directory.
