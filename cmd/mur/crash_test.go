@@ -156,3 +156,47 @@ func TestAcknowledgedTasksSurviveSIGKILL(t *testing.T) {
 		t.Errorf("after restart: %s", task.Status.State)
 	}
 }
+
+func TestSIGTERMShutsDownCleanly(t *testing.T) {
+	root := t.TempDir()
+	capsule := filepath.Join(root, "solo")
+	os.MkdirAll(capsule, 0o755)
+	os.WriteFile(filepath.Join(capsule, "murmur.yaml"), []byte(crashCapsule), 0o644)
+	rosterPath := filepath.Join(root, "roster.yaml")
+	os.WriteFile(rosterPath, []byte("formation: term\nmembers:\n  - name: solo\n    capsule: ./solo\n"), 0o644)
+	t.Cleanup(func() { os.WriteFile(filepath.Join(capsule, "go"), nil, 0o644) })
+	dataDir := filepath.Join(root, "data")
+	ctx := context.Background()
+
+	p := startMember(t, rosterPath, dataDir)
+	c := a2a.NewClient(p.url+"/a2a", "op", nil)
+	res, err := c.SendMessage(ctx, &a2a.SendMessageRequest{
+		Message:       &a2a.Message{MessageID: "m", Role: a2a.RoleUser, Parts: []a2a.Part{a2a.TextPart("slow")}},
+		Configuration: &a2a.SendMessageConfig{ReturnImmediately: true},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		got, err := c.GetTask(ctx, &a2a.GetTaskRequest{ID: res.Task.ID})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Status.State == a2a.TaskStateWorking {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	if err := p.cmd.Wait(); err != nil {
+		t.Fatalf("mur member after SIGTERM: %v, want exit 0", err)
+	}
+	again := startMember(t, rosterPath, dataDir)
+	got, err := a2a.NewClient(again.url+"/a2a", "op", nil).GetTask(ctx, &a2a.GetTaskRequest{ID: res.Task.ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Status.State != a2a.TaskStateCanceled || got.Status.Message.Text() != member.ShutdownCancel {
+		t.Errorf("a task in flight at SIGTERM came back %s %+v, want canceled with %q", got.Status.State, got.Status.Message, member.ShutdownCancel)
+	}
+}
