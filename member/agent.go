@@ -2,37 +2,67 @@ package member
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net/http"
+	"os/exec"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/murmur-run/murmur/a2a"
 	"github.com/murmur-run/murmur/runtimetools"
 )
 
+// The runtime's own messages to the model.
+const (
+	keepWorkingNudge = "[runtime] You ended your turn without an answer. Keep working on the task, and end your turn with your answer as text when you have it."
+	deadlineNotice   = "Session deadline: the runtime ends this session at %s, in %d seconds."
+)
+
+// defaultCompaction is the fraction of the context budget past which the conversation is compacted when
+// inference.compaction.threshold is not set.
+const defaultCompaction = 0.8
+
 // runAgent runs the agent loop for one task: the system prompt, the task text (fenced when untrusted)
 // and the staged tool array; then one inference call per turn, each turn's tool calls answered in order,
-// until the model ends a turn with no tool call. Its text is the answer.
+// until the model ends a turn with no tool call. That turn's text is the answer, once keep_working and
+// done_check (when the capsule sets them) have had their say.
 func (s *Session) runAgent(ctx context.Context, t *a2a.Task, text string) (string, error) {
-	inf := s.cfg.Capsule.Inference
+	c := s.cfg.Capsule
+	inf := c.Inference
 	if murmurMeta(t)["trust"] == TrustUntrusted {
 		text = fence("task", text, "")
 	}
 	req := InferRequest{
-		System:   s.cfg.Capsule.Instructions,
+		System:   s.systemPrompt(),
 		Messages: []ChatMessage{{Role: RoleUser, Text: text}},
-		Tools:    toolSpecs(s.cfg.Tools),
+		Tools:    toolSpecs(s.tools),
 		Task:     t.History[0].Text(),
 	}
-	for turn := 1; ; turn++ {
-		if inf.MaxTurns > 0 && turn > inf.MaxTurns {
+	task := string(t.ID)
+	for {
+		s.mu.Lock()
+		p := s.progress
+		turns, spend := p.turns, s.spend
+		choice := s.choice
+		applied := s.unapplied == choice
+		if applied {
+			s.unapplied = ""
+		}
+		s.mu.Unlock()
+		if inf.MaxTurns > 0 && turns >= inf.MaxTurns {
 			return "", fmt.Errorf("the task used all %d turns of inference.max_turns without an answer", inf.MaxTurns)
 		}
-		s.mu.Lock()
-		choice := s.choice
-		s.mu.Unlock()
+		if inf.MaxSessionTokens > 0 && spend >= inf.MaxSessionTokens {
+			return "", fmt.Errorf("the session has spent %d tokens, its inference.max_session_tokens ceiling of %d; the task ends without an answer", spend, inf.MaxSessionTokens)
+		}
+		if applied {
+			s.records.Write("control_applied", task, map[string]any{"setting": "inference.driver", "value": choice})
+		}
+		s.compact(task, &req)
 		d := s.drivers[choice]
-		req.Turn = turn
+		req.Turn = turns + 1
 		resp, err := d.Infer(ctx, req)
 		if err != nil {
 			if ctx.Err() != nil {
@@ -40,46 +70,259 @@ func (s *Session) runAgent(ctx context.Context, t *a2a.Task, text string) (strin
 			}
 			return "", fmt.Errorf("inference (driver choice %s): %v", choice, err)
 		}
-		s.countInference(d.Name(), resp.Usage)
-		if len(resp.Calls) == 0 {
-			return resp.Text, nil
+		s.account(task, choice, req, resp)
+
+		if len(resp.Calls) > 0 {
+			req.Messages = append(req.Messages, ChatMessage{Role: RoleAssistant, Text: resp.Text, Calls: resp.Calls})
+			results := make([]ToolResult, 0, len(resp.Calls))
+			for _, call := range resp.Calls {
+				if ctx.Err() != nil {
+					return "", ctx.Err()
+				}
+				results = append(results, s.dispatch(ctx, task, call))
+			}
+			req.Messages = append(req.Messages, ChatMessage{Role: RoleTool, Results: results})
+			continue
 		}
-		req.Messages = append(req.Messages, ChatMessage{Role: RoleAssistant, Text: resp.Text, Calls: resp.Calls})
-		results := make([]ToolResult, 0, len(resp.Calls))
-		for _, call := range resp.Calls {
+
+		answer := resp.Text
+		req.Messages = append(req.Messages, ChatMessage{Role: RoleAssistant, Text: answer})
+		if strings.TrimSpace(answer) == "" {
+			if kw := c.Lifecycle.KeepWorking; kw != nil && p.keepWorking < kw.Limit {
+				s.mu.Lock()
+				p.keepWorking++
+				used := p.keepWorking
+				s.mu.Unlock()
+				s.records.Write("keep_working", task, map[string]any{"used": used, "left": kw.Limit - used})
+				req.Messages = append(req.Messages, ChatMessage{Role: RoleUser, Text: keepWorkingNudge})
+				continue
+			}
+			return "", errors.New("the model ended its turn without an answer")
+		}
+		if dc := c.Lifecycle.DoneCheck; dc != nil {
+			out, code, err := s.runDoneCheck(ctx, dc.Command)
 			if ctx.Err() != nil {
 				return "", ctx.Err()
 			}
-			results = append(results, s.dispatch(ctx, call))
+			if err != nil || code != 0 {
+				detail := fmt.Sprintf("exited with status %d", code)
+				if err != nil {
+					detail = "could not run: " + err.Error()
+				}
+				limitLeft := p.doneCheck < dc.Limit
+				if mr := c.Lifecycle.MaxTaskReopens; mr != nil && p.reopens >= *mr {
+					limitLeft = false
+				}
+				if !limitLeft {
+					return "", fmt.Errorf("lifecycle.done_check `%s` %s after %d reopen(s); the task ends unverified: %s",
+						strings.Join(dc.Command, " "), detail, p.doneCheck, lastLine(out))
+				}
+				s.mu.Lock()
+				p.doneCheck++
+				p.reopens++
+				used := p.doneCheck
+				s.mu.Unlock()
+				s.records.Write("task_reopened", task, map[string]any{
+					"reason": "done_check", "command": dc.Command, "exit_code": code, "used": used, "left": dc.Limit - used})
+				req.Messages = append(req.Messages, ChatMessage{Role: RoleUser, Text: fmt.Sprintf(
+					"[runtime] The task is not done: its check `%s` %s.\n%s\nKeep working until the check passes, then answer again.",
+					strings.Join(dc.Command, " "), detail, fence("done_check", out, ""))})
+				continue
+			}
 		}
-		req.Messages = append(req.Messages, ChatMessage{Role: RoleTool, Results: results})
+		return answer, nil
 	}
+}
+
+// systemPrompt is the capsule's instructions; skills and the plan guidance join it with their features.
+func (s *Session) systemPrompt() string { return s.cfg.Capsule.Instructions }
+
+// account adds one inference call to the session's numbers, its metrics and its records.
+func (s *Session) account(task, choice string, req InferRequest, resp InferResponse) {
+	u := resp.Usage
+	ch := s.cfg.Capsule.Inference.Choices[choice]
+	kind := ch.Driver
+	counted := u.Reported || u.Estimated
+	in, out := u.Input, u.Output
+	measured := "estimate"
+	if u.Reported {
+		measured = "actual"
+	}
+	s.mu.Lock()
+	s.progress.turns++
+	if counted {
+		s.tokens.Input += in
+		s.tokens.Output += out
+		s.tokens.HasInput, s.tokens.HasOutput = true, true
+		s.spend += in + out
+	} else {
+		s.tokens.UnreportedCalls++
+	}
+	if u.Reported && (kind == "openai" || kind == "anthropic") {
+		s.tokens.Cached += u.Cached
+		s.tokens.HasCached = true
+	}
+	if u.Reported && kind == "anthropic" {
+		s.tokens.CacheWrite += u.CacheWrite
+		s.tokens.HasCacheWrite = true
+	}
+	used := in + out
+	if !counted {
+		used = EstimateInput(req) + EstimateTokens(resp.Text)
+		measured = "estimate"
+	}
+	s.context = contextSnapshot(ch, used, measured)
+	s.mu.Unlock()
+
+	s.countInference(choice, u)
+	rec := map[string]any{"driver": choice, "model": ch.Model, "turn": req.Turn, "measured_by": measured}
+	if counted {
+		rec["tokens"] = map[string]any{"input": in, "output": out, "cached": u.Cached, "cache_write": u.CacheWrite}
+	}
+	s.records.Write("inference", task, rec)
+}
+
+// contextSnapshot is the budget check of SPEC's context fields for one choice.
+func contextSnapshot(ch Choice, used int64, measured string) *runtimetools.ContextSnapshot {
+	cs := &runtimetools.ContextSnapshot{UsedTokens: used, WindowTokens: ch.ContextWindow, MeasuredBy: measured}
+	if ch.ContextWindow > 0 {
+		cs.BudgetTokens, cs.BudgetBasis = ch.ContextWindow-ch.MaxOutputTokens, "context_window_less_output_cap"
+		if ch.MaxInputTokens > 0 && ch.MaxInputTokens < cs.BudgetTokens {
+			cs.BudgetTokens, cs.BudgetBasis = ch.MaxInputTokens, "max_input_tokens"
+		}
+	}
+	return cs
+}
+
+// compact shortens the conversation when the last check found it past the threshold of its budget:
+// the task's message stays, the oldest turns after it go, and the model is told how many.
+func (s *Session) compact(task string, req *InferRequest) {
+	s.mu.Lock()
+	cs := s.context
+	s.mu.Unlock()
+	if cs == nil || cs.WindowTokens == 0 || cs.BudgetTokens <= 0 {
+		return
+	}
+	threshold := defaultCompaction
+	if th := s.cfg.Capsule.Inference.Compaction.Threshold; th > 0 {
+		threshold = th
+	}
+	limit := int64(threshold * float64(cs.BudgetTokens))
+	if cs.UsedTokens <= limit || len(req.Messages) < 4 {
+		return
+	}
+	// Cut at an assistant message so no tool result is left without its call; keep the last two turns.
+	cut := -1
+	for i := len(req.Messages) - 4; i >= 1; i-- {
+		if req.Messages[i].Role == RoleAssistant {
+			cut = i
+			break
+		}
+	}
+	if cut <= 1 {
+		return
+	}
+	removed := cut - 1
+	first := req.Messages[0]
+	first.Text += fmt.Sprintf("\n\n[runtime] %d earlier message(s) of this conversation were removed to keep it within the context budget.", removed)
+	req.Messages = append([]ChatMessage{first}, req.Messages[cut:]...)
+	after := EstimateInput(*req)
+	s.mu.Lock()
+	s.context = &runtimetools.ContextSnapshot{UsedTokens: after, WindowTokens: cs.WindowTokens,
+		BudgetTokens: cs.BudgetTokens, BudgetBasis: cs.BudgetBasis, MeasuredBy: "estimate"}
+	s.mu.Unlock()
+	s.records.Write("compaction", task, map[string]any{
+		"tokens_before": cs.UsedTokens, "tokens_before_source": cs.MeasuredBy, "tokens_after": after,
+		"budget_tokens": cs.BudgetTokens, "threshold": threshold, "removed_messages": removed})
+}
+
+// runDoneCheck runs lifecycle.done_check's command in the workdir and returns its output.
+func (s *Session) runDoneCheck(ctx context.Context, command []string) (string, int, error) {
+	ctx, cancel := context.WithTimeout(ctx, defaultScriptTimeout)
+	defer cancel()
+	name := command[0]
+	if strings.Contains(name, "/") {
+		name = capsulePath(s.cfg.Capsule.Dir, name)
+	}
+	cmd := exec.CommandContext(ctx, name, command[1:]...)
+	cmd.Dir = s.cfg.WorkDir
+	if cmd.Dir == "" {
+		cmd.Dir = s.cfg.Capsule.Dir
+	}
+	cmd.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + cmd.Dir, "LANG=C.UTF-8", "MUR_CAPSULE_DIR=" + s.cfg.Capsule.Dir}
+	var out tail
+	out.max = 8 << 10
+	cmd.Stdout, cmd.Stderr = &out, &out
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.WaitDelay = 2 * time.Second
+	err := cmd.Run()
+	var exit *exec.ExitError
+	if errors.As(err, &exit) {
+		return out.String(), exit.ExitCode(), nil
+	}
+	return out.String(), 0, err
+}
+
+func lastLine(s string) string {
+	s = strings.TrimSpace(s)
+	if i := strings.LastIndexByte(s, '\n'); i >= 0 {
+		return s[i+1:]
+	}
+	return s
 }
 
 // dispatch answers one tool call through the session's registry. A name that was not staged is refused
 // with the message naming the declaration that would have staged it.
-func (s *Session) dispatch(ctx context.Context, call ToolCall) ToolResult {
+func (s *Session) dispatch(ctx context.Context, task string, call ToolCall) ToolResult {
 	start := time.Now()
 	var res runtimetools.Result
-	if tool, ok := s.cfg.Tools.Lookup(call.Name); ok {
-		r, err := tool.Run(ctx, runtimetools.Call{ID: call.ID, Name: call.Name, Input: call.Input})
+	ran := false
+	if tool, ok := s.tools.Lookup(call.Name); ok {
+		r, err := tool.Run(ctx, runtimetools.Call{ID: call.ID, Name: call.Name, Input: call.Input, Task: task})
 		if err != nil {
 			r = runtimetools.Result{Status: runtimetools.StatusError, Output: err.Error()}
+		} else {
+			ran = true
 		}
 		res = r
 	} else {
-		res = runtimetools.Refused(runtimetools.Unstaged(call.Name, s.cfg.Tools.Names()))
+		res = runtimetools.Refused(runtimetools.Unstaged(call.Name, s.tools.Names()))
 	}
 	s.cfg.Metrics.ToolCalls.WithLabelValues(call.Name, res.Status).Inc()
 	s.cfg.Metrics.ToolDuration.WithLabelValues(call.Name).Observe(time.Since(start).Seconds())
+	note := res.Note
+	if ran && res.Status != runtimetools.StatusRefused {
+		if line := s.deadlineNotice(task); line != "" {
+			note = strings.TrimPrefix(note+"\n"+line, "\n")
+		}
+	}
 	return ToolResult{
 		CallID: call.ID,
 		Tool:   call.Name,
 		Status: res.Status,
 		Output: res.Output,
 		Data:   res.Data,
-		Text:   fence("tool:"+call.Name, res.Output, res.Note),
+		Text:   fence("tool:"+call.Name, res.Output, note),
 	}
+}
+
+// deadlineNotice returns SPEC's notice line once per session, for the first tool result inside the
+// margin, and writes its record; otherwise "".
+func (s *Session) deadlineNotice(task string) string {
+	margin := noticeMargin(s.cfg.Capsule)
+	now := s.cfg.Now()
+	s.mu.Lock()
+	if s.deadline.IsZero() || margin <= 0 || s.noticeSent || s.deadline.Sub(now) > margin {
+		s.mu.Unlock()
+		return ""
+	}
+	s.noticeSent = true
+	at := s.deadline.UTC().Format(time.RFC3339)
+	left := max(int64(s.deadline.Sub(now)/time.Second), 0)
+	s.mu.Unlock()
+	s.records.Write("deadline_notice", task, map[string]any{"at": at, "left_secs": left})
+	return fmt.Sprintf(deadlineNotice, at, left)
 }
 
 // fence wraps content the model must treat as data, not instructions, as SPEC shows; the runtime's note,
@@ -119,11 +362,12 @@ func (s *Session) countInference(driver string, u Usage) {
 	}
 }
 
-// buildDrivers makes a driver for every choice the capsule declares that this build can serve. The
-// choice a session starts on must be one of them.
-func buildDrivers(c *Capsule) (map[string]Driver, error) {
+// buildDrivers makes a driver for every choice the capsule declares. The choice a session starts on
+// must be one this build serves.
+func buildDrivers(c *Capsule, hc *http.Client, getenv func(string) string) (map[string]Driver, error) {
 	out := map[string]Driver{}
-	for name, ch := range c.Inference.Choices {
+	for _, name := range c.Inference.ChoiceOrder {
+		ch := c.Inference.Choices[name]
 		switch ch.Driver {
 		case "script":
 			sc := DefaultScript()

@@ -3,6 +3,7 @@ package member
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/murmur-run/murmur/a2a"
@@ -11,7 +12,7 @@ import (
 // execute runs one task to its end and stores every step. It owns r until it closes r.done.
 func (s *Session) execute(ctx context.Context, r *runningTask) {
 	defer func() {
-		r.cancel()
+		r.cancel(nil)
 		s.mu.Lock()
 		if s.running == r {
 			s.running = nil
@@ -27,7 +28,8 @@ func (s *Session) execute(ctx context.Context, r *runningTask) {
 		return
 	}
 	s.mu.Lock()
-	s.setStatus(t, a2a.TaskStateWorking, "", s.cfg.Now())
+	s.progress = &taskProgress{start: s.cfg.Now()}
+	s.setStatus(t, a2a.TaskStateWorking, "", s.progress.start)
 	err = s.cfg.Store.Update(store, t)
 	s.notifyLocked()
 	s.mu.Unlock()
@@ -48,9 +50,12 @@ func (s *Session) execute(ctx context.Context, r *runningTask) {
 	defer s.mu.Unlock()
 	// The session is free the moment the end is stored: a client that has the answer may send at once.
 	s.running = nil
+	s.progress = nil
 	switch {
 	case r.canceled:
 		err = s.finishLocked(store, t, a2a.TaskStateCanceled, CanceledMessage, nil)
+	case context.Cause(ctx) == errSessionDeadline:
+		err = s.finishLocked(store, t, a2a.TaskStateFailed, fmt.Sprintf(DeadlineFail, s.deadline.UTC().Format(time.RFC3339)), nil)
 	case s.base.Err() != nil:
 		err = s.finishLocked(store, t, a2a.TaskStateCanceled, ShutdownCancel, nil)
 	case err != nil:

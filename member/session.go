@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -31,6 +32,8 @@ const (
 	ShutdownReject  = "task rejected: the member is shutting down"
 	CanceledMessage = "task canceled"
 	ShutdownCancel  = "task canceled: the member shut down"
+	DeadlineReject  = "task rejected: the session ended at its deadline, %s"
+	DeadlineFail    = "the session reached its deadline, %s, before the task finished"
 )
 
 // defaultQueueSize bounds the FIFO of task_acceptance: queue when the capsule sets no queue_size.
@@ -55,11 +58,15 @@ type Config struct {
 	RecordsRoot string
 	// WorkDir is the session's working directory; created when missing.
 	WorkDir string
-	// Tools are the runtime-provided tools staged for this session; nil means none.
-	Tools   *runtimetools.Registry
-	Metrics *Metrics
-	Logger  *slog.Logger
-	Now     func() time.Time
+	// RuntimeRoot holds the sessions' runtime directories: RuntimeRoot/<session id>/tools/<name>/murmur.yaml.
+	RuntimeRoot string
+	Metrics     *Metrics
+	Logger      *slog.Logger
+	Now         func() time.Time
+	// Getenv resolves env: credentials; nil means os.Getenv.
+	Getenv func(string) string
+	// HTTPClient is what model drivers call their providers with; nil means a default client.
+	HTTPClient *http.Client
 }
 
 // Session runs one capsule: it takes tasks through Send, runs them one at a time in submission order,
@@ -81,7 +88,19 @@ type Session struct {
 	changed   chan struct{} // closed and replaced on every task change
 	closed    bool
 	choice    string                   // the driver choice the next inference call uses
+	unapplied string                   // a choice switched to that no inference call has used yet
 	submitted map[a2a.TaskID]time.Time // when each unfinished task arrived, for mur_task_duration_seconds
+	tools     *runtimetools.Registry
+	deadline  time.Time // zero: none
+	expired   bool      // the deadline has passed: the session has ended
+
+	// What session-status reports; guarded by mu.
+	progress   *taskProgress // the running task's; nil outside a task
+	tokens     runtimetools.TokenTotals
+	spend      int64
+	context    *runtimetools.ContextSnapshot
+	noticeSent bool
+	timer      *time.Timer
 
 	base    context.Context
 	stopAll context.CancelFunc
@@ -91,7 +110,7 @@ type Session struct {
 
 type runningTask struct {
 	id       a2a.TaskID
-	cancel   context.CancelFunc
+	cancel   context.CancelCauseFunc
 	canceled bool
 	done     chan struct{}
 }
@@ -108,8 +127,8 @@ func Start(cfg Config) (*Session, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	if cfg.Tools == nil {
-		cfg.Tools, _ = runtimetools.NewRegistry()
+	if cfg.Getenv == nil {
+		cfg.Getenv = os.Getenv
 	}
 	if cfg.Metrics == nil {
 		return nil, errors.New("member: a session needs its metrics")
@@ -125,7 +144,7 @@ func Start(cfg Config) (*Session, error) {
 		done:      make(chan struct{}),
 	}
 	if cfg.Capsule.IsAgent() {
-		drivers, err := buildDrivers(cfg.Capsule)
+		drivers, err := buildDrivers(cfg.Capsule, cfg.HTTPClient, cfg.Getenv)
 		if err != nil {
 			return nil, err
 		}
@@ -150,11 +169,27 @@ func Start(cfg Config) (*Session, error) {
 		return nil, fmt.Errorf("member %s: %w", cfg.Member, err)
 	}
 	s.records = rec
+	if s.tools, err = s.stageTools(); err != nil {
+		rec.Close()
+		return nil, err
+	}
+	if cfg.RuntimeRoot != "" {
+		if err := writeManifests(filepath.Join(cfg.RuntimeRoot, s.id), s.tools); err != nil {
+			rec.Close()
+			return nil, fmt.Errorf("member %s: %w", cfg.Member, err)
+		}
+	}
+	if d := cfg.Capsule.Deadline; d > 0 {
+		s.deadline = s.started.Add(d)
+	}
 	start := map[string]any{
 		"member":         cfg.Member,
 		"formation":      cfg.Formation,
 		"capsule":        cfg.Capsule.Name,
-		"tools_declared": cfg.Tools.Names(),
+		"tools_declared": s.tools.Names(),
+	}
+	if !s.deadline.IsZero() {
+		start["deadline"] = s.deadline.UTC().Format(time.RFC3339)
 	}
 	if s.choice != "" {
 		start["driver"] = s.choice
@@ -167,6 +202,9 @@ func Start(cfg Config) (*Session, error) {
 		return nil, err
 	}
 	s.base, s.stopAll = context.WithCancel(context.Background())
+	if !s.deadline.IsZero() {
+		s.timer = time.AfterFunc(s.deadline.Sub(cfg.Now()), s.expire)
+	}
 	go s.loop()
 	return s, nil
 }
@@ -242,6 +280,8 @@ func (s *Session) Send(ctx context.Context, msg *a2a.Message, origin Origin) (*a
 		queueSize = defaultQueueSize
 	}
 	switch {
+	case s.expired:
+		s.setStatus(t, a2a.TaskStateRejected, fmt.Sprintf(DeadlineReject, s.deadline.UTC().Format(time.RFC3339)), now)
 	case s.closed:
 		s.setStatus(t, a2a.TaskStateRejected, ShutdownReject, now)
 	case busy && (c.TaskAcceptance != "queue" || len(s.queue) >= queueSize):
@@ -339,7 +379,7 @@ func (s *Session) Cancel(ctx context.Context, id a2a.TaskID) (*a2a.Task, error) 
 	}
 	if r := s.running; r != nil && r.id == id {
 		r.canceled = true
-		r.cancel()
+		r.cancel(context.Canceled)
 		done := r.done
 		s.mu.Unlock()
 		select {
@@ -374,6 +414,10 @@ func (s *Session) Close(ctx context.Context) error {
 		return nil
 	}
 	s.closed = true
+	expired := s.expired
+	if s.timer != nil {
+		s.timer.Stop()
+	}
 	var errs []error
 	for _, id := range s.queue {
 		if t, err := s.cfg.Store.Get(ctx, id); err == nil {
@@ -388,11 +432,40 @@ func (s *Session) Close(ctx context.Context) error {
 	case <-ctx.Done():
 		errs = append(errs, fmt.Errorf("member %s: the running task did not stop in time; the store marks it failed at the next start", s.cfg.Member))
 	}
-	errs = append(errs, s.records.Write("session_end", "", map[string]any{
-		"elapsed_secs": int64(s.cfg.Now().Sub(s.started) / time.Second),
-	}))
+	if !expired {
+		errs = append(errs, s.records.Write("session_end", "", map[string]any{
+			"reason": "closed", "elapsed_secs": int64(s.cfg.Now().Sub(s.started) / time.Second),
+		}))
+	}
 	errs = append(errs, s.records.Close())
 	return errors.Join(errs...)
+}
+
+// expire ends the session at its deadline: no new task is taken, queued tasks and the running one fail
+// saying so, and session_end is written. The door stays up to answer for the tasks it holds.
+func (s *Session) expire() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed || s.expired {
+		return
+	}
+	s.expired = true
+	at := s.deadline.UTC().Format(time.RFC3339)
+	ctx := context.Background()
+	for _, id := range s.queue {
+		if t, err := s.cfg.Store.Get(ctx, id); err == nil {
+			if err := s.finishLocked(ctx, t, a2a.TaskStateFailed, fmt.Sprintf(DeadlineFail, at), nil); err != nil {
+				s.log.Error("storing a task's end at the deadline", "task", id, "err", err)
+			}
+		}
+	}
+	s.queue = nil
+	if r := s.running; r != nil {
+		r.cancel(errSessionDeadline)
+	}
+	s.records.Write("session_end", "", map[string]any{
+		"reason": "deadline", "deadline": at, "elapsed_secs": int64(s.cfg.Now().Sub(s.started) / time.Second),
+	})
 }
 
 func (s *Session) loop() {
@@ -418,10 +491,10 @@ func (s *Session) loop() {
 func (s *Session) next() (context.Context, *runningTask, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if len(s.queue) == 0 || s.base.Err() != nil {
+	if len(s.queue) == 0 || s.base.Err() != nil || s.expired {
 		return nil, nil, false
 	}
-	ctx, cancel := context.WithCancel(s.base)
+	ctx, cancel := context.WithCancelCause(s.base)
 	r := &runningTask{id: s.queue[0], cancel: cancel, done: make(chan struct{})}
 	s.queue = s.queue[1:]
 	s.running = r

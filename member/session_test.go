@@ -120,7 +120,7 @@ func TestToolResultsAreFencedWithTheNoteAfter(t *testing.T) {
 		"script.yaml": "rules:\n  - match: ''\n    turns:\n      - call: [{tool: bash}]\n      - say: '{{(index .results 0).text}}'\n",
 	})
 	want := "<untrusted-content source=tool:bash>\n" +
-		`no tool named "bash" in this session: a shell binary needs capabilities.shell.allow, an artifact needs tools: in murmur.yaml. Tools you can call: none.` +
+		`no tool named "bash" in this session: a shell binary needs capabilities.shell.allow, an artifact needs tools: in murmur.yaml. Tools you can call: session-status.` +
 		"\n</untrusted-content>"
 	if got := answer(s.run(t, "x", Origin{})); got != want {
 		t.Errorf("tool result as the model saw it:\n%s\nwant:\n%s", got, want)

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"os"
 	"slices"
 
 	"github.com/murmur-run/murmur/roster"
@@ -90,7 +91,7 @@ func CheckCapsule(c *Capsule, memberName string) []Finding {
 		}
 	}
 	if c.IsAgent() {
-		if _, err := buildDrivers(c); err != nil {
+		if _, err := buildDrivers(c, nil, os.Getenv); err != nil {
 			code := CodeDriverMissing
 			var se *ScriptError
 			if errors.As(err, &se) {

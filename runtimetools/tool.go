@@ -31,6 +31,12 @@ type Call struct {
 	ID    string
 	Name  string
 	Input json.RawMessage
+	Task  string // the id of the task whose turn made the call
+}
+
+// Recorder writes one record to the session's trace.jsonl.
+type Recorder interface {
+	Write(typ, task string, fields map[string]any) error
 }
 
 // The statuses a result can have.

@@ -104,7 +104,7 @@ func (f *Formation) start(m roster.Member) (*RunningMember, error) {
 	log := cfg.Logger.With("member", m.Name)
 	sess, err := member.Start(member.Config{
 		Member: m.Name, Formation: cfg.Roster.Formation, Capsule: capsule, Store: store,
-		RecordsRoot: cfg.RecordsRoot, WorkDir: filepath.Join(dir, "work"),
+		RecordsRoot: cfg.RecordsRoot, WorkDir: filepath.Join(dir, "work"), RuntimeRoot: filepath.Join(dir, "run"),
 		Metrics: metrics, Logger: cfg.Logger, Now: cfg.Now,
 	})
 	if err != nil {

@@ -1,0 +1,110 @@
+package member
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/murmur-run/murmur/runtimetools"
+)
+
+// taskProgress is what the running task has used of its limits; session-status reads it.
+type taskProgress struct {
+	start       time.Time
+	turns       int
+	keepWorking int
+	doneCheck   int
+	reopens     int
+}
+
+// StatusSnapshot reports the session's numbers at this moment (runtimetools.StatusSource).
+func (s *Session) StatusSnapshot() runtimetools.StatusSnapshot {
+	c := s.cfg.Capsule
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	snap := runtimetools.StatusSnapshot{
+		Now:          s.cfg.Now(),
+		SessionStart: s.started,
+		Deadline:     s.deadline,
+		Tokens:       s.tokens,
+		SpendTokens:  s.spend,
+	}
+	if inf := c.Inference; inf != nil {
+		snap.TurnsCap = inf.MaxTurns
+		snap.SpendCeiling = inf.MaxSessionTokens
+	}
+	var p taskProgress
+	if s.progress != nil {
+		p = *s.progress
+		snap.TaskStart = p.start
+		snap.TurnsUsed = p.turns
+	}
+	if kw := c.Lifecycle.KeepWorking; kw != nil {
+		snap.KeepWorking = &runtimetools.Counter{Used: p.keepWorking, Limit: kw.Limit}
+	}
+	if dc := c.Lifecycle.DoneCheck; dc != nil {
+		snap.DoneCheck = &runtimetools.Counter{Used: p.doneCheck, Limit: dc.Limit}
+	}
+	if s.context != nil {
+		cs := *s.context
+		snap.Context = &cs
+	}
+	return snap
+}
+
+// Choices lists the declared driver choices in declaration order (runtimetools.DriverControl).
+func (s *Session) Choices() []runtimetools.ChoiceInfo {
+	inf := s.cfg.Capsule.Inference
+	var out []runtimetools.ChoiceInfo
+	for _, name := range inf.ChoiceOrder {
+		ch := inf.Choices[name]
+		out = append(out, runtimetools.ChoiceInfo{Name: name, Driver: ch.Driver, Model: ch.Model})
+	}
+	return out
+}
+
+// Current returns the choice the next inference call uses.
+func (s *Session) Current() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.choice
+}
+
+// Switch makes name the driver choice of the next inference call, after the same checks a controller's
+// change gets: the choice must be declared, served by this build, and its credential must produce a
+// value now.
+func (s *Session) Switch(name string) error {
+	inf := s.cfg.Capsule.Inference
+	ch, ok := inf.Choices[name]
+	if !ok {
+		return fmt.Errorf("no driver choice named %q is declared; the choices are %v", name, inf.ChoiceOrder)
+	}
+	if _, ok := s.drivers[name]; !ok {
+		return fmt.Errorf("driver choice %s uses driver %q, which this build of mur does not serve", name, ch.Driver)
+	}
+	if ch.Credential != "" {
+		if _, err := ResolveCredential(ch.Credential, s.cfg.Getenv); err != nil {
+			return fmt.Errorf("driver choice %s cannot be used now: %w", name, err)
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.choice != name {
+		s.choice = name
+		s.unapplied = name
+	}
+	return nil
+}
+
+// errSessionDeadline is the cause a task's context ends with when the session reaches its deadline.
+var errSessionDeadline = errors.New("session deadline reached")
+
+// noticeMargin is how long before the deadline the notice is given (SPEC "The deadline notice"): the
+// capsule's lifecycle.deadline_notice_secs, or five minutes or a tenth of the deadline, whichever is
+// shorter, at least a second. Zero sends none.
+func noticeMargin(c *Capsule) time.Duration {
+	if n := c.Lifecycle.DeadlineNoticeSecs; n != nil {
+		return time.Duration(*n) * time.Second
+	}
+	return max(min(5*time.Minute, c.Deadline/10), time.Second)
+}

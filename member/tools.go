@@ -1,0 +1,60 @@
+package member
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+
+	"github.com/murmur-run/murmur/runtimetools"
+	"gopkg.in/yaml.v3"
+)
+
+// stageTools builds the registry of the runtime-provided tools this capsule is granted (SPEC "The
+// twelve", "Gated on"): no grant, no tool. The tools of later features join here as they are built.
+func (s *Session) stageTools() (*runtimetools.Registry, error) {
+	c := s.cfg.Capsule
+	var tools []runtimetools.Tool
+	if c.IsAgent() {
+		tools = append(tools, &runtimetools.SessionStatus{Source: s, Recorder: s.records})
+		if slices.Contains(c.Control.AgentSettings, "inference.driver") {
+			tools = append(tools, &runtimetools.SwitchDriver{Control: s, Recorder: s.records})
+		}
+	}
+	return runtimetools.NewRegistry(tools...)
+}
+
+// manifestFile is the murmur.yaml staging writes for a runtime-provided tool.
+type manifestFile struct {
+	Name           string `yaml:"name"`
+	Version        string `yaml:"version"`
+	Runtime        string `yaml:"runtime"`
+	Implementation string `yaml:"implementation"`
+	Description    string `yaml:"description"`
+	InputSchema    any    `yaml:"input_schema"`
+}
+
+// writeManifests writes tools/<name>/murmur.yaml into the session's runtime directory for every staged
+// tool, and nothing for a tool that was not granted.
+func writeManifests(runtimeDir string, r *runtimetools.Registry) error {
+	for _, m := range r.Manifests() {
+		var schema any
+		if err := json.Unmarshal(m.InputSchema, &schema); err != nil {
+			return fmt.Errorf("staging %s: its input schema is not JSON: %w", m.Name, err)
+		}
+		body, err := yaml.Marshal(manifestFile{Name: m.Name, Version: m.Version, Runtime: m.Runtime,
+			Implementation: m.Implementation, Description: m.Description, InputSchema: schema})
+		if err != nil {
+			return err
+		}
+		dir := filepath.Join(runtimeDir, "tools", m.Name)
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return fmt.Errorf("staging %s: %w", m.Name, err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "murmur.yaml"), body, 0o600); err != nil {
+			return fmt.Errorf("staging %s: %w", m.Name, err)
+		}
+	}
+	return nil
+}
