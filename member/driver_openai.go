@@ -32,7 +32,7 @@ const (
 
 // secretLikeRE finds OpenAI-style keys, masked or not, that a provider message may quote back (a 401
 // says "Incorrect API key provided: sk-proj-****…Ab1c").
-var secretLikeRE = regexp.MustCompile(`sk-[A-Za-z0-9_*\-]{4,}`)
+var secretLikeRE = regexp.MustCompile(`\bsk-[A-Za-z0-9_*\-]{4,}`)
 
 // OpenAIDriver serves one inference choice with driver: openai through the Chat Completions API: the
 // OpenAI API itself, or any OpenAI-compatible server named by base_url (Ollama, vLLM, llama.cpp). It is

@@ -500,16 +500,18 @@ func (d *ScriptDriver) Infer(ctx context.Context, req InferRequest) (InferRespon
 	if rule == nil {
 		return InferResponse{}, fmt.Errorf("script: no rule in %s matches the task; add a catch-all rule with match: '' at the end of rules", s.Path)
 	}
-	played := 0
-	for _, m := range req.Messages {
-		if m.Role == RoleAssistant {
-			played++
+	// The turn played is the task's inference call count (req.Turn), so a conversation that was
+	// compacted does not replay its turns; without it, the assistant messages so far are counted.
+	played := req.Turn - 1
+	if req.Turn <= 0 {
+		played = 0
+		for _, m := range req.Messages {
+			if m.Role == RoleAssistant {
+				played++
+			}
 		}
 	}
-	turnNo := req.Turn
-	if turnNo <= 0 {
-		turnNo = played + 1
-	}
+	turnNo := played + 1
 	data := scriptData(req, rule, groups, turnNo)
 
 	var turn *ScriptTurn

@@ -94,8 +94,8 @@ func TestScriptDriverRules(t *testing.T) {
 		},
 		{
 			name:      "the first matching rule wins",
-			req:       InferRequest{Task: "ask x: sum 1 2", Messages: user("ask x: sum 1 2"), Turn: 7},
-			wantCalls: oneCall("call_7_1", "call-member", `{"member":"x","task":"sum 1 2"}`),
+			req:       InferRequest{Task: "ask x: sum 1 2", Messages: user("ask x: sum 1 2"), Turn: 1},
+			wantCalls: oneCall("call_1_1", "call-member", `{"member":"x","task":"sum 1 2"}`),
 		},
 	}
 	for _, tt := range tests {
