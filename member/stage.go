@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
-	"os"
 	"slices"
 
 	"github.com/murmur-run/murmur/roster"
@@ -34,13 +33,15 @@ const (
 	CodeCapsuleInvalid = "E-CFG-001" // murmur.yaml does not parse or validate
 	CodeScriptInvalid  = "E-CFG-002" // a script driver's script.yaml does not parse or validate
 	CodeDriverMissing  = "E-DRV-001" // the starting driver choice uses a driver this build does not serve
+	CodeNoCredential   = "E-DRV-002" // the starting driver choice's credential produces no value
+	CodeNoCredentialW  = "W-DRV-002" // another driver choice's credential produces no value: switching to it is refused
 	CodeReservedName   = "E-CAP-013" // an artifact named like a runtime-provided tool
 	CodeNoEgress       = "W-RUN-008" // a member that may call others cannot reach them
 )
 
 // CheckFormation stages every member of r (or only those named) without starting anything and returns
 // every finding, in roster order.
-func CheckFormation(r *roster.Roster, only []string) []Finding {
+func CheckFormation(r *roster.Roster, only []string, getenv func(string) string) []Finding {
 	var out []Finding
 	for _, m := range r.Members {
 		if len(only) > 0 && !slices.Contains(only, m.Name) {
@@ -53,7 +54,7 @@ func CheckFormation(r *roster.Roster, only []string) []Finding {
 			}
 			continue
 		}
-		out = append(out, CheckCapsule(c, m.Name)...)
+		out = append(out, CheckCapsule(c, m.Name, getenv)...)
 		for _, callee := range r.Reachable(m.Name) {
 			peer, _ := r.Member(callee)
 			if !roster.EgressAllowed(peer.URL, c.Capabilities.Network.Allow) {
@@ -79,7 +80,7 @@ func egressName(host string) string {
 }
 
 // CheckCapsule returns the staging findings of one capsule.
-func CheckCapsule(c *Capsule, memberName string) []Finding {
+func CheckCapsule(c *Capsule, memberName string, getenv func(string) string) []Finding {
 	var out []Finding
 	for _, list := range [][]string{c.Tools, c.Skills} {
 		for _, name := range list {
@@ -91,7 +92,22 @@ func CheckCapsule(c *Capsule, memberName string) []Finding {
 		}
 	}
 	if c.IsAgent() {
-		if _, err := buildDrivers(c, nil, os.Getenv); err != nil {
+		for _, name := range c.Inference.ChoiceOrder {
+			ch := c.Inference.Choices[name]
+			if ch.Credential == "" {
+				continue
+			}
+			if _, err := ResolveCredential(ch.Credential, getenv); err != nil {
+				if name == c.Inference.Driver {
+					out = append(out, Finding{Code: CodeNoCredential, Member: memberName, Message: fmt.Sprintf(
+						"%s: inference.driver %s starts the session, but %v", c.Path, name, err)})
+				} else {
+					out = append(out, Finding{Code: CodeNoCredentialW, Member: memberName, Message: fmt.Sprintf(
+						"%s: driver choice %s: %v; switch-driver to it is refused until it has a value", c.Path, name, err)})
+				}
+			}
+		}
+		if _, err := buildDrivers(c, nil, getenv); err != nil {
 			code := CodeDriverMissing
 			var se *ScriptError
 			if errors.As(err, &se) {

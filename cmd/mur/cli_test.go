@@ -85,7 +85,7 @@ func TestCheckReportsEveryProblemWithItsCode(t *testing.T) {
 		os.WriteFile(p, []byte(body), 0o644)
 	}
 	write("roster.yaml", "formation: bad\nmembers:\n  - {name: lead, capsule: ./lead}\n  - {name: worker, capsule: ./worker}\nreach:\n  - {from: lead, to: [worker]}\n")
-	write("lead/murmur.yaml", "name: lead\ninference:\n  driver: local\n  choices:\n    local: {driver: script}\ntools: [murmur/delegate-task]\n")
+	write("lead/murmur.yaml", "name: lead\ninference:\n  driver: local\n  choices:\n    local: {driver: script}\n    gpt: {driver: openai, model: m, credential: env:MUR_TEST_UNSET_KEY}\ntools: [murmur/delegate-task]\n")
 	write("worker/murmur.yaml", "name: worker\nscript: {command: [cat]}\nmax_turns: 3\n")
 	var out, errb bytes.Buffer
 	err := run(context.Background(), []string{"check", "--roster", filepath.Join(root, "roster.yaml")}, noEnv, &out, &errb)
@@ -95,8 +95,9 @@ func TestCheckReportsEveryProblemWithItsCode(t *testing.T) {
 	for _, want := range []string{
 		"E-CAP-013: member lead: " + filepath.Join(root, "lead", "murmur.yaml") + ": artifact murmur/delegate-task",
 		"W-RUN-008: member lead: may call worker at http://127.0.0.1:7102",
+		"W-DRV-002: member lead: " + filepath.Join(root, "lead", "murmur.yaml") + ": driver choice gpt: credential env:MUR_TEST_UNSET_KEY: the environment variable MUR_TEST_UNSET_KEY is not set",
 		"E-CFG-001: member worker: " + filepath.Join(root, "worker", "murmur.yaml") + ":3:",
-		"2 error(s), 1 warning(s)",
+		"2 error(s), 2 warning(s)",
 	} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("check output lacks %q:\n%s", want, out.String())
@@ -173,6 +174,8 @@ func TestRunSendAndShutDown(t *testing.T) {
 	for _, tc := range []struct{ member, text, want string }{
 		{"lead", "hello there", "Hello from lead"},
 		{"worker", "2 + 40", "42"},
+		{"lead", "status", "<untrusted-content source=tool:session-status>\n{\"time\":{\"elapsed_secs\":"},
+		{"lead", "what do you see", "tools: session-status"},
 	} {
 		var sout, serr bytes.Buffer
 		err := run(ctx, []string{"send", "--roster", rosterPath, "--member", tc.member, "--wait", tc.text}, env, &sout, &serr)

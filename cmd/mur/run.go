@@ -120,7 +120,7 @@ func (c *common) logger(stderr io.Writer) (*slog.Logger, error) {
 
 // loadRoster loads the roster and stages every member (or only those named), printing every finding.
 // Any error is a configuration error.
-func loadRoster(path string, only []string, stderr io.Writer) (*roster.Roster, error) {
+func loadRoster(path string, only []string, getenv func(string) string, stderr io.Writer) (*roster.Roster, error) {
 	if path == "" {
 		return nil, usagef("--roster is required: name the formation's roster.yaml")
 	}
@@ -128,7 +128,7 @@ func loadRoster(path string, only []string, stderr io.Writer) (*roster.Roster, e
 	if err != nil {
 		return nil, usageError{err}
 	}
-	findings := member.CheckFormation(r, only)
+	findings := member.CheckFormation(r, only, getenv)
 	bad := false
 	for _, f := range findings {
 		fmt.Fprintln(stderr, f)
@@ -192,7 +192,7 @@ func serve(ctx context.Context, c common, only []string, listen string, getenv f
 	if err != nil {
 		return err
 	}
-	r, err := loadRoster(c.roster, only, stderr)
+	r, err := loadRoster(c.roster, only, getenv, stderr)
 	if err != nil {
 		return err
 	}
@@ -257,7 +257,7 @@ func cmdCheck(args []string, getenv func(string) string, stdout, stderr io.Write
 		fmt.Fprintln(stdout, err)
 		return errReported{2}
 	}
-	findings := member.CheckFormation(r, nil)
+	findings := member.CheckFormation(r, nil, getenv)
 	errs := 0
 	for _, f := range findings {
 		fmt.Fprintln(stdout, f)
