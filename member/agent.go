@@ -68,7 +68,7 @@ func (s *Session) runAgent(ctx context.Context, t *a2a.Task, text string) (strin
 			if ctx.Err() != nil {
 				return "", ctx.Err()
 			}
-			return "", fmt.Errorf("inference (driver choice %s): %v", choice, err)
+			return "", fmt.Errorf("inference (driver choice %s): %w", choice, err)
 		}
 		s.account(task, choice, req, resp)
 
@@ -162,7 +162,7 @@ func (s *Session) account(task, choice string, req InferRequest, resp InferRespo
 		s.tokens.Cached += u.Cached
 		s.tokens.HasCached = true
 	}
-	if u.Reported && kind == "anthropic" {
+	if u.Reported && (kind == "anthropic" || kind == "openai") {
 		s.tokens.CacheWrite += u.CacheWrite
 		s.tokens.HasCacheWrite = true
 	}
@@ -378,6 +378,12 @@ func buildDrivers(c *Capsule, hc *http.Client, getenv func(string) string) (map[
 				}
 			}
 			out[name] = NewScriptDriver(name, sc)
+		case "openai":
+			d, err := NewOpenAIDriver(name, ch, hc, getenv)
+			if err != nil {
+				return nil, fmt.Errorf("%s: driver choice %s: %w", c.Path, name, err)
+			}
+			out[name] = d
 		}
 	}
 	if _, ok := out[c.Inference.Driver]; !ok {

@@ -177,12 +177,15 @@ func (d *OpenAIDriver) params(req InferRequest) (openai.ChatCompletionNewParams,
 		}
 	}
 	for _, t := range req.Tools {
-		params := openai.FunctionParameters{"type": "object", "properties": map[string]any{}}
+		var params openai.FunctionParameters
 		if s := strings.TrimSpace(string(t.InputSchema)); s != "" && s != "null" {
-			params = nil
 			if err := json.Unmarshal(t.InputSchema, &params); err != nil {
 				return p, fmt.Errorf("tool %s: its input schema is not a JSON object: %v", t.Name, err)
 			}
+		}
+		if len(params) == 0 {
+			// A tool without parameters still needs an object schema: servers differ on a missing one.
+			params = openai.FunctionParameters{"type": "object", "properties": map[string]any{}}
 		}
 		fn := openai.FunctionDefinitionParam{Name: t.Name, Parameters: params}
 		if t.Description != "" {

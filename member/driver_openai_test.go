@@ -199,6 +199,7 @@ func TestOpenAIConversationRequest(t *testing.T) {
 			{Name: "expr", Description: "Evaluates an arithmetic expression.",
 				InputSchema: json.RawMessage(`{"type":"object","properties":{"args":{"type":"array","items":{"type":"string"}}},"required":["args"]}`)},
 			{Name: "session-status", Description: "Reports the session's time, turns, context, tokens and spend."},
+			{Name: "plan-submit", Description: "Submits the plan.", InputSchema: json.RawMessage(`{}`)},
 		},
 		Turn: 3,
 		Task: "sum 2 3 and tell me the session status",
@@ -587,5 +588,22 @@ func TestOpenAIBadToolSchema(t *testing.T) {
 	}
 	if n := len(f.requests()); n != 0 {
 		t.Errorf("%d requests, want none", n)
+	}
+}
+
+func TestOpenAIConcurrent(t *testing.T) {
+	f := newOpenAIFake(t, openAIAnswer{Fixture: "text.json"})
+	d, _ := newOpenAITestDriver(t, f, nil)
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			if resp, err := d.Infer(t.Context(), openAITask("sum 2 3")); err != nil || resp.Text != "2 + 3 = 5" {
+				t.Errorf("Infer = %+v, %v", resp, err)
+			}
+		})
+	}
+	wg.Wait()
+	if n := len(f.requests()); n != 8 {
+		t.Errorf("%d requests, want 8", n)
 	}
 }
