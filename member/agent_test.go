@@ -364,3 +364,44 @@ func TestSwitchDriverServesTheNextCall(t *testing.T) {
 		t.Errorf("the next task would use %s", s.Current())
 	}
 }
+
+func TestSessionEndsAtItsDeadline(t *testing.T) {
+	s, _ := startSession(t, map[string]string{
+		"murmur.yaml": "name: s\nscript:\n  command: [sh, -c, 'while [ ! -e \"$MUR_CAPSULE_DIR/go\" ]; do sleep 0.01; done']\ndeadline: 1s\ntask_acceptance: queue\n",
+	}, sessionOpts{})
+	ctx := context.Background()
+	msg := &a2a.Message{MessageID: "m", Role: a2a.RoleUser, Parts: []a2a.Part{a2a.TextPart("x")}}
+	running, _ := s.Send(ctx, msg, Origin{})
+	queued, _ := s.Send(ctx, msg, Origin{})
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	at := s.deadline.UTC().Format(time.RFC3339)
+	for _, id := range []a2a.TaskID{running.ID, queued.ID} {
+		got, err := s.Wait(wctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := "the session reached its deadline, " + at + ", before the task finished"; got.Status.State != a2a.TaskStateFailed || status(got) != want {
+			t.Errorf("task at the deadline: %s %q, want failed %q", got.Status.State, status(got), want)
+		}
+	}
+	late, err := s.Send(ctx, msg, Origin{})
+	if err != nil || late.Status.State != a2a.TaskStateRejected || status(late) != "task rejected: the session ended at its deadline, "+at {
+		t.Errorf("a task after the deadline: %+v %v", late.Status, err)
+	}
+	if err := s.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	ends := 0
+	for _, r := range records(t, s.Session) {
+		if r["type"] == "session_end" {
+			ends++
+			if r["reason"] != "deadline" {
+				t.Errorf("session_end %v", r)
+			}
+		}
+	}
+	if ends != 1 {
+		t.Errorf("%d session_end records, want 1", ends)
+	}
+}
