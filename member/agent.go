@@ -167,6 +167,10 @@ func (s *Session) account(task, choice string, req InferRequest, resp InferRespo
 		s.tokens.HasCacheWrite = true
 	}
 	used := in + out
+	if kind == "anthropic" {
+		// Anthropic's input_tokens leaves out the cache's reads and writes; the conversation holds them all.
+		used += u.Cached + u.CacheWrite
+	}
 	if !counted {
 		used = EstimateInput(req) + EstimateTokens(resp.Text)
 		measured = "estimate"
@@ -380,6 +384,12 @@ func buildDrivers(c *Capsule, hc *http.Client, getenv func(string) string) (map[
 			out[name] = NewScriptDriver(name, sc)
 		case "openai":
 			d, err := NewOpenAIDriver(name, ch, hc, getenv)
+			if err != nil {
+				return nil, fmt.Errorf("%s: driver choice %s: %w", c.Path, name, err)
+			}
+			out[name] = d
+		case "anthropic":
+			d, err := NewAnthropicDriver(name, ch, hc, getenv)
 			if err != nil {
 				return nil, fmt.Errorf("%s: driver choice %s: %w", c.Path, name, err)
 			}

@@ -118,7 +118,7 @@ func (d *AnthropicDriver) Infer(ctx context.Context, req InferRequest) (InferRes
 		key = k
 		// x-api-key is the header the Messages API documents for API keys. The SDK's WithAPIKey
 		// sends the key as a bearer token instead, which Anthropic-compatible servers often refuse.
-		opts = append(opts, option.WithAPIKey(key))
+		opts = append(opts, option.WithHeader("X-Api-Key", key))
 	}
 	params, err := d.params(req)
 	if err != nil {
