@@ -41,6 +41,17 @@ func (s *Session) runAgent(ctx context.Context, t *a2a.Task, text string) (strin
 		Task:     t.History[0].Text(),
 	}
 	task := string(t.ID)
+	cctx, cancelCalls := context.WithCancel(ctx)
+	tc := &taskCalls{s: s, task: task, origin: originOf(t), ctx: cctx, changed: make(chan struct{})}
+	s.mu.Lock()
+	s.calls = tc
+	s.mu.Unlock()
+	defer func() {
+		tc.finish(cancelCalls)
+		s.mu.Lock()
+		s.calls = nil
+		s.mu.Unlock()
+	}()
 	for {
 		s.mu.Lock()
 		p := s.progress
@@ -82,11 +93,26 @@ func (s *Session) runAgent(ctx context.Context, t *a2a.Task, text string) (strin
 				results = append(results, s.dispatch(ctx, task, call))
 			}
 			req.Messages = append(req.Messages, ChatMessage{Role: RoleTool, Results: results})
+			if tc.noAnswer != nil {
+				return "", &errNoAnswer{reason: *tc.noAnswer, below: NoAnswerBelow(tc.latest())}
+			}
 			continue
 		}
 
 		answer := resp.Text
 		req.Messages = append(req.Messages, ChatMessage{Role: RoleAssistant, Text: answer})
+		// Calls still out, or answered and not yet delivered: with a turn left, wait and continue.
+		if out, undelivered, _ := tc.pending(); out+undelivered > 0 && (inf.MaxTurns == 0 || p.turns < inf.MaxTurns) {
+			if err := s.waitCalls(ctx, t, tc); err != nil {
+				return "", err
+			}
+			round, latest := tc.round()
+			s.workingStatus(t, fmt.Sprintf("continuing with %d member answer(s)", len(round)))
+			s.records.Write("task_continued", task, map[string]any{"answers": len(round)})
+			req.Messages = append(req.Messages, ChatMessage{Role: RoleUser, Text: ContinuationMessage(round, latest, tc.origin.Caller)})
+			req.Answers = answersData(round)
+			continue
+		}
 		if strings.TrimSpace(answer) == "" {
 			if kw := c.Lifecycle.KeepWorking; kw != nil && p.keepWorking < kw.Limit {
 				s.mu.Lock()
@@ -132,6 +158,61 @@ func (s *Session) runAgent(ctx context.Context, t *a2a.Task, text string) (strin
 		}
 		return answer, nil
 	}
+}
+
+// waitCalls waits until every call of the task has ended, showing the count while any is out.
+func (s *Session) waitCalls(ctx context.Context, t *a2a.Task, tc *taskCalls) error {
+	shown := 0
+	for {
+		out, _, changed := tc.pending()
+		if out == 0 {
+			return nil
+		}
+		if out != shown {
+			s.workingStatus(t, fmt.Sprintf("waiting on call-member: %d call(s) outstanding", out))
+			shown = out
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// workingStatus stores a WORKING status message for the running task, as its stream would show it.
+func (s *Session) workingStatus(t *a2a.Task, text string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.setStatus(t, a2a.TaskStateWorking, text, s.cfg.Now())
+	if err := s.cfg.Store.Update(context.Background(), t); err != nil {
+		s.log.Error("storing a working status", "task", t.ID, "err", err)
+	}
+	s.notifyLocked()
+}
+
+// answersData is the script driver's .answers: the member answers of the latest continuation.
+func answersData(round []CallOutcome) []map[string]any {
+	out := make([]map[string]any, 0, len(round))
+	for _, o := range round {
+		out = append(out, map[string]any{"member": o.Member, "call_id": o.CallID, "status": o.Status, "output": o.Output})
+	}
+	return out
+}
+
+// originOf reads back who sent a task: its trust class and origin, and the calling member a peer's
+// SendMessage named.
+func originOf(t *a2a.Task) Origin {
+	m := murmurMeta(t)
+	o := Origin{}
+	o.Trust, _ = m["trust"].(string)
+	o.Origin, _ = m["origin"].(string)
+	if len(t.History) > 0 {
+		if pm, ok := t.History[0].Metadata["murmur"].(map[string]any); ok && o.Origin == OriginPeer {
+			o.Caller, _ = pm["caller"].(string)
+		}
+	}
+	return o
 }
 
 // systemPrompt is the capsule's instructions; skills and the plan guidance join it with their features.

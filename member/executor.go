@@ -58,6 +58,17 @@ func (s *Session) execute(ctx context.Context, r *runningTask) {
 		err = s.finishLocked(store, t, a2a.TaskStateFailed, fmt.Sprintf(DeadlineFail, s.deadline.UTC().Format(time.RFC3339)), nil)
 	case s.base.Err() != nil:
 		err = s.finishLocked(store, t, a2a.TaskStateCanceled, ShutdownCancel, nil)
+	case errors.As(err, new(*errNoAnswer)):
+		var na *errNoAnswer
+		errors.As(err, &na)
+		meta := murmurMeta(t)
+		meta["noAnswer"] = true
+		below := make([]map[string]any, 0, len(na.below))
+		for _, b := range na.below {
+			below = append(below, map[string]any{"member": b.Member, "status": b.Status})
+		}
+		meta["noAnswerBelow"] = below
+		err = s.finishLocked(store, t, a2a.TaskStateFailed, na.reason, nil)
 	case err != nil:
 		err = s.finishLocked(store, t, a2a.TaskStateFailed, err.Error(), nil)
 	default:
@@ -92,19 +103,30 @@ func (s *Session) finishLocked(ctx context.Context, t *a2a.Task, state a2a.TaskS
 		m.TaskDuration.WithLabelValues(string(state)).Observe(now.Sub(at).Seconds())
 		delete(s.submitted, t.ID)
 	}
-	fields := map[string]any{"state": string(state)}
+	fields := map[string]any{"state": string(state), "exit_status": exitStatus(state)}
 	typ := "task_end"
-	if state == a2a.TaskStateFailed {
+	noAnswer := murmurMeta(t)["noAnswer"] == true
+	switch {
+	case noAnswer:
+		fields["exit_status"] = "no_answer"
+		fields["reason"] = text
+	case state == a2a.TaskStateFailed:
 		typ = "task_failed"
 		fields["reason"] = text
 	}
 	var errs []error
 	errs = append(errs, s.records.Write(typ, string(t.ID), fields))
-	if answer != nil {
+	switch {
+	case answer != nil:
 		errs = append(errs, s.records.WriteResult(*answer))
+	case noAnswer:
+		errs = append(errs, s.records.WriteResult("no answer: "+text))
 	}
 	return errors.Join(errs...)
 }
+
+// exitStatus is a task_end's exit_status for a terminal state.
+func exitStatus(s a2a.TaskState) string { return stateWord(s) }
 
 // setStatus sets t's status; a non-empty text becomes the status message.
 func (s *Session) setStatus(t *a2a.Task, state a2a.TaskState, text string, now time.Time) {

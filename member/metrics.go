@@ -15,6 +15,9 @@ type Metrics struct {
 	InferenceTokens *prometheus.CounterVec
 	ToolCalls       *prometheus.CounterVec
 	ToolDuration    *prometheus.HistogramVec
+
+	MemberCalls        *prometheus.CounterVec
+	MemberCallDuration *prometheus.HistogramVec
 }
 
 // NewMetrics builds the member's series and registers them on reg.
@@ -35,8 +38,12 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		ToolDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: "mur", Name: "tool_call_duration_seconds",
 			Help: "Time a tool call took.", Buckets: prometheus.DefBuckets}, []string{"tool"}),
 	}
+	m.MemberCalls = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "mur", Name: "member_calls_total",
+		Help: "call-member calls, by callee and how they ended."}, []string{"callee", "status"})
+	m.MemberCallDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: "mur", Name: "member_call_duration_seconds",
+		Help: "Time from a call-member call to its end.", Buckets: prometheus.ExponentialBuckets(0.05, 4, 9)}, []string{"callee"})
 	for _, c := range []prometheus.Collector{m.TasksTotal, m.TasksActive, m.TaskDuration, m.InferenceCalls,
-		m.InferenceTokens, m.ToolCalls, m.ToolDuration} {
+		m.InferenceTokens, m.ToolCalls, m.ToolDuration, m.MemberCalls, m.MemberCallDuration} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/murmur-run/murmur/a2a"
+	"github.com/murmur-run/murmur/roster"
 	"github.com/murmur-run/murmur/runtimetools"
 )
 
@@ -65,8 +66,14 @@ type Config struct {
 	Now         func() time.Time
 	// Getenv resolves env: credentials; nil means os.Getenv.
 	Getenv func(string) string
-	// HTTPClient is what model drivers call their providers with; nil means a default client.
+	// HTTPClient is what model drivers and peer calls use; nil means a default client.
 	HTTPClient *http.Client
+	// Roster is the formation this member belongs to; nil for a session in no formation.
+	Roster *roster.Roster
+	// FormationToken is what call-member presents to peers' doors. It never reaches a model.
+	FormationToken string
+	// Peers overrides how peers' doors are reached (tests); nil means over HTTP with FormationToken.
+	Peers Peers
 }
 
 // Session runs one capsule: it takes tasks through Send, runs them one at a time in submission order,
@@ -101,6 +108,8 @@ type Session struct {
 	context    *runtimetools.ContextSnapshot
 	noticeSent bool
 	timer      *time.Timer
+	calls      *taskCalls // the running agent task's member calls
+	peers      Peers
 
 	base    context.Context
 	stopAll context.CancelFunc
@@ -169,6 +178,10 @@ func Start(cfg Config) (*Session, error) {
 		return nil, fmt.Errorf("member %s: %w", cfg.Member, err)
 	}
 	s.records = rec
+	s.peers = cfg.Peers
+	if s.peers == nil && cfg.Roster != nil {
+		s.peers = newDoorPeers(cfg.Roster, cfg.FormationToken, cfg.HTTPClient)
+	}
 	if s.tools, err = s.stageTools(); err != nil {
 		rec.Close()
 		return nil, err

@@ -21,6 +21,9 @@ func (s *Session) stageTools() (*runtimetools.Registry, error) {
 		if slices.Contains(c.Control.AgentSettings, "inference.driver") {
 			tools = append(tools, &runtimetools.SwitchDriver{Control: s, Recorder: s.records})
 		}
+		if len(s.Callable()) > 0 {
+			tools = append(tools, &runtimetools.CallMember{Members: s}, &runtimetools.EndWithoutAnswer{Ender: s})
+		}
 	}
 	return runtimetools.NewRegistry(tools...)
 }

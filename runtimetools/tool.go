@@ -49,10 +49,11 @@ const (
 // Result is what a tool returns: the output the model sees inside the untrusted fence, structured data,
 // and the runtime's note, which the model sees on the line after the fence.
 type Result struct {
-	Status string
-	Output string
-	Data   any
-	Note   string
+	Status  string
+	Output  string
+	Data    any
+	Note    string
+	Summary string // one line for logs and records, such as "Called worker: started"
 }
 
 // Refused returns a refused result carrying msg.

@@ -106,6 +106,7 @@ func (f *Formation) start(m roster.Member) (*RunningMember, error) {
 		Member: m.Name, Formation: cfg.Roster.Formation, Capsule: capsule, Store: store,
 		RecordsRoot: cfg.RecordsRoot, WorkDir: filepath.Join(dir, "work"), RuntimeRoot: filepath.Join(dir, "run"),
 		Metrics: metrics, Logger: cfg.Logger, Now: cfg.Now,
+		Roster: cfg.Roster, FormationToken: cfg.Tokens.Formation,
 	})
 	if err != nil {
 		store.Close()

@@ -1,0 +1,73 @@
+package member
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/murmur-run/murmur/a2a"
+	"github.com/murmur-run/murmur/roster"
+)
+
+// Peers reaches the doors of the other members of the formation. Implementations must be safe for
+// concurrent use. Errors may name addresses: the caller never shows them to a model.
+type Peers interface {
+	Send(ctx context.Context, member string, msg *a2a.Message) (*a2a.Task, error)
+	Get(ctx context.Context, member string, id a2a.TaskID) (*a2a.Task, error)
+	Cancel(ctx context.Context, member string, id a2a.TaskID) error
+}
+
+// doorPeers calls peers' doors over HTTP with the formation token.
+type doorPeers struct {
+	clients map[string]*a2a.Client
+}
+
+func newDoorPeers(r *roster.Roster, token string, hc *http.Client) *doorPeers {
+	p := &doorPeers{clients: map[string]*a2a.Client{}}
+	for _, m := range r.Members {
+		p.clients[m.Name] = a2a.NewClient(strings.TrimRight(m.URL, "/")+"/a2a", token, hc)
+	}
+	return p
+}
+
+func (p *doorPeers) client(member string) (*a2a.Client, error) {
+	c, ok := p.clients[member]
+	if !ok {
+		return nil, fmt.Errorf("no member %q in the roster", member)
+	}
+	return c, nil
+}
+
+func (p *doorPeers) Send(ctx context.Context, member string, msg *a2a.Message) (*a2a.Task, error) {
+	c, err := p.client(member)
+	if err != nil {
+		return nil, err
+	}
+	res, err := c.SendMessage(ctx, &a2a.SendMessageRequest{Message: msg, Configuration: &a2a.SendMessageConfig{ReturnImmediately: true}})
+	if err != nil {
+		return nil, err
+	}
+	if res.Task == nil {
+		return nil, fmt.Errorf("the door answered with a message, not a task")
+	}
+	return res.Task, nil
+}
+
+func (p *doorPeers) Get(ctx context.Context, member string, id a2a.TaskID) (*a2a.Task, error) {
+	c, err := p.client(member)
+	if err != nil {
+		return nil, err
+	}
+	zero := 0
+	return c.GetTask(ctx, &a2a.GetTaskRequest{ID: id, HistoryLength: &zero})
+}
+
+func (p *doorPeers) Cancel(ctx context.Context, member string, id a2a.TaskID) error {
+	c, err := p.client(member)
+	if err != nil {
+		return err
+	}
+	_, err = c.CancelTask(ctx, &a2a.CancelTaskRequest{ID: id})
+	return err
+}
