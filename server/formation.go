@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -68,14 +69,44 @@ func StartFormation(cfg FormationConfig) (*Formation, error) {
 		names = cfg.Roster.Names()
 	}
 	f := &Formation{cfg: cfg, errc: make(chan error, len(names))}
-	for _, name := range names {
-		m, ok := cfg.Roster.Member(name)
-		if !ok {
-			f.Shutdown(context.Background())
-			return nil, fmt.Errorf("%s: no member named %q; the members are %v", cfg.Roster.Path, name, cfg.Roster.Names())
+	// Every door listens first, so a member on port 0 has its real URL before any session (whose
+	// call-member reaches peers by URL) starts. The formation works on its own copy of the roster.
+	r := *cfg.Roster
+	r.Members = slices.Clone(cfg.Roster.Members)
+	f.cfg.Roster = &r
+	listeners := map[string]net.Listener{}
+	closeAll := func() {
+		for _, ln := range listeners {
+			ln.Close()
 		}
-		rm, err := f.start(m)
+	}
+	for _, name := range names {
+		i := slices.IndexFunc(r.Members, func(m roster.Member) bool { return m.Name == name })
+		if i < 0 {
+			closeAll()
+			return nil, fmt.Errorf("%s: no member named %q; the members are %v", r.Path, name, r.Names())
+		}
+		listen := r.Members[i].Listen
+		if cfg.Listen != "" {
+			listen = cfg.Listen
+		}
+		ln, err := net.Listen("tcp", listen)
 		if err != nil {
+			closeAll()
+			return nil, fmt.Errorf("member %s: door cannot listen on %s: %w (set listen: in roster.yaml, or MUR_LISTEN)", name, listen, err)
+		}
+		listeners[name] = ln
+		if strings.HasSuffix(listen, ":0") || r.Members[i].URL == "" {
+			r.Members[i].URL = "http://" + ln.Addr().String()
+		}
+	}
+	for _, name := range names {
+		m, _ := r.Member(name)
+		ln := listeners[name]
+		delete(listeners, name)
+		rm, err := f.start(m, ln)
+		if err != nil {
+			closeAll()
 			f.Shutdown(context.Background())
 			return nil, fmt.Errorf("member %s: %w", name, err)
 		}
@@ -84,20 +115,23 @@ func StartFormation(cfg FormationConfig) (*Formation, error) {
 	return f, nil
 }
 
-func (f *Formation) start(m roster.Member) (*RunningMember, error) {
+func (f *Formation) start(m roster.Member, ln net.Listener) (*RunningMember, error) {
 	cfg := f.cfg
 	capsule, err := member.LoadCapsule(m.Capsule)
 	if err != nil {
+		ln.Close()
 		return nil, err
 	}
 	dir := filepath.Join(cfg.DataDir, "members", m.Name)
 	store, err := member.OpenStore(filepath.Join(dir, "tasks.db"))
 	if err != nil {
+		ln.Close()
 		return nil, err
 	}
 	reg, wrapped := NewRegistry(m.Name)
 	metrics, err := member.NewMetrics(wrapped)
 	if err != nil {
+		ln.Close()
 		store.Close()
 		return nil, err
 	}
@@ -109,22 +143,11 @@ func (f *Formation) start(m roster.Member) (*RunningMember, error) {
 		Roster: cfg.Roster, FormationToken: cfg.Tokens.Formation,
 	})
 	if err != nil {
+		ln.Close()
 		store.Close()
 		return nil, err
 	}
-	listen, url := m.Listen, m.URL
-	if cfg.Listen != "" {
-		listen = cfg.Listen
-	}
-	ln, err := net.Listen("tcp", listen)
-	if err != nil {
-		sess.Close(context.Background())
-		store.Close()
-		return nil, fmt.Errorf("door cannot listen on %s: %w (set listen: in roster.yaml, or MUR_LISTEN)", listen, err)
-	}
-	if strings.HasSuffix(listen, ":0") {
-		url = "http://" + ln.Addr().String()
-	}
+	url := m.URL
 	door, err := NewDoor(DoorConfig{
 		Member: m.Name, Roster: cfg.Roster, Executor: sess, Tokens: cfg.Tokens,
 		Card:    NewCard(m.Name, capsule.Description, cfg.Version, url, cfg.Roster.Formation),
@@ -143,7 +166,7 @@ func (f *Formation) start(m roster.Member) (*RunningMember, error) {
 			f.errc <- fmt.Errorf("member %s: door: %w", m.Name, err)
 		}
 	})
-	log.Info("door open", "url", url, "session", sess.ID(), "records", sess.RecordsDir())
+	log.Info("door open", "session", sess.ID(), "records", sess.RecordsDir())
 	return rm, nil
 }
 
