@@ -135,6 +135,13 @@ func TestBusyMemberIsOfferedAgainWithBackoff(t *testing.T) {
 		if peers.gets != 1 {
 			t.Errorf("%d reads of the member's task, want 1", peers.gets)
 		}
+		b, _ := os.ReadFile(filepath.Join(s.records.Dir(), "trace.jsonl"))
+		if n := strings.Count(string(b), `"type":"member_call_busy"`); n != 6 {
+			t.Errorf("%d member_call_busy records, want one per busy refusal (6)", n)
+		}
+		if n := strings.Count(string(b), `"type":"member_call_start"`); n != 1 {
+			t.Errorf("%d member_call_start records, want 1", n)
+		}
 	})
 }
 

@@ -6,8 +6,10 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -128,6 +130,21 @@ func TestCallMemberThroughRealDoors(t *testing.T) {
 	for _, typ := range []string{"member_call_start", "member_call", "task_continued"} {
 		if n := count(recs, typ); n != 1 {
 			t.Errorf("%d %s records, want 1", n, typ)
+		}
+	}
+	if count(recs, "task_reopened") != 0 {
+		t.Error("continuing with answers wrote task_reopened")
+	}
+	resp, err := http.Get(fx.f.Members[0].URL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{`mur_member_calls_total{callee="worker",member="lead",status="completed"} 1`,
+		`mur_member_call_duration_seconds_count{callee="worker",member="lead"} 1`} {
+		if !strings.Contains(string(metrics), want) {
+			t.Errorf("lead's /metrics lacks %s", want)
 		}
 	}
 }
@@ -262,4 +279,82 @@ func freePort(t *testing.T) string {
 	defer ln.Close()
 	_, p, _ := net.SplitHostPort(ln.Addr().String())
 	return p
+}
+
+const gatedWorker = "name: worker\nscript:\n  command: [sh, -c, 'read -r l; while [ ! -e \"$MUR_CAPSULE_DIR/go\" ]; do sleep 0.01; done; echo \"done: $l\"']\n"
+
+func (fx *formationFixture) release() {
+	os.WriteFile(filepath.Join(fx.root, "worker", "go"), nil, 0o644)
+}
+
+func TestWaitingOnACallThenCanceled(t *testing.T) {
+	fx := startFormation(t, map[string]string{
+		"roster.yaml":        "formation: f\nmembers:\n  - {name: lead, capsule: ./lead, listen: '127.0.0.1:0'}\n  - {name: worker, capsule: ./worker, listen: '127.0.0.1:0'}\nreach:\n  - {from: lead, to: [worker]}\n",
+		"lead/murmur.yaml":   agentOf("lead"),
+		"lead/script.yaml":   "rules:\n  - match: ''\n    turns:\n      - call: [{tool: call-member, input: {member: worker, task: '{{.task}}'}}]\n      - say: waiting\n      - say: '{{.message}}'\n",
+		"worker/murmur.yaml": gatedWorker,
+	}, Tokens{Operator: "op", Formation: "fm"})
+	t.Cleanup(fx.release)
+	ctx := context.Background()
+	res, err := fx.c["lead"].SendMessage(ctx, &a2a.SendMessageRequest{
+		Message:       &a2a.Message{MessageID: "m", Role: a2a.RoleUser, Parts: []a2a.Part{a2a.TextPart("slow job")}},
+		Configuration: &a2a.SendMessageConfig{ReturnImmediately: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := res.Task.ID
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		got, _ := fx.c["lead"].GetTask(ctx, &a2a.GetTaskRequest{ID: id})
+		if got.Status.State == a2a.TaskStateWorking && got.Status.Message != nil &&
+			got.Status.Message.Text() == "waiting on call-member: 1 call(s) outstanding" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("lead's task never showed it was waiting: %s %+v", got.Status.State, got.Status.Message)
+		}
+	}
+	got, err := fx.c["lead"].CancelTask(ctx, &a2a.CancelTaskRequest{ID: id})
+	if err != nil || got.Status.State != a2a.TaskStateCanceled {
+		t.Fatalf("cancel while waiting: %+v %v", got, err)
+	}
+	var abandoned bool
+	for _, r := range fx.records(t, "lead") {
+		if r["type"] == "member_call" && r["status"] == "abandoned" && r["delivered"] == false {
+			abandoned = true
+		}
+	}
+	if !abandoned {
+		t.Error("the call of a canceled task was not recorded abandoned")
+	}
+	page, _ := fx.c["worker"].ListTasks(ctx, &a2a.ListTasksRequest{})
+	if len(page.Tasks) != 1 || page.Tasks[0].Status.State != a2a.TaskStateWorking {
+		t.Errorf("the worker's task must be left running: %+v", page.Tasks)
+	}
+}
+
+func TestTheLastAllowedTurnDoesNotWait(t *testing.T) {
+	fx := startFormation(t, map[string]string{
+		"roster.yaml":        "formation: f\nmembers:\n  - {name: lead, capsule: ./lead, listen: '127.0.0.1:0'}\n  - {name: worker, capsule: ./worker, listen: '127.0.0.1:0'}\nreach:\n  - {from: lead, to: [worker]}\n",
+		"lead/murmur.yaml":   strings.Replace(agentOf("lead"), "script.yaml}\n", "script.yaml}\n  max_turns: 2\n", 1),
+		"lead/script.yaml":   "rules:\n  - match: ''\n    turns:\n      - call: [{tool: call-member, input: {member: worker, task: '{{.task}}'}}]\n      - say: out of turns\n",
+		"worker/murmur.yaml": gatedWorker,
+	}, Tokens{Operator: "op", Formation: "fm"})
+	t.Cleanup(fx.release)
+	task := fx.ask(t, "lead", "job")
+	if task.Status.State != a2a.TaskStateCompleted || answerOf(task) != "out of turns" {
+		t.Fatalf("%s %q", task.Status.State, answerOf(task))
+	}
+	recs := fx.records(t, "lead")
+	if count(recs, "task_continued") != 0 || count(recs, "task_reopened") != 0 {
+		t.Error("the last allowed turn continued or reopened")
+	}
+	found := false
+	for _, r := range recs {
+		if r["type"] == "member_call" {
+			found = r["status"] == "abandoned" && r["delivered"] == false
+		}
+	}
+	if !found {
+		t.Error("the outstanding call was not recorded abandoned")
+	}
 }
