@@ -124,9 +124,18 @@ type AllowList struct {
 	Allow []string
 }
 
+// ShellGrant is capabilities.shell: the binaries a capsule may run, and the limits each run gets.
+type ShellGrant struct {
+	AllowList         // bare program names
+	Confine     *bool // confine: false turns the write confinement off (default on)
+	TimeoutSecs int   // timeout_secs: the time limit of one command (default 60)
+	MemoryMB    int   // memory_mb: the address-space limit of one command (default 1024)
+	OutputKB    int   // output_kb: bytes of output shown to the model, the last ones (default 16)
+}
+
 // Capabilities is the capabilities: block.
 type Capabilities struct {
-	Shell     AllowList // bare program names
+	Shell     ShellGrant
 	Spawn     AllowList // sub-capsules delegate-task may hand tasks to
 	Plan      Plan
 	PeerFetch bool
@@ -625,9 +634,9 @@ func (p *capsuleParser) command(k, val *yaml.Node, cmd []string, path, example s
 
 func (p *capsuleParser) capabilities(v *yaml.Node) {
 	d, c := p.d, &p.c.Capabilities
-	allow := func(path string, dst *AllowList, check func(v *yaml.Node, i int, s string)) yamlField {
+	allow := func(path string, dst *AllowList, check func(v *yaml.Node, i int, s string), extra ...yamlField) yamlField {
 		return yamlField{path[strings.LastIndexByte(path, '.')+1:], func(_, v *yaml.Node) {
-			d.fields(v, path, []yamlField{{"allow", func(_, v *yaml.Node) {
+			d.fields(v, path, append([]yamlField{{"allow", func(_, v *yaml.Node) {
 				list, ok := d.texts(v, path+".allow")
 				if !ok {
 					return
@@ -640,11 +649,11 @@ func (p *capsuleParser) capabilities(v *yaml.Node) {
 						check(v, i, s)
 					}
 				}
-			}}})
+			}}}, extra...))
 		}}
 	}
 	d.fields(v, "capabilities", []yamlField{
-		allow("capabilities.shell", &c.Shell, func(v *yaml.Node, i int, s string) {
+		allow("capabilities.shell", &c.Shell.AllowList, func(v *yaml.Node, i int, s string) {
 			if strings.ContainsAny(s, "/\\") || strings.ContainsFunc(s, isBlankRune) {
 				bare := s
 				if f := strings.Fields(s); len(f) > 0 {
@@ -653,7 +662,16 @@ func (p *capsuleParser) capabilities(v *yaml.Node) {
 				d.add(yamlItemLine(v, i), fmt.Sprintf("capabilities.shell.allow entry %q is not a bare program name", s),
 					fmt.Sprintf("write the name alone, such as %s: the runtime finds it on PATH, and the model passes arguments with each call", bare))
 			}
-		}),
+		},
+			yamlField{"confine", func(_, v *yaml.Node) {
+				if b, ok := d.flag(v, "capabilities.shell.confine"); ok {
+					c.Shell.Confine = &b
+				}
+			}},
+			yamlField{"timeout_secs", func(_, v *yaml.Node) { c.Shell.TimeoutSecs = d.countOr0(v, "capabilities.shell.timeout_secs") }},
+			yamlField{"memory_mb", func(_, v *yaml.Node) { c.Shell.MemoryMB = d.countOr0(v, "capabilities.shell.memory_mb") }},
+			yamlField{"output_kb", func(_, v *yaml.Node) { c.Shell.OutputKB = d.countOr0(v, "capabilities.shell.output_kb") }},
+		),
 		allow("capabilities.spawn", &c.Spawn, nil),
 		{"plan", func(_, v *yaml.Node) {
 			d.fields(v, "capabilities.plan", []yamlField{{"submit", func(_, v *yaml.Node) {

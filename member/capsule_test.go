@@ -483,7 +483,7 @@ func TestLoadCapsuleFull(t *testing.T) {
 		},
 		Transport: "http",
 		Capabilities: Capabilities{
-			Shell:     AllowList{Allow: []string{"ls", "cat", "expr"}},
+			Shell:     ShellGrant{AllowList: AllowList{Allow: []string{"ls", "cat", "expr"}}},
 			Spawn:     AllowList{Allow: []string{"local/summarizer"}},
 			Plan:      Plan{Submit: true},
 			PeerFetch: true,

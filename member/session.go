@@ -74,6 +74,9 @@ type Config struct {
 	FormationToken string
 	// Peers overrides how peers' doors are reached (tests); nil means over HTTP with FormationToken.
 	Peers Peers
+	// ConfineHelper is an executable that runs `ConfineCommand path name args…` (mur itself); shell
+	// binaries run through it to get their memory limit and write confinement. "" runs them directly.
+	ConfineHelper string
 }
 
 // Session runs one capsule: it takes tasks through Send, runs them one at a time in submission order,

@@ -16,7 +16,13 @@ import (
 	"go.uber.org/goleak"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// TestMain also lets the test binary be the confining helper of shell commands, as mur is.
+func TestMain(m *testing.M) {
+	if len(os.Args) > 1 && os.Args[1] == ConfineCommand {
+		os.Exit(ConfineMain(os.Args[2:]))
+	}
+	goleak.VerifyTestMain(m)
+}
 
 type testSession struct {
 	*Session

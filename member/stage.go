@@ -30,13 +30,15 @@ func (f Finding) IsError() bool { return len(f.Code) > 0 && f.Code[0] == 'E' }
 
 // The staging codes of this build (DESIGN §7; the README lists them).
 const (
-	CodeCapsuleInvalid = "E-CFG-001" // murmur.yaml does not parse or validate
-	CodeScriptInvalid  = "E-CFG-002" // a script driver's script.yaml does not parse or validate
-	CodeDriverMissing  = "E-DRV-001" // the starting driver choice uses a driver this build does not serve
-	CodeNoCredential   = "E-DRV-002" // the starting driver choice's credential produces no value
-	CodeNoCredentialW  = "W-DRV-002" // another driver choice's credential produces no value: switching to it is refused
-	CodeReservedName   = "E-CAP-013" // an artifact named like a runtime-provided tool
-	CodeNoEgress       = "W-RUN-008" // a member that may call others cannot reach them
+	CodeCapsuleInvalid = "E-CFG-001"   // murmur.yaml does not parse or validate
+	CodeScriptInvalid  = "E-CFG-002"   // a script driver's script.yaml does not parse or validate
+	CodeDriverMissing  = "E-DRV-001"   // the starting driver choice uses a driver this build does not serve
+	CodeNoCredential   = "E-DRV-002"   // the starting driver choice's credential produces no value
+	CodeNoCredentialW  = "W-DRV-002"   // another driver choice's credential produces no value: switching to it is refused
+	CodeReservedName   = "E-CAP-013"   // an artifact named like a runtime-provided tool
+	CodeNoEgress       = "W-RUN-008"   // a member that may call others cannot reach them
+	CodeShellMissing   = "E-SHELL-001" // a capabilities.shell.allow name is on none of the trusted PATH's directories
+	CodeShellOpen      = "W-SHELL-002" // shell commands run without the write confinement
 )
 
 // CheckFormation stages every member of r (or only those named) without starting anything and returns
@@ -89,6 +91,21 @@ func CheckCapsule(c *Capsule, memberName string, getenv func(string) string) []F
 					"%s: artifact %s is named like the runtime-provided tool of the same name, which is reserved; rename the artifact",
 					c.Path, name)})
 			}
+		}
+	}
+	if c.IsAgent() && len(c.Capabilities.Shell.Allow) > 0 {
+		for _, name := range c.Capabilities.Shell.Allow {
+			if _, err := resolveShell(name); err != nil {
+				out = append(out, Finding{Code: CodeShellMissing, Member: memberName, Message: fmt.Sprintf("%s: %v", c.Path, err)})
+			}
+		}
+		switch {
+		case c.Capabilities.Shell.Confine != nil && !*c.Capabilities.Shell.Confine:
+			out = append(out, Finding{Code: CodeShellOpen, Member: memberName, Message: fmt.Sprintf(
+				"%s: capabilities.shell.confine is false: shell commands may write anywhere this user can", c.Path)})
+		case !LandlockAvailable():
+			out = append(out, Finding{Code: CodeShellOpen, Member: memberName, Message: fmt.Sprintf(
+				"%s: this kernel does not enforce Landlock, so shell commands run without the write confinement", c.Path)})
 		}
 	}
 	if c.IsAgent() {

@@ -17,6 +17,11 @@ func (s *Session) stageTools() (*runtimetools.Registry, error) {
 	c := s.cfg.Capsule
 	var tools []runtimetools.Tool
 	if c.IsAgent() {
+		shell, err := s.shellTools()
+		if err != nil {
+			return nil, err
+		}
+		tools = append(tools, shell...)
 		tools = append(tools, &runtimetools.SessionStatus{Source: s, Recorder: s.records})
 		if slices.Contains(c.Control.AgentSettings, "inference.driver") {
 			tools = append(tools, &runtimetools.SwitchDriver{Control: s, Recorder: s.records})

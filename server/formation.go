@@ -31,9 +31,11 @@ type FormationConfig struct {
 	// Listen, when set, overrides the listen address of the (single) member started (MUR_LISTEN).
 	Listen  string
 	MaxBody int64
-	Version string
-	Logger  *slog.Logger
-	Now     func() time.Time
+	// ConfineHelper is the executable shell binaries run through (mur itself); "" runs them unconfined.
+	ConfineHelper string
+	Version       string
+	Logger        *slog.Logger
+	Now           func() time.Time
 }
 
 // RunningMember is one started member: its door's URL and its session.
@@ -140,7 +142,7 @@ func (f *Formation) start(m roster.Member, ln net.Listener) (*RunningMember, err
 		Member: m.Name, Formation: cfg.Roster.Formation, Capsule: capsule, Store: store,
 		RecordsRoot: cfg.RecordsRoot, WorkDir: filepath.Join(dir, "work"), RuntimeRoot: filepath.Join(dir, "run"),
 		Metrics: metrics, Logger: cfg.Logger, Now: cfg.Now,
-		Roster: cfg.Roster, FormationToken: cfg.Tokens.Formation,
+		Roster: cfg.Roster, FormationToken: cfg.Tokens.Formation, ConfineHelper: cfg.ConfineHelper,
 	})
 	if err != nil {
 		ln.Close()

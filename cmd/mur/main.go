@@ -10,9 +10,14 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/murmur-run/murmur/member"
 )
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == member.ConfineCommand {
+		os.Exit(member.ConfineMain(os.Args[2:]))
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
 	stop()

@@ -206,9 +206,13 @@ func serve(ctx context.Context, c common, only []string, listen string, getenv f
 	if err != nil {
 		return err
 	}
+	helper, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("finding mur's own executable, which confines shell commands: %w", err)
+	}
 	f, err := server.StartFormation(server.FormationConfig{
 		Roster: r, Only: only, DataDir: dir, RecordsRoot: recordsRoot(getenv, r), Tokens: tokens,
-		Listen: listen, MaxBody: c.maxBody, Version: version, Logger: log,
+		Listen: listen, MaxBody: c.maxBody, Version: version, Logger: log, ConfineHelper: helper,
 	})
 	if err != nil {
 		return err
