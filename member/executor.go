@@ -104,6 +104,10 @@ func (s *Session) finishLocked(ctx context.Context, t *a2a.Task, state a2a.TaskS
 		delete(s.submitted, t.ID)
 	}
 	fields := map[string]any{"state": string(state), "exit_status": exitStatus(state)}
+	if running := s.runningCommandsLocked(); len(running) > 0 {
+		fields["runningCommands"] = running
+		murmurMeta(t)["runningCommands"] = running
+	}
 	typ := "task_end"
 	noAnswer := murmurMeta(t)["noAnswer"] == true
 	switch {

@@ -1,6 +1,7 @@
 package member
 
 import (
+	"encoding/hex"
 	"strings"
 
 	"github.com/oklog/ulid/v2"
@@ -17,3 +18,9 @@ const (
 // newID returns prefix followed by a fresh lowercase ULID. ulid.Make is safe for concurrent use and
 // monotonic within a millisecond, so ids sort by creation.
 func newID(prefix string) string { return prefix + strings.ToLower(ulid.Make().String()) }
+
+// newWorkID returns a work id: "wrk_" and the ULID's 16 bytes in hex (DESIGN §6).
+func newWorkID() string {
+	id := ulid.Make()
+	return "wrk_" + hex.EncodeToString(id[:])
+}

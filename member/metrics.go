@@ -18,6 +18,7 @@ type Metrics struct {
 
 	MemberCalls        *prometheus.CounterVec
 	MemberCallDuration *prometheus.HistogramVec
+	BackgroundCommands *prometheus.GaugeVec
 }
 
 // NewMetrics builds the member's series and registers them on reg.
@@ -42,8 +43,10 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		Help: "call-member calls, by callee and how they ended."}, []string{"callee", "status"})
 	m.MemberCallDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: "mur", Name: "member_call_duration_seconds",
 		Help: "Time from a call-member call to its end.", Buckets: prometheus.ExponentialBuckets(0.05, 4, 9)}, []string{"callee"})
+	m.BackgroundCommands = prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "mur", Name: "background_commands",
+		Help: "Shell commands that moved to the background, by state (running, exited, stopped)."}, []string{"state"})
 	for _, c := range []prometheus.Collector{m.TasksTotal, m.TasksActive, m.TaskDuration, m.InferenceCalls,
-		m.InferenceTokens, m.ToolCalls, m.ToolDuration, m.MemberCalls, m.MemberCallDuration} {
+		m.InferenceTokens, m.ToolCalls, m.ToolDuration, m.MemberCalls, m.MemberCallDuration, m.BackgroundCommands} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

@@ -113,6 +113,7 @@ type Session struct {
 	timer      *time.Timer
 	calls      *taskCalls // the running agent task's member calls
 	peers      Peers
+	background map[string]*bgCommand // by work id, for the rest of the session
 
 	base    context.Context
 	stopAll context.CancelFunc
@@ -146,14 +147,15 @@ func Start(cfg Config) (*Session, error) {
 		return nil, errors.New("member: a session needs its metrics")
 	}
 	s := &Session{
-		cfg:       cfg,
-		id:        newID(prefixSession),
-		started:   cfg.Now(),
-		log:       cfg.Logger.With("member", cfg.Member),
-		changed:   make(chan struct{}),
-		submitted: map[a2a.TaskID]time.Time{},
-		kick:      make(chan struct{}, 1),
-		done:      make(chan struct{}),
+		cfg:        cfg,
+		id:         newID(prefixSession),
+		started:    cfg.Now(),
+		log:        cfg.Logger.With("member", cfg.Member),
+		changed:    make(chan struct{}),
+		submitted:  map[a2a.TaskID]time.Time{},
+		background: map[string]*bgCommand{},
+		kick:       make(chan struct{}, 1),
+		done:       make(chan struct{}),
 	}
 	if cfg.Capsule.IsAgent() {
 		drivers, err := buildDrivers(cfg.Capsule, cfg.HTTPClient, cfg.Getenv)
@@ -443,6 +445,7 @@ func (s *Session) Close(ctx context.Context) error {
 	s.queue = nil
 	s.mu.Unlock()
 	s.stopAll()
+	s.killBackground()
 	select {
 	case <-s.done:
 	case <-ctx.Done():

@@ -79,10 +79,19 @@ func (s *Session) confined() bool {
 
 // RunShell runs one allowed binary by its absolute path, in the workdir, with a clean environment, its
 // time and memory limits, and (unless the capsule turned it off) no write access outside the workdir and
-// its temp dir. The command and everything it starts share a process group, killed whole at the end.
+// its temp dir. The command runs in a process group of its own, killed whole when it ends (a process
+// that leaves the group with setsid is not reached: see the README). With
+// lifecycle.shell_grace_secs, a command still running after the grace period moves to the background.
 func (s *Session) RunShell(ctx context.Context, path, name string, args []string, stdin string) (runtimetools.ShellRun, error) {
 	g := s.cfg.Capsule.Capabilities.Shell
+	grace := time.Duration(0)
+	if gs := s.cfg.Capsule.Lifecycle.ShellGraceSecs; gs != nil && *gs > 0 {
+		grace = time.Duration(*gs) * time.Second
+	}
 	limit := defaultShellTimeout
+	if grace > 0 {
+		limit = 0 // a command that may move to the background runs until it ends, is stopped, or the session ends
+	}
 	if g.TimeoutSecs > 0 {
 		limit = time.Duration(g.TimeoutSecs) * time.Second
 	}
@@ -99,63 +108,107 @@ func (s *Session) RunShell(ctx context.Context, path, name string, args []string
 		return runtimetools.ShellRun{}, err
 	}
 	env := []string{"PATH=" + strings.Join(trustedPath, ":"), "HOME=" + work, "TMPDIR=" + tmp, "LANG=C.UTF-8"}
-
-	ctx, cancel := context.WithTimeout(ctx, limit)
-	defer cancel()
 	var cmd *exec.Cmd
 	if s.cfg.ConfineHelper != "" {
-		cmd = exec.CommandContext(ctx, s.cfg.ConfineHelper, append([]string{ConfineCommand, path, name}, args...)...)
+		cmd = exec.Command(s.cfg.ConfineHelper, append([]string{ConfineCommand, path, name}, args...)...)
 		lock := "0"
 		if s.confined() {
 			lock = "1"
 		}
 		cmd.Env = append(env, envConfineWrite+"="+work+":"+tmp, fmt.Sprintf("%s=%d", envConfineMem, uint64(memMB)<<20), envConfineLock+"="+lock)
 	} else {
-		cmd = exec.CommandContext(ctx, path, args...)
+		cmd = exec.Command(path, args...)
 		cmd.Args[0] = name
 		cmd.Env = env
 	}
 	cmd.Dir = work
 	cmd.Stdin = strings.NewReader(stdin)
-	out := &tail{max: s.shellOutputLimit()}
-	counter := &countingWriter{w: out}
-	cmd.Stdout, cmd.Stderr = counter, counter
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
-	cmd.WaitDelay = lingerWait
-	err := cmd.Run()
-	var run runtimetools.ShellRun
-	if cmd.ProcessState != nil {
-		ws := cmd.ProcessState.Sys().(syscall.WaitStatus)
-		switch {
-		case ws.Signaled():
-			run.ExitCode = 128 + int(ws.Signal())
-		default:
-			run.ExitCode = ws.ExitStatus()
+	out := &shellOutput{buf: tail{max: s.shellOutputLimit()}}
+	id := newWorkID()
+	if grace > 0 {
+		f, err := os.OpenFile(s.logPath(id), os.O_CREATE|os.O_WRONLY|os.O_EXCL, 0o600)
+		if err != nil {
+			return runtimetools.ShellRun{}, err
 		}
-		// Whatever it left behind goes with it.
-		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		out.log = f
 	}
-	switch {
-	case ctx.Err() == context.DeadlineExceeded:
-		run.Limit = fmt.Sprintf("its time limit of %s (capabilities.shell.timeout_secs)", limit)
-	case errors.Is(err, exec.ErrWaitDelay):
-		run.Lingering = true
-	case err != nil && cmd.ProcessState == nil:
+	cmd.Stdout, cmd.Stderr = out, out
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	cmd.WaitDelay = lingerWait
+	if err := cmd.Start(); err != nil {
+		if out.log != nil {
+			out.log.Close()
+			os.Remove(out.log.Name())
+		}
 		return runtimetools.ShellRun{}, err
 	}
-	run.Output = []byte(out.String())
-	run.OutputBytes = counter.n
-	return run, nil
-}
+	c := &bgCommand{id: id, name: name, started: time.Now(), pid: cmd.Process.Pid, out: out, logPath: s.logPath(id), done: make(chan struct{})}
+	timedOut := make(chan struct{})
+	var limitTimer *time.Timer
+	if limit > 0 {
+		limitTimer = time.AfterFunc(limit, func() {
+			close(timedOut)
+			syscall.Kill(-c.pid, syscall.SIGKILL)
+		})
+	}
+	go func() {
+		err := cmd.Wait()
+		if limitTimer != nil {
+			limitTimer.Stop()
+		}
+		// Whatever it left behind goes with it.
+		syscall.Kill(-c.pid, syscall.SIGKILL)
+		c.mu.Lock()
+		c.ended = time.Now()
+		if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			c.exitCode = 128 + int(ws.Signal())
+		} else {
+			c.exitCode = cmd.ProcessState.ExitCode()
+		}
+		select {
+		case <-timedOut:
+			c.limit = fmt.Sprintf("its time limit of %s (capabilities.shell.timeout_secs)", limit)
+		default:
+		}
+		c.lingering = errors.Is(err, exec.ErrWaitDelay)
+		c.mu.Unlock()
+		if out.log != nil {
+			out.mu.Lock()
+			if err := out.log.Close(); err != nil && out.err == nil {
+				out.err = err
+			}
+			out.mu.Unlock()
+		}
+		close(c.done)
+	}()
 
-// countingWriter counts what passes through it.
-type countingWriter struct {
-	w interface{ Write([]byte) (int, error) }
-	n int64
-}
-
-func (c *countingWriter) Write(p []byte) (int, error) {
-	c.n += int64(len(p))
-	return c.w.Write(p)
+	var graceC <-chan time.Time
+	if grace > 0 {
+		t := time.NewTimer(grace)
+		defer t.Stop()
+		graceC = t.C
+	}
+	select {
+	case <-c.done:
+	case <-ctx.Done():
+		syscall.Kill(-c.pid, syscall.SIGKILL)
+		<-c.done
+	case <-graceC:
+		s.moveToBackground(c)
+		go func() {
+			<-c.done
+			s.backgroundEnded(c)
+		}()
+		st := s.state(c, nil)
+		return runtimetools.ShellRun{Moved: &st, Note: fmt.Sprintf(
+			"[%s] The command was still running after lifecycle.shell_grace_secs (%s) and moved to the background as %s. Its whole output goes to its log; background-command with this work id reports on it, waits for it or stops it.",
+			name, grace, id)}, nil
+	}
+	if out.log != nil {
+		os.Remove(c.logPath)
+	}
+	b, n := out.snapshot()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return runtimetools.ShellRun{ExitCode: c.exitCode, Output: b, OutputBytes: n, Limit: c.limit, Lingering: c.lingering}, nil
 }

@@ -22,6 +22,9 @@ func (s *Session) stageTools() (*runtimetools.Registry, error) {
 			return nil, err
 		}
 		tools = append(tools, shell...)
+		if len(c.Capabilities.Shell.Allow) > 0 && c.Lifecycle.ShellGraceSecs != nil {
+			tools = append(tools, &runtimetools.BackgroundCommand{Commands: backgroundTools{s}, Recorder: s.records})
+		}
 		tools = append(tools, &runtimetools.SessionStatus{Source: s, Recorder: s.records})
 		if slices.Contains(c.Control.AgentSettings, "inference.driver") {
 			tools = append(tools, &runtimetools.SwitchDriver{Control: s, Recorder: s.records})

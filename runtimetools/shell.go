@@ -15,6 +15,10 @@ type ShellRun struct {
 	OutputBytes int64  // all the bytes the command wrote
 	Limit       string // the resource limit that stopped it, "" for none
 	Lingering   bool   // processes it started still held its output after it exited
+	// Moved is set when the command outlived lifecycle.shell_grace_secs and moved to the background;
+	// Note then says so.
+	Moved *BackgroundState
+	Note  string
 }
 
 // ShellRunner is what a shell binary needs of the session: run one allowed binary, by its absolute
@@ -67,6 +71,10 @@ func (t *Shell) Run(ctx context.Context, call Call) (Result, error) {
 	run, err := t.Runner.RunShell(ctx, t.Path, t.Name, slices.Clone(in.Args), in.Stdin)
 	if err != nil {
 		return Result{Status: StatusError, Output: fmt.Sprintf("%s could not be run: %v", t.Name, err)}, nil
+	}
+	if run.Moved != nil {
+		return Result{Status: StatusOK, Output: RenderBackground(*run.Moved), Note: run.Note,
+			Data: map[string]any{"work_id": run.Moved.WorkID, "state": run.Moved.State}}, nil
 	}
 	status := StatusOK
 	if run.ExitCode != 0 || run.Limit != "" {
