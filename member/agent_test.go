@@ -69,6 +69,31 @@ func startSession(t *testing.T, files map[string]string, o sessionOpts) (*testSe
 	return &testSession{Session: s, dir: dir}, filepath.Join(root, "run", s.ID())
 }
 
+// startSessionIn starts a session on the capsule in dir, with its data under root.
+func startSessionIn(t *testing.T, root, dir string) (*testSession, string) {
+	t.Helper()
+	c, err := LoadCapsule(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	store, err := OpenStore(filepath.Join(root, "tasks.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, _ := NewMetrics(prometheus.NewRegistry())
+	s, err := Start(Config{Member: "m", Formation: "f", Capsule: c, Store: store, Metrics: m,
+		RecordsRoot: filepath.Join(root, "records"), WorkDir: filepath.Join(root, "work"),
+		RuntimeRoot: filepath.Join(root, "run"), ConfineHelper: os.Args[0]})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		s.Close(context.Background())
+		store.Close()
+	})
+	return &testSession{Session: s, dir: dir}, filepath.Join(root, "run", s.ID())
+}
+
 func TestStagingWritesExactlyTheGrantedManifests(t *testing.T) {
 	for _, tc := range []struct {
 		name    string

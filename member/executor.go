@@ -92,6 +92,10 @@ func (s *Session) finishLocked(ctx context.Context, t *a2a.Task, state a2a.TaskS
 		})
 		t.History = append(t.History, *t.Status.Message)
 	}
+	running := s.runningCommandsLocked()
+	if len(running) > 0 {
+		murmurMeta(t)["runningCommands"] = running
+	}
 	if err := s.cfg.Store.Update(ctx, t); err != nil {
 		return err
 	}
@@ -104,9 +108,8 @@ func (s *Session) finishLocked(ctx context.Context, t *a2a.Task, state a2a.TaskS
 		delete(s.submitted, t.ID)
 	}
 	fields := map[string]any{"state": string(state), "exit_status": exitStatus(state)}
-	if running := s.runningCommandsLocked(); len(running) > 0 {
+	if running != nil {
 		fields["runningCommands"] = running
-		murmurMeta(t)["runningCommands"] = running
 	}
 	typ := "task_end"
 	noAnswer := murmurMeta(t)["noAnswer"] == true
