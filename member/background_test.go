@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 )
 
 func bgSession(t *testing.T, script string) (*testSession, string) {
@@ -89,5 +90,25 @@ func TestTaskEndNamesRunningCommandsAndTheSessionEndKillsThem(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(root, "work", "survived")); err == nil {
 		t.Error("the command outlived its session")
+	}
+}
+
+func TestStopReachesASetsidEscaper(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("a PID namespace of its own needs root")
+	}
+	s, root := bgSession(t, "rules:\n  - match: ''\n    turns:\n"+
+		"      - call: [{tool: sh, input: {args: ['-c', 'setsid sh -c \"sleep 2; touch escaped\" & nohup sh -c \"sleep 2; touch nohup\" >/dev/null 2>&1 & sleep 30']}}]\n"+
+		"      - call: [{tool: background-command, input: {operation: stop, work_id: '{{(index .results 0).data.work_id}}'}}]\n"+
+		"      - say: '{{(index .results 0).output}}'\n")
+	got := answer(s.run(t, "x", Origin{}))
+	if !strings.Contains(got, "state: stopped\n") {
+		t.Fatalf("stop:\n%s", got)
+	}
+	time.Sleep(3 * time.Second) // past the escapers' own sleep
+	for _, f := range []string{"escaped", "nohup"} {
+		if _, err := os.Stat(filepath.Join(root, "work", f)); err == nil {
+			t.Errorf("the %s process outlived the stop", f)
+		}
 	}
 }

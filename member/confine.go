@@ -4,12 +4,13 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
 
-	"github.com/landlock-lsm/go-landlock/landlock"
 	llsys "github.com/landlock-lsm/go-landlock/landlock/syscall"
+	"golang.org/x/sys/unix"
 )
 
 // ConfineCommand is the hidden first argument that makes the mur binary the confining helper: it sets
@@ -27,6 +28,66 @@ const (
 func LandlockAvailable() bool {
 	v, err := llsys.LandlockGetABIVersion()
 	return err == nil && v >= 1
+}
+
+// restrictThread confines the calling thread, and so the program it executes: read and execute
+// everywhere, write only under the given directories and to /dev/null, /dev/zero and /dev/full. Only
+// this thread is restricted (not the whole process, as the library's RestrictPaths does): that works the
+// same when the helper is PID 1 of a PID namespace, where restricting every thread does not.
+func restrictThread(write []string) error {
+	abi, err := llsys.LandlockGetABIVersion()
+	if err != nil {
+		return err
+	}
+	all := uint64(llsys.AccessFSExecute | llsys.AccessFSWriteFile | llsys.AccessFSReadFile | llsys.AccessFSReadDir |
+		llsys.AccessFSRemoveDir | llsys.AccessFSRemoveFile | llsys.AccessFSMakeChar | llsys.AccessFSMakeDir |
+		llsys.AccessFSMakeReg | llsys.AccessFSMakeSock | llsys.AccessFSMakeFifo | llsys.AccessFSMakeBlock | llsys.AccessFSMakeSym)
+	file := uint64(llsys.AccessFSReadFile | llsys.AccessFSWriteFile)
+	if abi >= 2 {
+		all |= llsys.AccessFSRefer
+	}
+	if abi >= 3 {
+		all |= llsys.AccessFSTruncate
+		file |= llsys.AccessFSTruncate
+	}
+	if abi >= 5 {
+		all |= llsys.AccessFSIoctlDev
+		file |= llsys.AccessFSIoctlDev
+	}
+	read := uint64(llsys.AccessFSExecute | llsys.AccessFSReadFile | llsys.AccessFSReadDir)
+	fd, err := llsys.LandlockCreateRuleset(&llsys.RulesetAttr{HandledAccessFS: all}, 0)
+	if err != nil {
+		return err
+	}
+	defer syscall.Close(fd)
+	add := func(path string, access uint64, optional bool) error {
+		pfd, err := syscall.Open(path, unix.O_PATH|syscall.O_CLOEXEC, 0)
+		if err != nil {
+			if optional {
+				return nil
+			}
+			return fmt.Errorf("%s: %w", path, err)
+		}
+		defer syscall.Close(pfd)
+		return llsys.LandlockAddPathBeneathRule(fd, &llsys.PathBeneathAttr{AllowedAccess: access, ParentFd: pfd}, 0)
+	}
+	if err := add("/", read, false); err != nil {
+		return err
+	}
+	for _, d := range write {
+		if err := add(filepath.Clean(d), all, false); err != nil {
+			return err
+		}
+	}
+	for _, f := range []string{"/dev/null", "/dev/zero", "/dev/full"} {
+		if err := add(f, file, true); err != nil {
+			return err
+		}
+	}
+	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+		return err
+	}
+	return llsys.LandlockRestrictSelf(fd, 0)
 }
 
 // ConfineMain runs the helper: args are the command's absolute path, its argv[0], then its arguments.
@@ -65,12 +126,10 @@ func ConfineMain(args []string) int {
 			return 126
 		}
 	}
+	// Landlock restricts a thread and what it executes; this thread is the one that calls execve.
+	runtime.LockOSThread()
 	if lock {
-		rules := []landlock.Rule{landlock.RODirs("/"), landlock.RWFiles("/dev/null", "/dev/zero", "/dev/full").IgnoreIfMissing()}
-		for _, d := range write {
-			rules = append(rules, landlock.RWDirs(filepath.Clean(d)))
-		}
-		if err := landlock.V5.BestEffort().RestrictPaths(rules...); err != nil {
+		if err := restrictThread(write); err != nil {
 			fmt.Fprintln(os.Stderr, "mur _confine: write confinement:", err)
 			return 126
 		}

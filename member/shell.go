@@ -79,8 +79,8 @@ func (s *Session) confined() bool {
 
 // RunShell runs one allowed binary by its absolute path, in the workdir, with a clean environment, its
 // time and memory limits, and (unless the capsule turned it off) no write access outside the workdir and
-// its temp dir. The command runs in a process group of its own, killed whole when it ends (a process
-// that leaves the group with setsid is not reached: see the README). With
+// its temp dir. The command runs in a process group of its own and, as root, in a PID namespace of its
+// own, so killing it kills every process it started, a setsid escaper included. With
 // lifecycle.shell_grace_secs, a command still running after the grace period moves to the background.
 func (s *Session) RunShell(ctx context.Context, path, name string, args []string, stdin string) (runtimetools.ShellRun, error) {
 	g := s.cfg.Capsule.Capabilities.Shell
@@ -134,6 +134,11 @@ func (s *Session) RunShell(ctx context.Context, path, name string, args []string
 	}
 	cmd.Stdout, cmd.Stderr = out, out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if os.Geteuid() == 0 {
+		// A PID namespace of its own: when the command (its PID 1) ends, the kernel kills every process
+		// it started, one that left the process group with setsid included.
+		cmd.SysProcAttr.Cloneflags = syscall.CLONE_NEWPID
+	}
 	cmd.WaitDelay = lingerWait
 	if err := cmd.Start(); err != nil {
 		if out.log != nil {
