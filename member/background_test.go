@@ -1,11 +1,16 @@
 package member
 
 import (
+	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"time"
 )
 
@@ -110,5 +115,98 @@ func TestStopReachesASetsidEscaper(t *testing.T) {
 		if _, err := os.Stat(filepath.Join(root, "work", f)); err == nil {
 			t.Errorf("the %s process outlived the stop", f)
 		}
+	}
+}
+
+func TestAHundredBackgroundCommandsKeepTheirLogs(t *testing.T) {
+	s, _ := bgSession(t, "rules:\n  - match: ''\n    turns:\n      - say: unused\n")
+	const n = 100
+	ids := make([]string, n)
+	errs := make(chan error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			run, err := s.RunShell(t.Context(), "/bin/sh", "sh", []string{"-c", fmt.Sprintf("sleep 3; seq 1 %d", 1000+i)}, "")
+			if err != nil || run.Moved == nil {
+				errs <- fmt.Errorf("command %d did not move to the background: exit %d, %v", i, run.ExitCode, err)
+				return
+			}
+			ids[i] = run.Moved.WorkID
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	for i, id := range ids {
+		st := s.bgWait(t.Context(), "tsk_x", id, 60)
+		var want strings.Builder
+		for k := 1; k <= 1000+i; k++ {
+			fmt.Fprintf(&want, "%d\n", k)
+		}
+		b, err := os.ReadFile(st.LogPath)
+		if st.State != "exited" || st.ExitCode != 0 || err != nil || string(b) != want.String() || st.OutputBytes != int64(want.Len()) {
+			t.Fatalf("command %d (%s): %s exit %d, log %d bytes (want %d), %v", i, id, st.State, st.ExitCode, len(b), want.Len(), err)
+		}
+	}
+	if got := testutil.ToFloat64(s.cfg.Metrics.BackgroundCommands.WithLabelValues("exited")); got != n {
+		t.Errorf("mur_background_commands{state=exited} = %v, want %d", got, n)
+	}
+	if got := testutil.ToFloat64(s.cfg.Metrics.BackgroundCommands.WithLabelValues("running")); got != 0 {
+		t.Errorf("mur_background_commands{state=running} = %v, want 0", got)
+	}
+}
+
+func TestAnExitArrivesAsACompletionTask(t *testing.T) {
+	root := t.TempDir()
+	dir := filepath.Join(root, "capsule")
+	os.MkdirAll(dir, 0o755)
+	os.WriteFile(filepath.Join(dir, "murmur.yaml"), []byte(agentCapsule("capabilities:\n  shell: {allow: [sh]}\nlifecycle: {shell_grace_secs: 1}\ntask_acceptance: queue\nafter_task: sleep\n")), 0o644)
+	os.WriteFile(filepath.Join(dir, "script.yaml"), []byte("rules:\n  - match: '^Background command'\n    turns:\n      - say: 'noted: {{.task}}'\n"+
+		"  - match: ''\n    turns:\n      - call: [{tool: sh, input: {args: ['-c', 'sleep 1.5; echo finished']}}]\n      - say: started it\n"), 0o644)
+	s, _ := startSessionIn(t, root, dir)
+	first := s.run(t, "go", Origin{})
+	if answer(first) != "started it" {
+		t.Fatalf("first task: %q", answer(first))
+	}
+	ctx := t.Context()
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		page, _ := s.List(ctx, ListQuery{PageSize: 10})
+		if page.Total == 2 {
+			done, _ := s.Wait(ctx, page.Tasks[0].ID)
+			if murmurMeta(done)["origin"] != OriginCompletion || !strings.HasPrefix(answer(done), "noted: Background command wrk_") ||
+				!strings.Contains(answer(done), "exited with exit code 0") {
+				t.Errorf("completion task %v %q", murmurMeta(done), answer(done))
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no completion task arrived")
+		}
+	}
+}
+
+func TestWaitEndsWhenTheTaskIsCanceled(t *testing.T) {
+	s, _ := bgSession(t, "rules:\n  - match: ''\n    turns:\n      - say: unused\n")
+	run, err := s.RunShell(t.Context(), "/bin/sh", "sh", []string{"-c", "sleep 30"}, "")
+	if err != nil || run.Moved == nil {
+		t.Fatal(run, err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	go func() { time.Sleep(200 * time.Millisecond); cancel() }()
+	start := time.Now()
+	st := s.bgWait(ctx, "tsk_x", run.Moved.WorkID, 600)
+	if st.State != "running" || time.Since(start) > 10*time.Second {
+		t.Errorf("wait after a cancel: %s after %s", st.State, time.Since(start))
+	}
+	found := false
+	for _, r := range records(t, s.Session) {
+		if r["type"] == "background_command" && r["phase"] == "background_wait" {
+			found = true
+		}
+	}
+	if !found {
+		t.Error("no background_wait record for the canceled wait")
 	}
 }
