@@ -98,12 +98,12 @@ func TestTaskEndNamesRunningCommandsAndTheSessionEndKillsThem(t *testing.T) {
 	}
 }
 
-func TestStopReachesASetsidEscaper(t *testing.T) {
+func TestStopReachesEscapers(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("a PID namespace of its own needs root")
 	}
 	s, root := bgSession(t, "rules:\n  - match: ''\n    turns:\n"+
-		"      - call: [{tool: sh, input: {args: ['-c', 'setsid sh -c \"sleep 2; touch escaped\" & nohup sh -c \"sleep 2; touch nohup\" >/dev/null 2>&1 & sleep 30']}}]\n"+
+		"      - call: [{tool: sh, input: {args: ['-c', 'setsid sh -c \"sleep 2; touch escaped\" & nohup sh -c \"sleep 2; touch nohup\" >/dev/null 2>&1 & (sh -c \"sleep 2; touch doublefork\" &) & sleep 30']}}]\n"+
 		"      - call: [{tool: background-command, input: {operation: stop, work_id: '{{(index .results 0).data.work_id}}'}}]\n"+
 		"      - say: '{{(index .results 0).output}}'\n")
 	got := answer(s.run(t, "x", Origin{}))
@@ -111,7 +111,7 @@ func TestStopReachesASetsidEscaper(t *testing.T) {
 		t.Fatalf("stop:\n%s", got)
 	}
 	time.Sleep(3 * time.Second) // past the escapers' own sleep
-	for _, f := range []string{"escaped", "nohup"} {
+	for _, f := range []string{"escaped", "nohup", "doublefork"} {
 		if _, err := os.Stat(filepath.Join(root, "work", f)); err == nil {
 			t.Errorf("the %s process outlived the stop", f)
 		}
