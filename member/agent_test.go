@@ -30,18 +30,22 @@ func (c *clock) advance(d time.Duration) {
 }
 
 type sessionOpts struct {
-	clock  *clock
-	getenv func(string) string
+	clock   *clock
+	getenv  func(string) string
+	confine bool // shell binaries run through this test binary as the confining helper
 }
 
-// startSession is newSession with a clock, an environment and a runtime directory.
+// startSession starts a session on a capsule made of files, with a fresh store, records, workdir and
+// runtime directory under the root it returns; it is closed at cleanup.
 func startSession(t *testing.T, files map[string]string, o sessionOpts) (*testSession, string) {
 	t.Helper()
 	root := t.TempDir()
 	dir := filepath.Join(root, "capsule")
 	for name, body := range files {
 		os.MkdirAll(filepath.Dir(filepath.Join(dir, name)), 0o755)
-		os.WriteFile(filepath.Join(dir, name), []byte(body), 0o755)
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o755); err != nil {
+			t.Fatal(err)
+		}
 	}
 	c, err := LoadCapsule(dir)
 	if err != nil {
@@ -51,47 +55,29 @@ func startSession(t *testing.T, files map[string]string, o sessionOpts) (*testSe
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, _ := NewMetrics(prometheus.NewRegistry())
+	m, err := NewMetrics(prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
 	cfg := Config{Member: "m", Formation: "f", Capsule: c, Store: store, Metrics: m,
 		RecordsRoot: filepath.Join(root, "records"), WorkDir: filepath.Join(root, "work"),
 		RuntimeRoot: filepath.Join(root, "run"), Getenv: o.getenv}
 	if o.clock != nil {
 		cfg.Now = o.clock.Now
 	}
+	if o.confine {
+		cfg.ConfineHelper = os.Args[0]
+	}
 	s, err := Start(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
+		os.WriteFile(filepath.Join(dir, "go"), nil, 0o644) // releases the gated scripts of some tests
 		s.Close(context.Background())
 		store.Close()
 	})
-	return &testSession{Session: s, dir: dir}, filepath.Join(root, "run", s.ID())
-}
-
-// startSessionIn starts a session on the capsule in dir, with its data under root.
-func startSessionIn(t *testing.T, root, dir string) (*testSession, string) {
-	t.Helper()
-	c, err := LoadCapsule(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	store, err := OpenStore(filepath.Join(root, "tasks.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, _ := NewMetrics(prometheus.NewRegistry())
-	s, err := Start(Config{Member: "m", Formation: "f", Capsule: c, Store: store, Metrics: m,
-		RecordsRoot: filepath.Join(root, "records"), WorkDir: filepath.Join(root, "work"),
-		RuntimeRoot: filepath.Join(root, "run"), ConfineHelper: os.Args[0]})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		s.Close(context.Background())
-		store.Close()
-	})
-	return &testSession{Session: s, dir: dir}, filepath.Join(root, "run", s.ID())
+	return &testSession{Session: s, dir: dir}, root
 }
 
 func TestStagingWritesExactlyTheGrantedManifests(t *testing.T) {
@@ -105,7 +91,8 @@ func TestStagingWritesExactlyTheGrantedManifests(t *testing.T) {
 		{"agent with driver control", agentCapsule("control: {agent_settings: [inference.driver]}\n"), []string{"session-status", "switch-driver"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s, runDir := startSession(t, map[string]string{"murmur.yaml": tc.capsule, "script.yaml": "rules:\n  - match: ''\n    turns:\n      - say: '{{join .tools \",\"}}'\n"}, sessionOpts{})
+			s, root := startSession(t, map[string]string{"murmur.yaml": tc.capsule, "script.yaml": "rules:\n  - match: ''\n    turns:\n      - say: '{{join .tools \",\"}}'\n"}, sessionOpts{})
+			runDir := filepath.Join(root, "run", s.ID())
 			entries, _ := os.ReadDir(filepath.Join(runDir, "tools"))
 			got := []string{}
 			for _, e := range entries {

@@ -14,15 +14,13 @@ import (
 	"time"
 )
 
+// bgSession starts an agent that may run sh, whose commands move to the background after a second.
 func bgSession(t *testing.T, script string) (*testSession, string) {
 	t.Helper()
-	root := t.TempDir()
-	dir := filepath.Join(root, "capsule")
-	os.MkdirAll(dir, 0o755)
-	os.WriteFile(filepath.Join(dir, "murmur.yaml"), []byte(agentCapsule("capabilities:\n  shell: {allow: [sh]}\nlifecycle: {shell_grace_secs: 1}\n")), 0o644)
-	os.WriteFile(filepath.Join(dir, "script.yaml"), []byte(script), 0o644)
-	s, _ := startSessionIn(t, root, dir)
-	return s, root
+	return startSession(t, map[string]string{
+		"murmur.yaml": agentCapsule("capabilities:\n  shell: {allow: [sh]}\nlifecycle: {shell_grace_secs: 1}\n"),
+		"script.yaml": script,
+	}, sessionOpts{confine: true})
 }
 
 func TestCommandMovesToTheBackgroundAndIsWaitedFor(t *testing.T) {
@@ -159,13 +157,11 @@ func TestAHundredBackgroundCommandsKeepTheirLogs(t *testing.T) {
 }
 
 func TestAnExitArrivesAsACompletionTask(t *testing.T) {
-	root := t.TempDir()
-	dir := filepath.Join(root, "capsule")
-	os.MkdirAll(dir, 0o755)
-	os.WriteFile(filepath.Join(dir, "murmur.yaml"), []byte(agentCapsule("capabilities:\n  shell: {allow: [sh]}\nlifecycle: {shell_grace_secs: 1}\ntask_acceptance: queue\nafter_task: sleep\n")), 0o644)
-	os.WriteFile(filepath.Join(dir, "script.yaml"), []byte("rules:\n  - match: '^Background command'\n    turns:\n      - say: 'noted: {{.task}}'\n"+
-		"  - match: ''\n    turns:\n      - call: [{tool: sh, input: {args: ['-c', 'sleep 1.5; echo finished']}}]\n      - say: started it\n"), 0o644)
-	s, _ := startSessionIn(t, root, dir)
+	s, _ := startSession(t, map[string]string{
+		"murmur.yaml": agentCapsule("capabilities:\n  shell: {allow: [sh]}\nlifecycle: {shell_grace_secs: 1}\ntask_acceptance: queue\nafter_task: sleep\n"),
+		"script.yaml": "rules:\n  - match: '^Background command'\n    turns:\n      - say: 'noted: {{.task}}'\n" +
+			"  - match: ''\n    turns:\n      - call: [{tool: sh, input: {args: ['-c', 'sleep 1.5; echo finished']}}]\n      - say: started it\n",
+	}, sessionOpts{confine: true})
 	first := s.run(t, "go", Origin{})
 	if answer(first) != "started it" {
 		t.Fatalf("first task: %q", answer(first))

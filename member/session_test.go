@@ -12,7 +12,6 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/murmur-run/murmur/a2a"
-	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/goleak"
 )
 
@@ -29,40 +28,11 @@ type testSession struct {
 	dir string
 }
 
-// newSession starts a session on a capsule made of files, with a fresh store; it is closed at cleanup.
+// newSession starts a session on a capsule made of files; see startSession.
 func newSession(t *testing.T, files map[string]string) *testSession {
 	t.Helper()
-	root := t.TempDir()
-	dir := filepath.Join(root, "capsule")
-	for name, body := range files {
-		os.MkdirAll(filepath.Dir(filepath.Join(dir, name)), 0o755)
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	c, err := LoadCapsule(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	store, err := OpenStore(filepath.Join(root, "tasks.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := NewMetrics(prometheus.NewRegistry())
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := Start(Config{Member: "m", Formation: "f", Capsule: c, Store: store, Metrics: m,
-		RecordsRoot: filepath.Join(root, "records"), WorkDir: filepath.Join(root, "work")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		os.WriteFile(filepath.Join(dir, "go"), nil, 0o644)
-		s.Close(context.Background())
-		store.Close()
-	})
-	return &testSession{Session: s, dir: dir}
+	s, _ := startSession(t, files, sessionOpts{})
+	return s
 }
 
 func (s *testSession) run(t *testing.T, text string, o Origin) *a2a.Task {

@@ -8,45 +8,20 @@ import (
 	"time"
 
 	"github.com/murmur-run/murmur/a2a"
-	"github.com/prometheus/client_golang/prometheus"
 )
 
 // shellSession starts an agent whose one rule makes the given tool call and answers with the result
 // exactly as the model received it.
-func shellSession(t *testing.T, shell, call string, confine bool) (*testSession, string) {
+func shellSession(t *testing.T, shell, call string) (*testSession, string) {
 	t.Helper()
-	root := t.TempDir()
-	dir := filepath.Join(root, "capsule")
-	os.MkdirAll(dir, 0o755)
-	os.WriteFile(filepath.Join(dir, "murmur.yaml"), []byte(agentCapsule("capabilities:\n  shell: "+shell+"\n")), 0o644)
-	os.WriteFile(filepath.Join(dir, "script.yaml"), []byte("rules:\n  - match: ''\n    turns:\n      - call: ["+call+"]\n      - say: '{{(index .results 0).text}}'\n"), 0o644)
-	c, err := LoadCapsule(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	store, err := OpenStore(filepath.Join(root, "tasks.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, _ := NewMetrics(prometheus.NewRegistry())
-	cfg := Config{Member: "m", Capsule: c, Store: store, Metrics: m, RecordsRoot: filepath.Join(root, "records"),
-		WorkDir: filepath.Join(root, "work")}
-	if confine {
-		cfg.ConfineHelper = os.Args[0]
-	}
-	s, err := Start(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		s.Close(t.Context())
-		store.Close()
-	})
-	return &testSession{Session: s, dir: dir}, root
+	return startSession(t, map[string]string{
+		"murmur.yaml": agentCapsule("capabilities:\n  shell: " + shell + "\n"),
+		"script.yaml": "rules:\n  - match: ''\n    turns:\n      - call: [" + call + "]\n      - say: '{{(index .results 0).text}}'\n",
+	}, sessionOpts{confine: true})
 }
 
 func TestShellBinaryRunsByItsPath(t *testing.T) {
-	s, _ := shellSession(t, "{allow: [expr]}", "{tool: expr, input: {args: ['2', '+', '3']}}", true)
+	s, _ := shellSession(t, "{allow: [expr]}", "{tool: expr, input: {args: ['2', '+', '3']}}")
 	want := "<untrusted-content source=tool:expr>\nexit_code: 0\nstatus: ok\noutput_bytes: 2\noutput_shown: all\n\n5\n</untrusted-content>"
 	if got := answer(s.run(t, "sum", Origin{})); got != want {
 		t.Errorf("the model received:\n%s\nwant:\n%s", got, want)
@@ -54,7 +29,7 @@ func TestShellBinaryRunsByItsPath(t *testing.T) {
 }
 
 func TestShellFailureAndStdin(t *testing.T) {
-	s, _ := shellSession(t, "{allow: [sh]}", `{tool: sh, input: {args: ['-c', 'cat; echo to-stderr >&2; exit 3'], stdin: 'from stdin'}}`, true)
+	s, _ := shellSession(t, "{allow: [sh]}", `{tool: sh, input: {args: ['-c', 'cat; echo to-stderr >&2; exit 3'], stdin: 'from stdin'}}`)
 	got := answer(s.run(t, "x", Origin{}))
 	if !strings.Contains(got, "exit_code: 3\nstatus: error\n") || !strings.Contains(got, "from stdinto-stderr\n") {
 		t.Errorf("the model received:\n%s", got)
@@ -66,7 +41,7 @@ func TestShellWritesOutsideTheWorkdirAreRefused(t *testing.T) {
 		t.Skip("this kernel does not enforce Landlock")
 	}
 	outside := filepath.Join(t.TempDir(), "escaped")
-	s, root := shellSession(t, "{allow: [sh]}", `{tool: sh, input: {args: ['-c', 'echo inside > in.txt && echo out > `+outside+`']}}`, true)
+	s, root := shellSession(t, "{allow: [sh]}", `{tool: sh, input: {args: ['-c', 'echo inside > in.txt && echo out > `+outside+`']}}`)
 	got := answer(s.run(t, "x", Origin{}))
 	if !strings.Contains(got, "Permission denied") || strings.Contains(got, "exit_code: 0") {
 		t.Errorf("the write outside was not refused:\n%s", got)
@@ -80,7 +55,7 @@ func TestShellWritesOutsideTheWorkdirAreRefused(t *testing.T) {
 }
 
 func TestShellTimeLimit(t *testing.T) {
-	s, _ := shellSession(t, "{allow: [sleep], timeout_secs: 1}", `{tool: sleep, input: {args: ['30']}}`, true)
+	s, _ := shellSession(t, "{allow: [sleep], timeout_secs: 1}", `{tool: sleep, input: {args: ['30']}}`)
 	got := answer(s.run(t, "x", Origin{}))
 	if !strings.Contains(got, "status: error") || !strings.HasSuffix(got, "</untrusted-content>\n[sleep] The command was stopped by its time limit of 1s (capabilities.shell.timeout_secs).") {
 		t.Errorf("the model received:\n%s", got)
@@ -88,7 +63,7 @@ func TestShellTimeLimit(t *testing.T) {
 }
 
 func TestShellOutputKeepsTheLastBytes(t *testing.T) {
-	s, _ := shellSession(t, "{allow: [seq], output_kb: 1}", `{tool: seq, input: {args: ['1', '5000']}}`, true)
+	s, _ := shellSession(t, "{allow: [seq], output_kb: 1}", `{tool: seq, input: {args: ['1', '5000']}}`)
 	got := answer(s.run(t, "x", Origin{}))
 	if !strings.Contains(got, "output_bytes: 23893\noutput_shown: last 1024 bytes\n") || !strings.HasSuffix(got, "4999\n5000\n</untrusted-content>") {
 		t.Errorf("the model received:\n%.400s", got)
@@ -96,7 +71,7 @@ func TestShellOutputKeepsTheLastBytes(t *testing.T) {
 }
 
 func TestShellLeftoversAreKilled(t *testing.T) {
-	s, root := shellSession(t, "{allow: [sh]}", `{tool: sh, input: {args: ['-c', 'sh -c "sleep 30; touch late" & echo started']}}`, true)
+	s, root := shellSession(t, "{allow: [sh]}", `{tool: sh, input: {args: ['-c', 'sh -c "sleep 30; touch late" & echo started']}}`)
 	got := answer(s.run(t, "x", Origin{}))
 	if !strings.Contains(got, "exit_code: 0") || !strings.Contains(got, "started") {
 		t.Errorf("the model received:\n%s", got)
@@ -120,7 +95,7 @@ func TestShellAllowlistBypassesStartNothing(t *testing.T) {
 		{"a binary not allowed", `{tool: sh, input: {args: ['-c', 'touch pwned']}}`, `no tool named "sh"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s, root := shellSession(t, "{allow: [ls]}", tc.call, true)
+			s, root := shellSession(t, "{allow: [ls]}", tc.call)
 			got := answer(s.run(t, "x", Origin{}))
 			if !strings.Contains(got, tc.want) {
 				t.Errorf("the model received:\n%s\nwant it to say %q", got, tc.want)
@@ -131,7 +106,7 @@ func TestShellAllowlistBypassesStartNothing(t *testing.T) {
 		})
 	}
 	// A ./ls planted in the workdir is never what runs: the name was resolved on the trusted PATH.
-	s, root := shellSession(t, "{allow: [ls]}", `{tool: ls, input: {args: ['-a']}}`, true)
+	s, root := shellSession(t, "{allow: [ls]}", `{tool: ls, input: {args: ['-a']}}`)
 	os.MkdirAll(filepath.Join(root, "work"), 0o755)
 	os.WriteFile(filepath.Join(root, "work", "ls"), []byte("#!/bin/sh\ntouch pwned\n"), 0o755)
 	got := answer(s.run(t, "x", Origin{}))
