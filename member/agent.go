@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"os/exec"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/murmur-run/murmur/a2a"
@@ -325,22 +324,10 @@ func (s *Session) compact(task string, req *InferRequest) {
 func (s *Session) runDoneCheck(ctx context.Context, command []string) (string, int, error) {
 	ctx, cancel := context.WithTimeout(ctx, defaultScriptTimeout)
 	defer cancel()
-	name := command[0]
-	if strings.Contains(name, "/") {
-		name = capsulePath(s.cfg.Capsule.Dir, name)
-	}
-	cmd := exec.CommandContext(ctx, name, command[1:]...)
-	cmd.Dir = s.cfg.WorkDir
-	if cmd.Dir == "" {
-		cmd.Dir = s.cfg.Capsule.Dir
-	}
-	cmd.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + cmd.Dir, "LANG=C.UTF-8", "MUR_CAPSULE_DIR=" + s.cfg.Capsule.Dir}
+	cmd := s.capsuleCommand(ctx, command)
 	var out tail
 	out.max = 8 << 10
 	cmd.Stdout, cmd.Stderr = &out, &out
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
-	cmd.WaitDelay = 2 * time.Second
 	err := cmd.Run()
 	var exit *exec.ExitError
 	if errors.As(err, &exit) {

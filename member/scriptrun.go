@@ -32,36 +32,13 @@ func (s *Session) runScript(ctx context.Context, t *a2a.Task, text string) (stri
 	ctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
 
-	name := spec.Command[0]
-	if strings.Contains(name, "/") {
-		name = capsulePath(s.cfg.Capsule.Dir, name)
-	}
-	cmd := exec.CommandContext(ctx, name, spec.Command[1:]...)
-	cmd.Dir = s.cfg.WorkDir
-	if cmd.Dir == "" {
-		cmd.Dir = s.cfg.Capsule.Dir
-	}
-	cmd.Env = []string{
-		"PATH=/usr/local/bin:/usr/bin:/bin",
-		"HOME=" + cmd.Dir,
-		"LANG=C.UTF-8",
-		"MUR_MEMBER=" + s.cfg.Member,
-		"MUR_FORMATION=" + s.cfg.Formation,
-		"MUR_SESSION=" + s.id,
-		"MUR_TASK_ID=" + string(t.ID),
-		"MUR_CAPSULE_DIR=" + s.cfg.Capsule.Dir,
-	}
+	cmd := s.capsuleCommand(ctx, spec.Command, "MUR_TASK_ID="+string(t.ID))
 	cmd.Stdin = strings.NewReader(text)
 	var stdout capped
 	stdout.max = maxScriptAnswer
 	var stderr tail
 	stderr.max = stderrTail
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	// The command and everything it starts share a process group, killed whole on cancel or timeout.
-	// Pdeathsig ends the command if the member dies without a chance to kill it (SIGKILL).
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
-	cmd.WaitDelay = 2 * time.Second
 
 	err := cmd.Run()
 	switch {
@@ -120,6 +97,40 @@ func (t *tail) Write(p []byte) (int, error) {
 }
 
 func (t *tail) String() string { return string(t.buf) }
+
+// workdir is where the session's commands run: its workdir, or the capsule directory without one.
+func (s *Session) workdir() string {
+	if s.cfg.WorkDir != "" {
+		return s.cfg.WorkDir
+	}
+	return s.cfg.Capsule.Dir
+}
+
+// capsuleCommand prepares a command murmur.yaml names (script.command, lifecycle.done_check): a path
+// with a slash is the capsule's own, resolved against its directory; it runs in the workdir with a clean
+// environment on the trusted PATH. The command and everything it starts share a process group, killed
+// whole when ctx ends; Pdeathsig ends it if the member dies without a chance to kill it.
+func (s *Session) capsuleCommand(ctx context.Context, command []string, env ...string) *exec.Cmd {
+	name := command[0]
+	if strings.Contains(name, "/") {
+		name = capsulePath(s.cfg.Capsule.Dir, name)
+	}
+	cmd := exec.CommandContext(ctx, name, command[1:]...)
+	cmd.Dir = s.workdir()
+	cmd.Env = append([]string{
+		"PATH=" + strings.Join(trustedPath, ":"),
+		"HOME=" + cmd.Dir,
+		"LANG=C.UTF-8",
+		"MUR_MEMBER=" + s.cfg.Member,
+		"MUR_FORMATION=" + s.cfg.Formation,
+		"MUR_SESSION=" + s.id,
+		"MUR_CAPSULE_DIR=" + s.cfg.Capsule.Dir,
+	}, env...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.WaitDelay = 2 * time.Second
+	return cmd
+}
 
 // capsulePath resolves a path written in murmur.yaml against the capsule directory.
 func capsulePath(dir, p string) string {

@@ -99,10 +99,7 @@ func (s *Session) RunShell(ctx context.Context, path, name string, args []string
 	if g.MemoryMB > 0 {
 		memMB = g.MemoryMB
 	}
-	work := s.cfg.WorkDir
-	if work == "" {
-		work = s.cfg.Capsule.Dir
-	}
+	work := s.workdir()
 	tmp := filepath.Join(work, ".tmp")
 	if err := os.MkdirAll(tmp, 0o700); err != nil {
 		return runtimetools.ShellRun{}, err
