@@ -3,6 +3,7 @@ package member
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"unicode/utf8"
 )
@@ -138,4 +139,20 @@ func EstimateInput(req InferRequest) int64 {
 		n += utf8.RuneCountInString(t.Name) + utf8.RuneCountInString(t.Description) + utf8.RuneCount(t.InputSchema)
 	}
 	return int64((n + 3) / 4)
+}
+
+// checkModelChoice is what every model driver checks of its choice: the right driver, a model, a
+// credential unless a base_url names a local server, and a way to resolve env: credentials.
+func checkModelChoice(driver, provider, keyVar, name string, ch Choice, getenv func(string) string) error {
+	switch {
+	case ch.Driver != "" && ch.Driver != driver:
+		return fmt.Errorf("%s choice %s: it uses driver %q, not %s", driver, name, ch.Driver, driver)
+	case ch.Model == "":
+		return fmt.Errorf("%s choice %s names no model; add one, such as model: %s", driver, name, exampleModels[driver])
+	case ch.Credential == "" && ch.BaseURL == "":
+		return fmt.Errorf("%s choice %s has no credential, which the %s API needs; add credential: env:%s (only a choice with a base_url, a local server, may go without)", driver, name, provider, keyVar)
+	case getenv == nil:
+		return fmt.Errorf("%s choice %s: no getenv to resolve its credential with", driver, name)
+	}
+	return nil
 }

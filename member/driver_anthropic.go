@@ -61,17 +61,8 @@ var _ Driver = (*AnthropicDriver)(nil)
 // names a base_url (a local server); no x-api-key header is sent then. Nothing is read from
 // ANTHROPIC_* variables or profiles: the choice alone says where requests go and with which key.
 func NewAnthropicDriver(name string, ch Choice, hc *http.Client, getenv func(string) string) (*AnthropicDriver, error) {
-	if ch.Driver != "" && ch.Driver != DriverAnthropic {
-		return nil, fmt.Errorf("anthropic choice %s: it uses driver %q, not anthropic", name, ch.Driver)
-	}
-	if ch.Model == "" {
-		return nil, fmt.Errorf("anthropic choice %s names no model; add one, such as model: claude-sonnet-4-5", name)
-	}
-	if ch.Credential == "" && ch.BaseURL == "" {
-		return nil, fmt.Errorf("anthropic choice %s has no credential, which the Anthropic API needs; add credential: env:ANTHROPIC_API_KEY (only a choice with a base_url, a local server, may go without)", name)
-	}
-	if getenv == nil {
-		return nil, fmt.Errorf("anthropic choice %s: no getenv to resolve its credential with", name)
+	if err := checkModelChoice(DriverAnthropic, "Anthropic", "ANTHROPIC_API_KEY", name, ch, getenv); err != nil {
+		return nil, err
 	}
 	d := &AnthropicDriver{name: name, ch: ch, getenv: getenv}
 	// The service, not anthropic.NewClient: NewClient folds ANTHROPIC_API_KEY, ANTHROPIC_AUTH_TOKEN,

@@ -58,17 +58,8 @@ var _ Driver = (*OpenAIDriver)(nil)
 // local server); no Authorization header is sent then. Nothing is read from OPENAI_* variables: the
 // choice alone says where requests go and with which key.
 func NewOpenAIDriver(name string, ch Choice, hc *http.Client, getenv func(string) string) (*OpenAIDriver, error) {
-	if ch.Driver != "" && ch.Driver != DriverOpenAI {
-		return nil, fmt.Errorf("openai choice %s: it uses driver %q, not openai", name, ch.Driver)
-	}
-	if ch.Model == "" {
-		return nil, fmt.Errorf("openai choice %s names no model; add one, such as model: gpt-4.1-mini", name)
-	}
-	if ch.Credential == "" && ch.BaseURL == "" {
-		return nil, fmt.Errorf("openai choice %s has no credential, which the OpenAI API needs; add credential: env:OPENAI_API_KEY (only a choice with a base_url, a local server, may go without)", name)
-	}
-	if getenv == nil {
-		return nil, fmt.Errorf("openai choice %s: no getenv to resolve its credential with", name)
+	if err := checkModelChoice(DriverOpenAI, "OpenAI", "OPENAI_API_KEY", name, ch, getenv); err != nil {
+		return nil, err
 	}
 	if hc == nil {
 		hc = defaultOpenAIHTTPClient()
