@@ -107,7 +107,7 @@ func (s *Session) finishLocked(ctx context.Context, t *a2a.Task, state a2a.TaskS
 		m.TaskDuration.WithLabelValues(string(state)).Observe(now.Sub(at).Seconds())
 		delete(s.submitted, t.ID)
 	}
-	fields := map[string]any{"state": string(state), "exit_status": exitStatus(state)}
+	fields := map[string]any{"state": string(state), "exit_status": stateWord(state)}
 	if running != nil {
 		fields["runningCommands"] = running
 	}
@@ -131,9 +131,6 @@ func (s *Session) finishLocked(ctx context.Context, t *a2a.Task, state a2a.TaskS
 	}
 	return errors.Join(errs...)
 }
-
-// exitStatus is a task_end's exit_status for a terminal state.
-func exitStatus(s a2a.TaskState) string { return stateWord(s) }
 
 // setStatus sets t's status; a non-empty text becomes the status message.
 func (s *Session) setStatus(t *a2a.Task, state a2a.TaskState, text string, now time.Time) {
