@@ -139,8 +139,11 @@ type Capabilities struct {
 	Spawn     AllowList // sub-capsules delegate-task may hand tasks to
 	Plan      Plan
 	PeerFetch bool
-	Network   AllowList // hosts the member may reach
-	Install   Install
+	// PeerFetchMaxMB is capabilities.peer_fetch.max_mb: the largest file fetch-peer-file stores, in MiB;
+	// 0 means the default (64).
+	PeerFetchMaxMB int
+	Network        AllowList // hosts the member may reach
+	Install        Install
 }
 
 // Plan grants submit-plan.
@@ -158,6 +161,9 @@ type Install struct {
 // Exports is the exports: block.
 type Exports struct {
 	PeerFiles string // export root, relative to the workdir; "" = nothing exported
+	// PeerFilesTTL is exports.peer_files.ttl: how long a handle share-file mints works; 0 means the
+	// default (1h).
+	PeerFilesTTL time.Duration
 }
 
 // Control is the control: block.
@@ -309,24 +315,7 @@ func (p *capsuleParser) top(n *yaml.Node) {
 			c.Transport, _ = d.enum(v, "transport", TransportHTTP, TransportProcess)
 		}},
 		{"capabilities", func(_, v *yaml.Node) { p.capabilities(v) }},
-		{"exports", func(_, v *yaml.Node) {
-			d.fields(v, "exports", []yamlField{{"peer_files", func(_, v *yaml.Node) {
-				s, ok := d.text(v, "exports.peer_files")
-				if !ok {
-					return
-				}
-				c.Exports.PeerFiles = s
-				fix := "write a directory inside the workdir, such as peer_files: out"
-				switch {
-				case s == "":
-					d.add(v.Line, "exports.peer_files is empty", fix+" (. for the whole workdir), or remove the key")
-				case filepath.IsAbs(s):
-					d.add(v.Line, fmt.Sprintf("exports.peer_files %q is an absolute path, but the export root is relative to the workdir", s), fix)
-				case !filepath.IsLocal(s):
-					d.add(v.Line, fmt.Sprintf("exports.peer_files %q leaves the workdir", s), fix)
-				}
-			}}})
-		}},
+		{"exports", func(_, v *yaml.Node) { p.exports(v) }},
 		{"control", func(_, v *yaml.Node) {
 			d.fields(v, "control", []yamlField{{"agent_settings", func(_, v *yaml.Node) {
 				list, ok := d.texts(v, "control.agent_settings")
@@ -678,7 +667,23 @@ func (p *capsuleParser) capabilities(v *yaml.Node) {
 				c.Plan.Submit, _ = d.flag(v, "capabilities.plan.submit")
 			}}})
 		}},
-		{"peer_fetch", func(_, v *yaml.Node) { c.PeerFetch, _ = d.flag(v, "capabilities.peer_fetch") }},
+		{"peer_fetch", func(_, v *yaml.Node) {
+			if !yamlIsMapping(v) {
+				c.PeerFetch, _ = d.flag(v, "capabilities.peer_fetch")
+				return
+			}
+			c.PeerFetch = true
+			d.fields(v, "capabilities.peer_fetch", []yamlField{{"max_mb", func(_, v *yaml.Node) {
+				if n, ok := d.countInt(v, "capabilities.peer_fetch.max_mb"); ok {
+					if n == 0 {
+						d.add(v.Line, "capabilities.peer_fetch.max_mb is 0, so no file could be fetched",
+							"write at least 1, such as max_mb: 64, or remove the key for the default of 64")
+						return
+					}
+					c.PeerFetchMaxMB = n
+				}
+			}}})
+		}},
 		allow("capabilities.network", &c.Network, nil),
 		{"install", func(_, v *yaml.Node) {
 			list := func(key string, dst *[]string) yamlField {
@@ -701,6 +706,58 @@ func (p *capsuleParser) capabilities(v *yaml.Node) {
 			})
 		}},
 	})
+}
+
+// exports reads exports.peer_files: the export root alone (peer_files: out), or with the lifetime of the
+// handles share-file mints (peer_files: {root: out, ttl: 2h}).
+func (p *capsuleParser) exports(v *yaml.Node) {
+	d, c := p.d, p.c
+	root := func(v *yaml.Node, path string) {
+		s, ok := d.text(v, path)
+		if !ok {
+			return
+		}
+		c.Exports.PeerFiles = s
+		fix := "write a directory inside the workdir, such as " + yamlLastKey(path) + ": out"
+		switch {
+		case s == "":
+			d.add(v.Line, path+" is empty", fix+" (. for the whole workdir), or remove the key")
+		case filepath.IsAbs(s):
+			d.add(v.Line, fmt.Sprintf("%s %q is an absolute path, but the export root is relative to the workdir", path, s), fix)
+		case !filepath.IsLocal(s):
+			d.add(v.Line, fmt.Sprintf("%s %q leaves the workdir", path, s), fix)
+		}
+	}
+	d.fields(v, "exports", []yamlField{{"peer_files", func(k, v *yaml.Node) {
+		if !yamlIsMapping(v) {
+			root(v, "exports.peer_files")
+			return
+		}
+		rootSet := false
+		d.fields(v, "exports.peer_files", []yamlField{
+			{"root", func(_, v *yaml.Node) { rootSet = true; root(v, "exports.peer_files.root") }},
+			{"ttl", func(_, v *yaml.Node) {
+				s, ok := d.text(v, "exports.peer_files.ttl")
+				if !ok {
+					return
+				}
+				ttl, err := time.ParseDuration(s)
+				switch {
+				case err != nil:
+					d.add(v.Line, fmt.Sprintf("exports.peer_files.ttl %q is not a duration", s),
+						"write a number with a unit, such as ttl: 1h, ttl: 30m or ttl: 90s")
+				case ttl < time.Second:
+					d.add(v.Line, fmt.Sprintf("exports.peer_files.ttl %q is shorter than a second", s),
+						"write at least 1s, such as ttl: 1h, or remove the key for the default of 1h")
+				default:
+					c.Exports.PeerFilesTTL = ttl
+				}
+			}},
+		})
+		if !rootSet {
+			d.add(v.Line, "exports.peer_files has no root", "add the export root, such as peer_files: {root: out, ttl: 1h}")
+		}
+	}}})
 }
 
 func (p *capsuleParser) lifecycle(v *yaml.Node) {

@@ -340,6 +340,64 @@ control: {agent_settings: [inference.drivr]}
 			},
 		},
 		{
+			name: "peer_files mapping",
+			yaml: `name: w
+script: {command: [a]}
+exports:
+  peer_files: {root: /abs, ttl: soon, tll: 1h}
+`,
+			want: []string{
+				`/w/murmur.yaml:4: exports.peer_files.root "/abs" is an absolute path, but the export root is relative to the workdir; write a directory inside the workdir, such as root: out`,
+				`/w/murmur.yaml:4: exports.peer_files.ttl "soon" is not a duration; write a number with a unit, such as ttl: 1h, ttl: 30m or ttl: 90s`,
+				`/w/murmur.yaml:4: unknown key "tll" in exports.peer_files; known keys: root, ttl; did you mean "ttl"?`,
+			},
+		},
+		{
+			name: "peer_files without a root, ttl too short",
+			yaml: `name: w
+script: {command: [a]}
+exports:
+  peer_files:
+    ttl: 500ms
+`,
+			want: []string{
+				`/w/murmur.yaml:5: exports.peer_files.ttl "500ms" is shorter than a second; write at least 1s, such as ttl: 1h, or remove the key for the default of 1h`,
+				`/w/murmur.yaml:5: exports.peer_files has no root; add the export root, such as peer_files: {root: out, ttl: 1h}`,
+			},
+		},
+		{
+			name: "peer_files root empty or leaving",
+			yaml: `name: w
+script: {command: [a]}
+exports: {peer_files: {root: "a/../../b"}}
+`,
+			want: []string{
+				`/w/murmur.yaml:3: exports.peer_files.root "a/../../b" leaves the workdir; write a directory inside the workdir, such as root: out`,
+			},
+		},
+		{
+			name: "peer_fetch mapping",
+			yaml: `name: w
+script: {command: [a]}
+capabilities:
+  peer_fetch: {max_mb: 0, maxmb: 5}
+`,
+			want: []string{
+				`/w/murmur.yaml:4: capabilities.peer_fetch.max_mb is 0, so no file could be fetched; write at least 1, such as max_mb: 64, or remove the key for the default of 64`,
+				`/w/murmur.yaml:4: unknown key "maxmb" in capabilities.peer_fetch; known keys: max_mb; did you mean "max_mb"?`,
+			},
+		},
+		{
+			name: "peer_fetch max_mb not a number",
+			yaml: `name: w
+script: {command: [a]}
+capabilities: {peer_fetch: {max_mb: lots}}
+`,
+			want: []string{
+				`/w/murmur.yaml:3: capabilities.peer_fetch.max_mb must be a whole number, not "lots"; write a whole number of 0 or more, such as max_mb: 10`,
+			},
+		},
+		{
 			name: "anthropic with base_url and script",
 			yaml: `name: w
 inference:
@@ -576,6 +634,33 @@ func TestCapsuleDefaults(t *testing.T) {
 	}
 	if c.QueueSize != DefaultQueueSize || c.Transport != TransportHTTP || c.Deadline != 0 {
 		t.Errorf("queue_size %d, transport %q, deadline %v; want %d, http, 0", c.QueueSize, c.Transport, c.Deadline, DefaultQueueSize)
+	}
+}
+
+// TestPeerFileForms reads both forms of exports.peer_files and capabilities.peer_fetch.
+func TestPeerFileForms(t *testing.T) {
+	for _, tc := range []struct {
+		yaml    string
+		exports Exports
+		fetch   bool
+		maxMB   int
+	}{
+		{"exports: {peer_files: out}\ncapabilities: {peer_fetch: true}\n", Exports{PeerFiles: "out"}, true, 0},
+		{"exports: {peer_files: {root: out/shared, ttl: 2h}}\ncapabilities: {peer_fetch: {max_mb: 8}}\n", Exports{PeerFiles: "out/shared", PeerFilesTTL: 2 * time.Hour}, true, 8},
+		{"exports: {peer_files: {root: .}}\ncapabilities: {peer_fetch: {}}\n", Exports{PeerFiles: "."}, true, 0},
+		{"capabilities: {peer_fetch: false}\n", Exports{}, false, 0},
+	} {
+		c, err := ParseCapsule("/w/murmur.yaml", []byte("name: w\nscript: {command: [a]}\n"+tc.yaml))
+		if err != nil {
+			t.Errorf("%s: %v", tc.yaml, err)
+			continue
+		}
+		if diff := cmp.Diff(tc.exports, c.Exports); diff != "" {
+			t.Errorf("%s: exports (-want +got):\n%s", tc.yaml, diff)
+		}
+		if c.Capabilities.PeerFetch != tc.fetch || c.Capabilities.PeerFetchMaxMB != tc.maxMB {
+			t.Errorf("%s: peer_fetch %v, max_mb %d", tc.yaml, c.Capabilities.PeerFetch, c.Capabilities.PeerFetchMaxMB)
+		}
 	}
 }
 
