@@ -33,6 +33,7 @@ type sessionOpts struct {
 	clock   *clock
 	getenv  func(string) string
 	confine bool // shell binaries run through this test binary as the confining helper
+	isolate func() isolation
 }
 
 // startSession starts a session on a capsule made of files, with a fresh store, records, workdir and
@@ -68,6 +69,7 @@ func startSession(t *testing.T, files map[string]string, o sessionOpts) (*testSe
 	if o.confine {
 		cfg.ConfineHelper = os.Args[0]
 	}
+	cfg.isolate = o.isolate
 	s, err := Start(cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -54,6 +54,7 @@ type bgCommand struct {
 	name    string
 	started time.Time
 	pid     int
+	cg      *cgroupSet
 	out     *shellOutput
 	logPath string
 	done    chan struct{} // closed once the command has exited and its output is closed
@@ -233,12 +234,18 @@ func (s *Session) killBackground() {
 			continue
 		default:
 		}
-		syscall.Kill(-c.pid, syscall.SIGKILL)
+		c.kill()
 		select {
 		case <-c.done:
 		case <-time.After(stopWaitMore):
 		}
 	}
+}
+
+// kill ends the command's process group and everything in its cgroup.
+func (c *bgCommand) kill() {
+	syscall.Kill(-c.pid, syscall.SIGKILL)
+	c.cg.killAll()
 }
 
 func (s *Session) logPath(id string) string { return filepath.Join(s.records.Dir(), "logs", id+".log") }

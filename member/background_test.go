@@ -4,10 +4,13 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -96,14 +99,18 @@ func TestTaskEndNamesRunningCommandsAndTheSessionEndKillsThem(t *testing.T) {
 	}
 }
 
-func TestStopReachesEscapers(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("a PID namespace of its own needs root")
-	}
-	s, root := bgSession(t, "rules:\n  - match: ''\n    turns:\n"+
-		"      - call: [{tool: sh, input: {args: ['-c', 'setsid sh -c \"sleep 2; touch escaped\" & nohup sh -c \"sleep 2; touch nohup\" >/dev/null 2>&1 & (sh -c \"sleep 2; touch doublefork\" &) & sleep 30']}}]\n"+
-		"      - call: [{tool: background-command, input: {operation: stop, work_id: '{{(index .results 0).data.work_id}}'}}]\n"+
-		"      - say: '{{(index .results 0).output}}'\n")
+// escapers starts a command whose children leave its process group three ways (setsid, nohup, a double
+// fork), stops it, and reports which of them still ran on afterwards.
+func escapers(t *testing.T, o sessionOpts) (survivors []string) {
+	t.Helper()
+	o.confine = true
+	s, root := startSession(t, map[string]string{
+		"murmur.yaml": agentCapsule("capabilities:\n  shell: {allow: [sh]}\nlifecycle: {shell_grace_secs: 1}\n"),
+		"script.yaml": "rules:\n  - match: ''\n    turns:\n" +
+			"      - call: [{tool: sh, input: {args: ['-c', 'setsid sh -c \"sleep 2; touch escaped\" & nohup sh -c \"sleep 2; touch nohup\" >/dev/null 2>&1 & (sh -c \"sleep 2; touch doublefork\" &) & sleep 30']}}]\n" +
+			"      - call: [{tool: background-command, input: {operation: stop, work_id: '{{(index .results 0).data.work_id}}'}}]\n" +
+			"      - say: '{{(index .results 0).output}}'\n",
+	}, o)
 	got := answer(s.run(t, "x", Origin{}))
 	if !strings.Contains(got, "state: stopped\n") {
 		t.Fatalf("stop:\n%s", got)
@@ -111,8 +118,83 @@ func TestStopReachesEscapers(t *testing.T) {
 	time.Sleep(3 * time.Second) // past the escapers' own sleep
 	for _, f := range []string{"escaped", "nohup", "doublefork"} {
 		if _, err := os.Stat(filepath.Join(root, "work", f)); err == nil {
-			t.Errorf("the %s process outlived the stop", f)
+			survivors = append(survivors, f)
 		}
+	}
+	return survivors
+}
+
+func TestStopReachesEscapers(t *testing.T) {
+	iso := probeIsolation()
+	if !iso.treeKill() {
+		t.Skip("this host gives the runtime neither a PID namespace nor a cgroup: see W-SHELL-003")
+	}
+	if got := escapers(t, sessionOpts{}); len(got) > 0 {
+		t.Errorf("%v outlived the stop", got)
+	}
+}
+
+func TestStopReachesEscapersThroughTheCgroupAlone(t *testing.T) {
+	iso := probeIsolation()
+	if iso.killBase == "" {
+		t.Skip("this host gives the runtime no cgroup v2 directory to make cgroups in")
+	}
+	iso.pidNS = 0
+	if got := escapers(t, sessionOpts{isolate: func() isolation { return iso }}); len(got) > 0 {
+		t.Errorf("%v outlived the stop", got)
+	}
+}
+
+// Without a PID namespace or a cgroup only the process group is reached, as SPEC's stop says: a process
+// that left it runs on. This is what the other escaper tests would see if their mechanism did nothing.
+func TestStopWithTheProcessGroupAloneMissesASetsidEscaper(t *testing.T) {
+	got := escapers(t, sessionOpts{isolate: func() isolation { return isolation{} }})
+	if !slices.Contains(got, "escaped") {
+		t.Errorf("the setsid escaper did not run on (survivors: %v): the process group reached it", got)
+	}
+}
+
+// envAsNobody marks the run of the test binary that TestStopReachesEscapersWithoutRoot starts as nobody.
+const envAsNobody = "MUR_TEST_AS_NOBODY"
+
+func TestStopReachesEscapersWithoutRoot(t *testing.T) {
+	if os.Getenv(envAsNobody) == "1" {
+		iso := probeIsolation()
+		t.Logf("not root: PID namespace flags %#x, cgroup %q", iso.pidNS, iso.killBase)
+		if !iso.treeKill() {
+			t.Skip("not root, this host allows no user namespace and delegates no cgroup: see W-SHELL-003")
+		}
+		if got := escapers(t, sessionOpts{}); len(got) > 0 {
+			t.Errorf("%v outlived the stop", got)
+		}
+		return
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("TestStopReachesEscapers already runs without root here")
+	}
+	// The test binary runs again as nobody, from a copy nobody can read.
+	dir, err := os.MkdirTemp("", "mur-nobody-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	os.Chmod(dir, 0o755)
+	exe := filepath.Join(dir, "member.test")
+	b, err := os.ReadFile(os.Args[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(exe, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(exe, "-test.run=^TestStopReachesEscapersWithoutRoot$", "-test.v", "-test.count=1")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), envAsNobody+"=1", "TMPDIR=/tmp")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	out, err := cmd.CombinedOutput()
+	t.Logf("as nobody:\n%s", out)
+	if err != nil || !strings.Contains(string(out), "--- PASS: TestStopReachesEscapersWithoutRoot") {
+		t.Errorf("the run as nobody did not pass: %v", err)
 	}
 }
 

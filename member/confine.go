@@ -19,9 +19,10 @@ const ConfineCommand = "_confine"
 
 // The helper's instructions, in its environment; it removes them before executing the command.
 const (
-	envConfineWrite = "MUR_CONFINE_WRITE" // directories the command may write, separated by ':'
-	envConfineMem   = "MUR_CONFINE_MEM"   // the address-space limit in bytes; 0 or unset: none
-	envConfineLock  = "MUR_CONFINE_LANDLOCK"
+	envConfineWrite   = "MUR_CONFINE_WRITE" // directories the command may write, separated by ':'
+	envConfineMem     = "MUR_CONFINE_MEM"   // the address-space limit in bytes; 0 or unset: none
+	envConfineLock    = "MUR_CONFINE_LANDLOCK"
+	envConfineCgroups = "MUR_CONFINE_CGROUPS" // cgroup directories to join before executing, separated by ':'
 )
 
 // LandlockAvailable reports whether the kernel enforces Landlock, so confinement can be applied.
@@ -101,6 +102,7 @@ func ConfineMain(args []string) int {
 	var env []string
 	var write []string
 	var mem uint64
+	var cgroups []string
 	lock := false
 	for _, kv := range os.Environ() {
 		k, v, _ := strings.Cut(kv, "=")
@@ -115,8 +117,22 @@ func ConfineMain(args []string) int {
 			mem, _ = strconv.ParseUint(v, 10, 64)
 		case envConfineLock:
 			lock = v == "1"
+		case envConfineCgroups:
+			for _, d := range strings.Split(v, ":") {
+				if d != "" {
+					cgroups = append(cgroups, d)
+				}
+			}
 		default:
 			env = append(env, kv)
+		}
+	}
+	// Joined before the command executes, so nothing it starts is ever outside them. "0" is this
+	// process, whatever its number in a PID namespace.
+	for _, d := range cgroups {
+		if err := os.WriteFile(filepath.Join(d, "cgroup.procs"), []byte("0"), 0); err != nil {
+			fmt.Fprintln(os.Stderr, "mur _confine: joining the command's cgroup:", err)
+			return 126
 		}
 	}
 	if mem > 0 {

@@ -77,6 +77,9 @@ type Config struct {
 	// ConfineHelper is an executable that runs `ConfineCommand path name args…` (mur itself); shell
 	// binaries run through it to get their memory limit and write confinement. "" runs them directly.
 	ConfineHelper string
+	// isolate finds what the host allows around shell commands; nil probes it (probeIsolation). Tests
+	// set it to take one mechanism away.
+	isolate func() isolation
 }
 
 // Session runs one capsule: it takes tasks through Send, runs them one at a time in submission order,
@@ -114,6 +117,7 @@ type Session struct {
 	calls      *taskCalls // the running agent task's member calls
 	peers      Peers
 	background map[string]*bgCommand // by work id, for the rest of the session
+	iso        isolation             // what this host puts around shell commands; set at Start
 
 	base    context.Context
 	stopAll context.CancelFunc
@@ -164,6 +168,12 @@ func Start(cfg Config) (*Session, error) {
 		}
 		s.drivers = drivers
 		s.choice = cfg.Capsule.Inference.Driver
+	}
+	if cfg.Capsule.IsAgent() && len(cfg.Capsule.Capabilities.Shell.Allow) > 0 {
+		if cfg.isolate == nil {
+			cfg.isolate = probeIsolation
+		}
+		s.iso = cfg.isolate()
 	}
 	if cfg.WorkDir != "" {
 		if err := os.MkdirAll(cfg.WorkDir, 0o700); err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -105,6 +106,15 @@ func (s *Session) RunShell(ctx context.Context, path, name string, args []string
 		return runtimetools.ShellRun{}, err
 	}
 	env := []string{"PATH=" + strings.Join(trustedPath, ":"), "HOME=" + work, "TMPDIR=" + tmp, "LANG=C.UTF-8"}
+	id := newWorkID()
+	memBytes := uint64(memMB) << 20
+	if s.cfg.ConfineHelper == "" {
+		memBytes = 0 // unconfined (tests): no helper to apply a limit or join a v1 cgroup
+	}
+	cg, err := newCgroupSet(s.iso, id, memBytes)
+	if err != nil {
+		return runtimetools.ShellRun{}, err
+	}
 	var cmd *exec.Cmd
 	if s.cfg.ConfineHelper != "" {
 		cmd = exec.Command(s.cfg.ConfineHelper, append([]string{ConfineCommand, path, name}, args...)...)
@@ -112,7 +122,12 @@ func (s *Session) RunShell(ctx context.Context, path, name string, args []string
 		if s.confined() {
 			lock = "1"
 		}
-		cmd.Env = append(env, envConfineWrite+"="+work+":"+tmp, fmt.Sprintf("%s=%d", envConfineMem, uint64(memMB)<<20), envConfineLock+"="+lock)
+		rlimit := memBytes
+		if cg.mem != "" {
+			rlimit = 0 // the kernel holds the whole tree to it, and says when it stepped in
+		}
+		cmd.Env = append(env, envConfineWrite+"="+work+":"+tmp, fmt.Sprintf("%s=%d", envConfineMem, rlimit),
+			envConfineLock+"="+lock, envConfineCgroups+"="+strings.Join(cg.extra, ":"))
 	} else {
 		cmd = exec.Command(path, args...)
 		cmd.Args[0] = name
@@ -121,45 +136,95 @@ func (s *Session) RunShell(ctx context.Context, path, name string, args []string
 	cmd.Dir = work
 	cmd.Stdin = strings.NewReader(stdin)
 	out := &shellOutput{buf: tail{max: s.shellOutputLimit()}}
-	id := newWorkID()
 	if grace > 0 {
 		f, err := os.OpenFile(s.logPath(id), os.O_CREATE|os.O_WRONLY|os.O_EXCL, 0o600)
 		if err != nil {
+			cg.remove()
 			return runtimetools.ShellRun{}, err
 		}
 		out.log = f
 	}
-	cmd.Stdout, cmd.Stderr = out, out
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if os.Geteuid() == 0 {
-		// A PID namespace of its own: when the command (its PID 1) ends, the kernel kills every process
-		// it started, one that left the process group with setsid included.
-		cmd.SysProcAttr.Cloneflags = syscall.CLONE_NEWPID
+	closeLog := func() {
+		if out.log == nil {
+			return
+		}
+		out.mu.Lock()
+		defer out.mu.Unlock()
+		if err := out.log.Close(); err != nil && out.err == nil {
+			out.err = err
+		}
 	}
-	cmd.WaitDelay = lingerWait
-	if err := cmd.Start(); err != nil {
+	// Both streams share one pipe of our own, so the order read is the order written, and the pipe's
+	// identity tells which leftover processes still hold the command's output.
+	discard := func() {
+		closeLog()
 		if out.log != nil {
-			out.log.Close()
 			os.Remove(out.log.Name())
 		}
+		cg.remove()
+	}
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		discard()
 		return runtimetools.ShellRun{}, err
 	}
-	c := &bgCommand{id: id, name: name, started: time.Now(), pid: cmd.Process.Pid, out: out, logPath: s.logPath(id), done: make(chan struct{})}
+	cmd.Stdout, cmd.Stderr = pw, pw
+	// A process group of its own, and where the host allows, a PID namespace (when the command, its PID
+	// 1, ends, the kernel kills every process it started) and a cgroup (cgroup.kill ends them all).
+	cmd.SysProcAttr = pidNSAttr(s.iso.pidNS)
+	if cg.fd >= 0 {
+		cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, cg.fd
+	}
+	err = cmd.Start()
+	pw.Close()
+	if err != nil {
+		pr.Close()
+		discard()
+		return runtimetools.ShellRun{}, err
+	}
+	copied := make(chan struct{})
+	go func() {
+		io.Copy(out, pr)
+		close(copied)
+	}()
+	c := &bgCommand{id: id, name: name, started: time.Now(), pid: cmd.Process.Pid, cg: cg, out: out, logPath: s.logPath(id), done: make(chan struct{})}
 	timedOut := make(chan struct{})
 	var limitTimer *time.Timer
 	if limit > 0 {
 		limitTimer = time.AfterFunc(limit, func() {
 			close(timedOut)
-			syscall.Kill(-c.pid, syscall.SIGKILL)
+			c.kill()
 		})
 	}
 	go func() {
-		err := cmd.Wait()
+		cmd.Wait()
 		if limitTimer != nil {
 			limitTimer.Stop()
 		}
-		// Whatever it left behind goes with it.
-		syscall.Kill(-c.pid, syscall.SIGKILL)
+		// Whatever it left behind goes with it. Where the host lets the runtime reach every process the
+		// command started, they end at once; otherwise they get lingerWait to let go of the output.
+		var lingering bool
+		if s.iso.treeKill() {
+			lingering = cg.holdsPipe(pr)
+			c.kill()
+		} else {
+			select {
+			case <-copied:
+			case <-time.After(lingerWait):
+				lingering = true
+			}
+			c.kill()
+		}
+		select {
+		case <-copied:
+		case <-time.After(lingerWait): // a process out of reach still holds the pipe: stop reading it
+		}
+		pr.Close()
+		<-copied
+		oom := cg.oomKilled()
+		if err := cg.remove(); err != nil {
+			s.log.Warn("removing a shell command's cgroup", "work_id", id, "err", err)
+		}
 		c.mu.Lock()
 		c.ended = time.Now()
 		if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
@@ -171,16 +236,13 @@ func (s *Session) RunShell(ctx context.Context, path, name string, args []string
 		case <-timedOut:
 			c.limit = fmt.Sprintf("its time limit of %s (capabilities.shell.timeout_secs)", limit)
 		default:
-		}
-		c.lingering = errors.Is(err, exec.ErrWaitDelay)
-		c.mu.Unlock()
-		if out.log != nil {
-			out.mu.Lock()
-			if err := out.log.Close(); err != nil && out.err == nil {
-				out.err = err
+			if oom {
+				c.limit = fmt.Sprintf("its memory limit of %d MB (capabilities.shell.memory_mb)", memMB)
 			}
-			out.mu.Unlock()
 		}
+		c.lingering = lingering
+		c.mu.Unlock()
+		closeLog()
 		close(c.done)
 	}()
 
@@ -193,7 +255,7 @@ func (s *Session) RunShell(ctx context.Context, path, name string, args []string
 	select {
 	case <-c.done:
 	case <-ctx.Done():
-		syscall.Kill(-c.pid, syscall.SIGKILL)
+		c.kill()
 		<-c.done
 	case <-graceC:
 		s.moveToBackground(c)

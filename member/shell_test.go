@@ -1,6 +1,7 @@
 package member
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -8,6 +9,7 @@ import (
 	"time"
 
 	"github.com/murmur-run/murmur/a2a"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
 // shellSession starts an agent whose one rule makes the given tool call and answers with the result
@@ -26,6 +28,9 @@ func TestShellBinaryRunsByItsPath(t *testing.T) {
 	if got := answer(s.run(t, "sum", Origin{})); got != want {
 		t.Errorf("the model received:\n%s\nwant:\n%s", got, want)
 	}
+	if n := testutil.ToFloat64(s.cfg.Metrics.ToolCalls.WithLabelValues("expr", "ok")); n != 1 {
+		t.Errorf("mur_tool_calls_total{tool=expr,status=ok} = %v, want 1", n)
+	}
 }
 
 func TestShellFailureAndStdin(t *testing.T) {
@@ -33,6 +38,9 @@ func TestShellFailureAndStdin(t *testing.T) {
 	got := answer(s.run(t, "x", Origin{}))
 	if !strings.Contains(got, "exit_code: 3\nstatus: error\n") || !strings.Contains(got, "from stdinto-stderr\n") {
 		t.Errorf("the model received:\n%s", got)
+	}
+	if n := testutil.ToFloat64(s.cfg.Metrics.ToolCalls.WithLabelValues("sh", "error")); n != 1 {
+		t.Errorf("mur_tool_calls_total{tool=sh,status=error} = %v, want 1", n)
 	}
 }
 
@@ -71,19 +79,67 @@ func TestShellOutputKeepsTheLastBytes(t *testing.T) {
 }
 
 func TestShellLeftoversAreKilled(t *testing.T) {
-	s, root := shellSession(t, "{allow: [sh]}", `{tool: sh, input: {args: ['-c', 'sh -c "sleep 30; touch late" & echo started']}}`)
-	got := answer(s.run(t, "x", Origin{}))
-	if !strings.Contains(got, "exit_code: 0") || !strings.Contains(got, "started") {
-		t.Errorf("the model received:\n%s", got)
+	host := probeIsolation()
+	cgroupOnly := host
+	cgroupOnly.pidNS = 0
+	for _, tc := range []struct {
+		name string
+		iso  isolation
+		note bool // the model is told leftovers held the output
+		skip string
+	}{
+		// In a PID namespace the kernel kills the leftover the moment the command ends.
+		{"PID namespace", isolation{pidNS: host.pidNS}, false, map[bool]string{true: "no PID namespace on this host"}[host.pidNS == 0]},
+		// In a cgroup the runtime finds the leftover holding the output and kills it at once.
+		{"cgroup", cgroupOnly, true, map[bool]string{true: "no cgroup v2 directory on this host"}[host.killBase == ""]},
+		// With the process group alone, the leftover gets lingerWait to let go, then the group is killed.
+		{"process group", isolation{}, true, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.skip != "" {
+				t.Skip(tc.skip)
+			}
+			s, root := startSession(t, map[string]string{
+				"murmur.yaml": agentCapsule("capabilities:\n  shell: {allow: [sh]}\n"),
+				"script.yaml": "rules:\n  - match: ''\n    turns:\n      - call: [{tool: sh, input: {args: ['-c', 'sh -c \"sleep 3; touch late\" & echo started']}}]\n      - say: '{{(index .results 0).text}}'\n",
+			}, sessionOpts{confine: true, isolate: func() isolation { return tc.iso }})
+			got := answer(s.run(t, "x", Origin{}))
+			if !strings.Contains(got, "exit_code: 0") || !strings.Contains(got, "started") {
+				t.Errorf("the model received:\n%s", got)
+			}
+			note := strings.Contains(got, "[sh] Processes the command started still held its output after it exited; they were killed.")
+			if note != tc.note {
+				t.Errorf("note of the leftover: %v, want %v:\n%s", note, tc.note, got)
+			}
+			time.Sleep(3500 * time.Millisecond)
+			if _, err := os.Stat(filepath.Join(root, "work", "late")); err == nil {
+				t.Error("a process the command left behind ran on")
+			}
+		})
 	}
-	// In a PID namespace the kernel kills the leftover as the command ends; without one, the runtime
-	// kills the group once the leftover has held the output past the wait, and says so.
-	if os.Geteuid() != 0 && !strings.Contains(got, "Processes the command started still held its output after it exited; they were killed.") {
-		t.Errorf("no note of the leftover:\n%s", got)
+}
+
+func TestShellMemoryLimit(t *testing.T) {
+	if probeIsolation().memBase == "" {
+		t.Skip("this host gives the runtime no memory cgroup: memory_mb is an address-space limit the runtime cannot attribute (W-SHELL-003)")
 	}
-	time.Sleep(100 * time.Millisecond)
-	if _, err := os.Stat(filepath.Join(root, "work", "late")); err == nil {
-		t.Error("a process the command left behind ran on")
+	// dash keeps a command substitution's whole output in memory: 200 MB of it.
+	const hog = `{tool: sh, input: {args: ['-c', 'x=$(head -c 200000000 /dev/zero | tr "\\0" a); echo ${#x}']}}`
+	for _, tc := range []struct {
+		mb   int
+		want string
+	}{
+		{32, "exit_code: 137\nstatus: error\n"},
+		{1024, "exit_code: 0\nstatus: ok\noutput_bytes: 10\noutput_shown: all\n\n200000000\n</untrusted-content>"},
+	} {
+		t.Run(fmt.Sprint(tc.mb), func(t *testing.T) {
+			s, _ := shellSession(t, fmt.Sprintf("{allow: [sh], memory_mb: %d}", tc.mb), hog)
+			got := answer(s.run(t, "x", Origin{}))
+			note := fmt.Sprintf("\n[sh] The command was stopped by its memory limit of %d MB (capabilities.shell.memory_mb).", tc.mb)
+			if !strings.Contains(got, tc.want) || strings.HasSuffix(got, note) != (tc.mb == 32) {
+				t.Errorf("the model received:\n%s", got)
+			}
+		})
 	}
 }
 

@@ -39,6 +39,8 @@ const (
 	CodeNoEgress       = "W-RUN-008"   // a member that may call others cannot reach them
 	CodeShellMissing   = "E-SHELL-001" // a capabilities.shell.allow name is on none of the trusted PATH's directories
 	CodeShellOpen      = "W-SHELL-002" // shell commands run without the write confinement
+	CodeShellReach     = "W-SHELL-003" // processes that leave a command's process group outlive it
+	CodeShellMemory    = "W-SHELL-004" // the memory limit is an address-space limit the runtime cannot attribute
 )
 
 // CheckFormation stages every member of r (or only those named) without starting anything and returns
@@ -107,6 +109,7 @@ func CheckCapsule(c *Capsule, memberName string, getenv func(string) string) []F
 			out = append(out, Finding{Code: CodeShellOpen, Member: memberName, Message: fmt.Sprintf(
 				"%s: this kernel does not enforce Landlock, so shell commands run without the write confinement", c.Path)})
 		}
+		out = append(out, isolationFindings(c, memberName, probeIsolation())...)
 	}
 	if c.IsAgent() {
 		for _, name := range c.Inference.ChoiceOrder {
@@ -134,6 +137,20 @@ func CheckCapsule(c *Capsule, memberName string, getenv func(string) string) []F
 				out = append(out, Finding{Code: code, Member: memberName, Message: e.Error()})
 			}
 		}
+	}
+	return out
+}
+
+// isolationFindings warns about what this host does not let mur put around a capsule's shell commands.
+func isolationFindings(c *Capsule, memberName string, iso isolation) []Finding {
+	var out []Finding
+	if !iso.treeKill() {
+		out = append(out, Finding{Code: CodeShellReach, Member: memberName, Message: fmt.Sprintf(
+			"%s: this host gives mur neither a PID namespace nor a cgroup v2 directory it may write, so a process a shell command starts that leaves its process group (setsid, a double fork) outlives the command, a stop and the session; run mur as root, allow unprivileged user namespaces, or delegate a cgroup v2 subtree to mur's user", c.Path)})
+	}
+	if iso.memBase == "" {
+		out = append(out, Finding{Code: CodeShellMemory, Member: memberName, Message: fmt.Sprintf(
+			"%s: this host gives mur no memory cgroup it may write, so capabilities.shell.memory_mb is applied as an address-space limit (RLIMIT_AS): a command over it sees failed allocations, and the model is not told a limit stopped it; run mur as root or delegate a cgroup v2 subtree with the memory controller", c.Path)})
 	}
 	return out
 }

@@ -1,0 +1,326 @@
+package member
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// isolation is what this host lets the runtime put around a shell command, so that ending the command
+// ends every process it started and its memory limit is the kernel's to enforce and to report. It is
+// probed once per session (probeIsolation); each field falls back on its own.
+type isolation struct {
+	// pidNS is the clone flags that give a command a PID namespace of its own, in which the command is
+	// PID 1: when it ends, the kernel kills every process it started, setsid escapers included.
+	// CLONE_NEWPID as root; CLONE_NEWUSER|CLONE_NEWPID (the user mapped to itself) otherwise; 0 when
+	// neither works here.
+	pidNS uintptr
+	// killBase is a cgroup v2 directory the runtime may make children in; each command runs in a child
+	// of its own, and cgroup.kill ends everything in it. "" when there is none.
+	killBase string
+	// memBase is where a command's memory cgroup is made: killBase itself when cgroup v2 delegates the
+	// memory controller to its children, else the v1 memory hierarchy (memV1). "" when neither is
+	// writable: the memory limit is then an address-space limit (RLIMIT_AS), which a program sees as
+	// failed allocations and the runtime cannot attribute.
+	memBase string
+	memV1   bool
+}
+
+// treeKill reports whether ending a command reaches processes that left its process group.
+func (i isolation) treeKill() bool { return i.pidNS != 0 || i.killBase != "" }
+
+// probeIsolation finds out what this host allows: it starts /bin/true in a PID namespace and makes (and
+// removes) a probe cgroup.
+func probeIsolation() isolation {
+	var iso isolation
+	for _, flags := range pidNSFlags() {
+		cmd := exec.Command("/bin/true")
+		cmd.SysProcAttr = pidNSAttr(flags)
+		if cmd.Run() == nil {
+			iso.pidNS = flags
+			break
+		}
+	}
+	mounts, _ := os.ReadFile("/proc/self/mountinfo")
+	own, _ := os.ReadFile("/proc/self/cgroup")
+	if dir := ownCgroup(mounts, own, "cgroup2", ""); dir != "" {
+		if probe, err := os.MkdirTemp(dir, "mur-probe-"); err == nil {
+			if fileExists(filepath.Join(probe, "cgroup.kill")) {
+				iso.killBase = dir
+				if fileExists(filepath.Join(probe, "memory.max")) {
+					iso.memBase = dir
+				}
+			}
+			os.Remove(probe)
+		}
+	}
+	if iso.memBase == "" {
+		if dir := ownCgroup(mounts, own, "cgroup", "memory"); dir != "" {
+			if probe, err := os.MkdirTemp(dir, "mur-probe-"); err == nil {
+				if fileExists(filepath.Join(probe, "memory.limit_in_bytes")) {
+					iso.memBase, iso.memV1 = dir, true
+				}
+				os.Remove(probe)
+			}
+		}
+	}
+	return iso
+}
+
+// pidNSFlags lists the clone flags to try for a PID namespace, the plainest first.
+func pidNSFlags() []uintptr {
+	if os.Geteuid() == 0 {
+		return []uintptr{syscall.CLONE_NEWPID, syscall.CLONE_NEWUSER | syscall.CLONE_NEWPID}
+	}
+	return []uintptr{syscall.CLONE_NEWUSER | syscall.CLONE_NEWPID}
+}
+
+// pidNSAttr is the SysProcAttr of a command started in its own process group and, with flags, its own
+// PID namespace; in a new user namespace the user and group map to themselves, so files keep their owners.
+func pidNSAttr(flags uintptr) *syscall.SysProcAttr {
+	a := &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL, Cloneflags: flags}
+	if flags&syscall.CLONE_NEWUSER != 0 {
+		uid, gid := os.Geteuid(), os.Getegid()
+		a.UidMappings = []syscall.SysProcIDMap{{ContainerID: uid, HostID: uid, Size: 1}}
+		a.GidMappings = []syscall.SysProcIDMap{{ContainerID: gid, HostID: gid, Size: 1}}
+	}
+	return a
+}
+
+// ownCgroup returns the directory of this process's own cgroup in the hierarchy mounted with fstype
+// (cgroup2, or cgroup with the v1 controller named), from /proc/self/mountinfo and /proc/self/cgroup; ""
+// when there is none.
+func ownCgroup(mountinfo, cgroup []byte, fstype, controller string) string {
+	var path string
+	for _, line := range strings.Split(string(cgroup), "\n") {
+		parts := strings.SplitN(line, ":", 3)
+		if len(parts) != 3 {
+			continue
+		}
+		if (fstype == "cgroup2" && parts[0] == "0" && parts[1] == "") ||
+			(fstype == "cgroup" && containsField(parts[1], controller)) {
+			path = parts[2]
+			break
+		}
+	}
+	if path == "" {
+		return ""
+	}
+	sc := bufio.NewScanner(bytes.NewReader(mountinfo))
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		sep := -1
+		for i, f := range fields {
+			if f == "-" {
+				sep = i
+				break
+			}
+		}
+		if sep < 5 || len(fields) < sep+4 || fields[sep+1] != fstype {
+			continue
+		}
+		if fstype == "cgroup" && !containsField(fields[sep+3], controller) {
+			continue
+		}
+		root, point := fields[3], fields[4]
+		rel := path
+		if root != "/" {
+			if !strings.HasPrefix(path+"/", root+"/") {
+				continue
+			}
+			rel = strings.TrimPrefix(path, root)
+		}
+		return filepath.Join(point, rel)
+	}
+	return ""
+}
+
+func containsField(list, name string) bool {
+	for _, f := range strings.Split(list, ",") {
+		if f == name {
+			return true
+		}
+	}
+	return false
+}
+
+func fileExists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
+}
+
+// cgroupSet is the cgroups one command runs in.
+type cgroupSet struct {
+	kill  string // the v2 cgroup: cgroup.kill ends the whole tree; "" none
+	mem   string // the cgroup holding the memory limit; "" none
+	memV1 bool
+	extra []string // cgroups the command must join itself (v1 ones), before it executes
+	fd    int      // an open descriptor of kill, for starting the command inside it; -1 none
+}
+
+// newCgroupSet makes the cgroups of the command with work id id and sets its memory limit in them.
+// When no memory cgroup could be made, the caller applies the limit as RLIMIT_AS instead.
+func newCgroupSet(iso isolation, id string, memBytes uint64) (*cgroupSet, error) {
+	cg := &cgroupSet{fd: -1}
+	name := "mur-" + id
+	if iso.killBase != "" {
+		dir := filepath.Join(iso.killBase, name)
+		if err := os.Mkdir(dir, 0o755); err != nil {
+			return nil, fmt.Errorf("making the command's cgroup: %w", err)
+		}
+		cg.kill = dir
+		fd, err := syscall.Open(dir, syscall.O_DIRECTORY|syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
+		if err != nil {
+			cg.remove()
+			return nil, fmt.Errorf("opening the command's cgroup: %w", err)
+		}
+		cg.fd = fd
+	}
+	if iso.memBase != "" && memBytes > 0 {
+		limit := strconv.FormatUint(memBytes, 10)
+		if iso.memV1 {
+			dir := filepath.Join(iso.memBase, name)
+			if err := os.Mkdir(dir, 0o755); err != nil {
+				cg.remove()
+				return nil, fmt.Errorf("making the command's memory cgroup: %w", err)
+			}
+			cg.mem, cg.memV1 = dir, true
+			cg.extra = append(cg.extra, dir)
+			err := os.WriteFile(filepath.Join(dir, "memory.limit_in_bytes"), []byte(limit), 0)
+			if err == nil && fileExists(filepath.Join(dir, "memory.memsw.limit_in_bytes")) {
+				// No swapping past the limit: memory+swap gets the same bound.
+				err = os.WriteFile(filepath.Join(dir, "memory.memsw.limit_in_bytes"), []byte(limit), 0)
+			}
+			if err != nil {
+				cg.remove()
+				return nil, fmt.Errorf("setting the command's memory limit: %w", err)
+			}
+		} else if cg.kill != "" {
+			cg.mem = cg.kill
+			err := os.WriteFile(filepath.Join(cg.mem, "memory.max"), []byte(limit), 0)
+			if err == nil {
+				// One process over the limit ends the whole command, not just its largest process.
+				os.WriteFile(filepath.Join(cg.mem, "memory.oom.group"), []byte("1"), 0)
+				os.WriteFile(filepath.Join(cg.mem, "memory.swap.max"), []byte("0"), 0)
+			}
+			if err != nil {
+				cg.remove()
+				return nil, fmt.Errorf("setting the command's memory limit: %w", err)
+			}
+		}
+	}
+	return cg, nil
+}
+
+// killAll ends every process in the command's cgroups and waits, briefly, until none is left.
+func (cg *cgroupSet) killAll() {
+	if cg.kill != "" {
+		os.WriteFile(filepath.Join(cg.kill, "cgroup.kill"), []byte("1"), 0)
+	}
+	deadline := time.Now().Add(lingerWait)
+	for _, dir := range append([]string{cg.kill}, cg.extra...) {
+		if dir == "" {
+			continue
+		}
+		for time.Now().Before(deadline) {
+			pids := cgroupPIDs(dir)
+			if len(pids) == 0 {
+				break
+			}
+			for _, pid := range pids { // v1 has no cgroup.kill; v2 needs none of this but is waited for too
+				syscall.Kill(pid, syscall.SIGKILL)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+}
+
+func cgroupPIDs(dir string) []int {
+	b, err := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
+	if err != nil {
+		return nil
+	}
+	var out []int
+	for _, f := range strings.Fields(string(b)) {
+		if pid, err := strconv.Atoi(f); err == nil {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+// holdsPipe reports whether a process left in the command's cgroups holds the pipe its output is read from.
+func (cg *cgroupSet) holdsPipe(r *os.File) bool {
+	fi, err := r.Stat()
+	if err != nil {
+		return false
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return false
+	}
+	want := fmt.Sprintf("pipe:[%d]", st.Ino)
+	for _, dir := range append([]string{cg.kill}, cg.extra...) {
+		if dir == "" {
+			continue
+		}
+		for _, pid := range cgroupPIDs(dir) {
+			fds := fmt.Sprintf("/proc/%d/fd", pid)
+			entries, _ := os.ReadDir(fds)
+			for _, e := range entries {
+				if link, err := os.Readlink(filepath.Join(fds, e.Name())); err == nil && link == want {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
+// oomKilled reports whether the kernel killed a process of the command for its memory limit.
+func (cg *cgroupSet) oomKilled() bool {
+	if cg.mem == "" {
+		return false
+	}
+	file := "memory.events"
+	if cg.memV1 {
+		file = "memory.oom_control"
+	}
+	b, err := os.ReadFile(filepath.Join(cg.mem, file))
+	if err != nil {
+		return false
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if k, v, ok := strings.Cut(line, " "); ok && k == "oom_kill" {
+			n, _ := strconv.Atoi(strings.TrimSpace(v))
+			return n > 0
+		}
+	}
+	return false
+}
+
+// remove closes the descriptor and removes the command's (emptied) cgroups.
+func (cg *cgroupSet) remove() error {
+	if cg.fd >= 0 {
+		syscall.Close(cg.fd)
+		cg.fd = -1
+	}
+	var errs []error
+	for _, dir := range []string{cg.kill, cg.mem} {
+		if dir == "" {
+			continue
+		}
+		if err := os.Remove(dir); err != nil && !errors.Is(err, os.ErrNotExist) {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
