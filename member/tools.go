@@ -32,6 +32,18 @@ func (s *Session) stageTools() (*runtimetools.Registry, error) {
 		if len(s.Callable()) > 0 {
 			tools = append(tools, &runtimetools.CallMember{Members: s}, &runtimetools.EndWithoutAnswer{Ender: s})
 		}
+		if c.Exports.PeerFiles != "" {
+			tools = append(tools, &runtimetools.ShareFile{Sharer: s, Recorder: s.records})
+		}
+		if c.Capabilities.PeerFetch {
+			tools = append(tools, &runtimetools.FetchPeerFile{Fetcher: s, Recorder: s.records})
+		}
+	}
+	// The export root exists from the start, so the door can serve it and the agent can write into it.
+	if root := s.ExportRoot(); root != "" {
+		if err := os.MkdirAll(root, 0o700); err != nil {
+			return nil, fmt.Errorf("staging exports.peer_files: %w", err)
+		}
 	}
 	return runtimetools.NewRegistry(tools...)
 }

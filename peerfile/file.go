@@ -26,7 +26,7 @@ func CheckPath(p string) error {
 	case filepath.IsAbs(p):
 		return fail(ErrBadPath, "%q is an absolute path", p)
 	case !filepath.IsLocal(p):
-		return fail(ErrBadPath, "%q leads out of the directory it is relative to", p)
+		return fail(ErrBadPath, "%q climbs out of its root with \"..\"", p)
 	}
 	return nil
 }
