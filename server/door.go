@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"time"
 
 	"github.com/murmur-run/murmur/a2a"
 	"github.com/murmur-run/murmur/member"
@@ -38,6 +39,11 @@ type DoorConfig struct {
 	Gatherer   prometheus.Gatherer
 	Registerer prometheus.Registerer // carries the member label
 	Logger     *slog.Logger
+	// ExportRoot is the directory GET /peer-files/{handle} serves this member's shared files from (the
+	// session's ExportRoot); "" when the member exports nothing.
+	ExportRoot string
+	// Now is the clock handles' expiry is checked against; nil means time.Now.
+	Now func() time.Time
 }
 
 // Door is one member's HTTP surface.
@@ -55,6 +61,9 @@ func NewDoor(cfg DoorConfig) (*Door, error) {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
 	}
 	m, err := newDoorMetrics(cfg.Registerer)
 	if err != nil {

@@ -154,6 +154,7 @@ func (f *Formation) start(m roster.Member, ln net.Listener) (*RunningMember, err
 		Member: m.Name, Roster: cfg.Roster, Executor: sess, Tokens: cfg.Tokens,
 		Card:    NewCard(m.Name, capsule.Description, cfg.Version, url, cfg.Roster.Formation),
 		MaxBody: cfg.MaxBody, Gatherer: reg, Registerer: wrapped, Logger: log,
+		ExportRoot: sess.ExportRoot(), Now: cfg.Now,
 	})
 	if err != nil {
 		ln.Close()

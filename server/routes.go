@@ -15,6 +15,7 @@ func (d *Door) routes() http.Handler {
 	r.Post("/a2a", d.serveJSONRPC)
 	r.Post("/a2a/", d.serveJSONRPC)
 	r.Get("/.well-known/agent-card.json", d.serveCard)
+	r.Get("/peer-files/{handle}", d.servePeerFile)
 	r.Get("/healthz", serveHealthz)
 	r.Get("/readyz", d.serveReadyz)
 	r.Method(http.MethodGet, "/metrics", promhttp.HandlerFor(d.cfg.Gatherer, promhttp.HandlerOpts{}))

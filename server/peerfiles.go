@@ -1,0 +1,93 @@
+package server
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/murmur-run/murmur/peerfile"
+)
+
+// servePeerFile redeems a peer-file handle (GET /peer-files/{handle}). Only the formation token is served:
+// any member of the formation may redeem a handle this member minted, because the handle is the
+// capability; the roster's reach rules, which govern tasks, are not consulted. The checks run in this
+// order and nothing is opened before the handle passes: token, form, formation, member, signature,
+// expiry; then the file is opened through os.Root on the export root and compared with the handle's
+// identity before a byte is sent.
+func (d *Door) servePeerFile(w http.ResponseWriter, r *http.Request) {
+	refuse := func(err error, detail string) {
+		d.cfg.Logger.Debug("peer file refused", "reason", peerfile.Reason(err), "detail", detail)
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Cache-Control", "no-store")
+		if errors.Is(err, peerfile.ErrUnauthenticated) {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="murmur"`)
+		}
+		w.WriteHeader(peerfile.Status(err))
+		json.NewEncoder(w).Encode(map[string]string{"reason": peerfile.Reason(err), "message": detail})
+	}
+	switch d.cfg.Tokens.Authenticate(r) {
+	case Nobody:
+		refuse(peerfile.ErrUnauthenticated, "peer files are served to the members of this formation: present the formation token as Authorization: Bearer")
+		return
+	case Operator:
+		refuse(peerfile.ErrForbidden, "peer files are served to the members of this formation only, with the formation token; the operator token does not redeem handles")
+		return
+	}
+	h, err := peerfile.Decode(chi.URLParam(r, "handle"))
+	if err != nil {
+		refuse(err, err.Error())
+		return
+	}
+	formation := ""
+	if d.cfg.Roster != nil {
+		formation = d.cfg.Roster.Formation
+	}
+	switch {
+	case h.Formation != formation:
+		refuse(peerfile.ErrWrongFormation, fmt.Sprintf("the handle was minted in formation %q; this door belongs to formation %q", h.Formation, formation))
+	case h.Member != d.cfg.Member:
+		refuse(peerfile.ErrWrongMember, fmt.Sprintf("the handle was minted by %s; this is %s's door", h.Member, d.cfg.Member))
+	case h.Verify(d.cfg.Tokens.Formation) != nil:
+		refuse(peerfile.ErrForged, "the handle's signature does not match")
+	case h.Expired(d.cfg.Now()):
+		refuse(peerfile.ErrExpired, "the handle expired at "+h.ExpiresAt().Format(time.RFC3339))
+	case d.cfg.ExportRoot == "":
+		refuse(peerfile.ErrNotExported, d.cfg.Member+" exports no files")
+	default:
+		d.sendPeerFile(w, r, h, refuse)
+	}
+}
+
+func (d *Door) sendPeerFile(w http.ResponseWriter, r *http.Request, h *peerfile.Handle, refuse func(error, string)) {
+	f, err := peerfile.Open(d.cfg.ExportRoot, h.File)
+	if err != nil {
+		var pe *peerfile.Error
+		if !errors.As(err, &pe) {
+			d.cfg.Logger.Error("peer file: the export root cannot be opened", "err", err)
+			refuse(err, "the file cannot be read")
+			return
+		}
+		refuse(err, pe.Detail)
+		return
+	}
+	defer f.Close()
+	hd := w.Header()
+	hd.Set("Content-Type", "application/octet-stream")
+	hd.Set("Content-Length", strconv.FormatInt(h.Size, 10))
+	hd.Set(peerfile.DigestHeader, peerfile.FormatDigest(h.Digest))
+	hd.Set("Cache-Control", "no-store")
+	hd.Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(http.StatusOK)
+	if n, err := io.CopyN(w, f, h.Size); err != nil && r.Context().Err() == nil {
+		// The file shrank under the door after it was checked: cut the response short, so the fetcher
+		// sees a broken transfer rather than a short file.
+		d.cfg.Logger.Warn("peer file cut short while sent", "path", h.Path, "sent", n, "err", err)
+		panic(http.ErrAbortHandler)
+	}
+	d.cfg.Logger.Debug("peer file sent", "path", h.Path, "bytes", h.Size, "handle_id", h.ID())
+}
