@@ -122,9 +122,9 @@ func Decode(s string) (*Handle, error) {
 		return bad(fmt.Sprintf("it is %d characters long, more than a handle's %d", len(s), MaxHandleLen))
 	}
 	body := s[len(Prefix):]
-	for i := 0; i < len(body); i++ {
-		if c := body[i]; !('A' <= c && c <= 'Z' || 'a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '-' || c == '_') {
-			return bad(fmt.Sprintf("character %d is %q, which no handle holds", len(Prefix)+i+1, c))
+	for i, c := range body {
+		if !('A' <= c && c <= 'Z' || 'a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '-' || c == '_') {
+			return bad(fmt.Sprintf("character %d is %q, which no handle holds", utf8.RuneCountInString(s[:len(Prefix)+i])+1, c))
 		}
 	}
 	raw, err := encoding.DecodeString(body)

@@ -187,6 +187,12 @@ func TestDecodeRejects(t *testing.T) {
 		{"name not text", payloadHandle("f\xff", "lead", "a.txt", validTail())},
 		{"overlong varint", payloadHandle("f", "lead", "a.txt", overlong)},
 		{"too long", Prefix + strings.Repeat("A", MaxHandleLen)},
+		{"non-zero trailing bits", func() string {
+			h := payloadHandle("f", "lead", "ab.txt", validTail()) // its base64 ends in a partial group
+			const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+			i := strings.IndexByte(alphabet, h[len(h)-1])
+			return h[:len(h)-1] + string(alphabet[i^1])
+		}()},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h, err := Decode(tc.handle)
