@@ -84,13 +84,12 @@ func (s *Session) ShareFile(_ context.Context, path string) (runtimetools.Shared
 		SHA256: hex.EncodeToString(f.Digest[:]), Expires: h.ExpiresAt()}, nil
 }
 
-// FetchLimit is the largest file fetch-peer-file stores, in bytes (runtimetools.PeerFileFetcher).
-func (s *Session) FetchLimit() int64 {
-	mb := s.cfg.Capsule.Capabilities.PeerFetchMaxMB
-	if mb <= 0 {
-		mb = defaultFetchMB
+// FetchLimitMB is the largest file fetch-peer-file stores, in MiB (runtimetools.PeerFileFetcher).
+func (s *Session) FetchLimitMB() int {
+	if mb := s.cfg.Capsule.Capabilities.PeerFetchMaxMB; mb > 0 {
+		return mb
 	}
-	return int64(mb) << 20
+	return defaultFetchMB
 }
 
 // FetchPeerFile redeems a handle at the door of the member that minted it and stores the file in the
@@ -135,9 +134,9 @@ func (s *Session) FetchPeerFile(ctx context.Context, req runtimetools.FetchReque
 		return refuse(peerfile.Reason(peerfile.ErrExpired), "the handle for %s expired at %s. Ask %s to share the file again.",
 			h.Path, h.ExpiresAt().Format(time.RFC3339), h.Member)
 	}
-	if limit := s.FetchLimit(); h.Size > limit {
-		return refuse(peerfile.Reason(peerfile.ErrTooLarge), "%s is %d bytes, more than the %s this capsule may fetch (capabilities.peer_fetch.max_mb), so nothing was fetched.",
-			h.Path, h.Size, sizeWords(limit))
+	if mb := s.FetchLimitMB(); h.Size > int64(mb)<<20 {
+		return refuse(peerfile.Reason(peerfile.ErrTooLarge), "%s is %d bytes, more than the %d MiB this capsule may fetch (capabilities.peer_fetch.max_mb), so nothing was fetched.",
+			h.Path, h.Size, mb)
 	}
 	target := req.As
 	if target == "" {
@@ -311,14 +310,6 @@ func clip(s string) string {
 		return fmt.Sprintf("%q…", string(r[:24]))
 	}
 	return fmt.Sprintf("%q", s)
-}
-
-// sizeWords is a byte limit as people read it: 64 MiB, or a count of bytes.
-func sizeWords(n int64) string {
-	if n%(1<<20) == 0 {
-		return fmt.Sprintf("%d MiB", n>>20)
-	}
-	return fmt.Sprintf("%d bytes", n)
 }
 
 // errText is an error of the workdir without anything that could name a path outside it.

@@ -140,10 +140,10 @@ func Decode(s string) (*Handle, error) {
 	h.Formation = r.str(maxName)
 	h.Member = r.str(maxName)
 	h.Path = r.str(maxPath)
-	h.Size = r.uint()
-	h.ModTime = r.int()
+	h.Size = r.natural()
+	h.ModTime = r.signed()
 	r.bytes(h.Digest[:])
-	h.Expires = r.uint()
+	h.Expires = r.natural()
 	r.bytes(h.Nonce[:])
 	switch {
 	case r.bad || len(r.b) != 0:
@@ -179,7 +179,7 @@ func (r *reader) uvarint() uint64 {
 	return v
 }
 
-func (r *reader) uint() int64 {
+func (r *reader) natural() int64 {
 	v := r.uvarint()
 	if v > math.MaxInt64 {
 		r.bad = true
@@ -188,7 +188,7 @@ func (r *reader) uint() int64 {
 	return int64(v)
 }
 
-func (r *reader) int() int64 {
+func (r *reader) signed() int64 {
 	if r.bad {
 		return 0
 	}

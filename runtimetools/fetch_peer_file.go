@@ -27,8 +27,8 @@ type FetchedFile struct {
 
 // PeerFileFetcher is what fetch-peer-file needs of the session.
 type PeerFileFetcher interface {
-	// FetchLimit is the largest file, in bytes, the session stores.
-	FetchLimit() int64
+	// FetchLimitMB is the largest file the session stores, in MiB (capabilities.peer_fetch.max_mb).
+	FetchLimitMB() int
 	// FetchPeerFile redeems a handle at the door of the member that minted it and stores the file in the
 	// workdir. A refusal is a *Refusal.
 	FetchPeerFile(ctx context.Context, req FetchRequest) (FetchedFile, error)
@@ -47,7 +47,7 @@ func (t *FetchPeerFile) Manifest() Manifest {
 	return NativeManifest("fetch-peer-file",
 		"Redeems a peer-file handle another member of this formation sent you (a string that starts with pf1., made by their share-file) and stores the file in your workdir. "+
 			"as names the file in your workdir (default: the shared file's name); a file already there is replaced only with overwrite: true. "+
-			fmt.Sprintf("The file is checked against the handle's SHA-256 before it is stored, and files larger than %s are refused.", sizeText(t.Fetcher.FetchLimit())),
+			fmt.Sprintf("The file is checked against the handle's SHA-256 before it is stored, and files larger than %d MiB are refused.", t.Fetcher.FetchLimitMB()),
 		json.RawMessage(`{"type":"object","properties":{"handle":{"type":"string","description":"the handle exactly as the member sent it"},"as":{"type":"string","description":"the file's name in your workdir, relative to it; default: the shared file's name"},"overwrite":{"type":"boolean","description":"replace a file already at that name; default false"}},"required":["handle"]}`))
 }
 
@@ -78,17 +78,4 @@ func (t *FetchPeerFile) Run(ctx context.Context, call Call) (Result, error) {
 	return Result{Status: StatusOK, Output: string(body), Summary: "Fetched " + f.Stored + " from " + f.From,
 		Data: map[string]any{"file": f.Stored, "size": f.Size, "sha256": f.SHA256, "from": f.From, "name": f.Name},
 		Note: note}, nil
-}
-
-// sizeText is a byte count as people read it: 64 MiB, 1.5 KiB, 12 bytes.
-func sizeText(n int64) string {
-	switch {
-	case n >= 1<<20 && n%(1<<20) == 0:
-		return fmt.Sprintf("%d MiB", n>>20)
-	case n >= 1<<20:
-		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
-	case n >= 1<<10:
-		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
-	}
-	return fmt.Sprintf("%d bytes", n)
 }
