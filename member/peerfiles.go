@@ -186,7 +186,7 @@ func (s *Session) FetchPeerFile(ctx context.Context, req runtimetools.FetchReque
 		return refuse(peerfile.Reason(peerfile.ErrDigestMismatch), "%s's door offered other bytes than the handle names (its size or SHA-256 differ), so nothing was stored. Ask %s to share the file again.",
 			h.Member, h.Member)
 	}
-	tmp, err := s.receive(wd, target, resp.Body, h)
+	tmp, err := receive(wd, target, resp.Body, h)
 	switch {
 	case errors.Is(err, peerfile.ErrDigestMismatch):
 		return refuse(peerfile.Reason(err), "the bytes %s's door sent do not match the handle (%s), so nothing was stored. Try again, or ask %s to share the file again.",
@@ -248,7 +248,7 @@ func (s *Session) doorRefusal(resp *http.Response, h *peerfile.Handle, refuse fu
 
 // receive writes the body into a new temporary file beside target, checking its length and SHA-256
 // against the handle as it goes, and returns the temporary file's name. Nothing is left behind on failure.
-func (s *Session) receive(wd *os.Root, target string, body io.Reader, h *peerfile.Handle) (string, error) {
+func receive(wd *os.Root, target string, body io.Reader, h *peerfile.Handle) (string, error) {
 	dir := filepath.Dir(target)
 	if dir != "." {
 		if err := wd.MkdirAll(dir, 0o755); err != nil {
