@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/url"
 	"slices"
+	"strings"
 
 	"github.com/murmur-run/murmur/roster"
 	"github.com/murmur-run/murmur/runtimetools"
@@ -67,12 +68,24 @@ func CheckFormation(r *roster.Roster, only []string, getenv func(string) string)
 					host = u.Hostname()
 				}
 				out = append(out, Finding{Code: CodeNoEgress, Member: m.Name, Message: fmt.Sprintf(
-					"may call %s at %s, but capabilities.network.allow in %s does not list %s, so every call to it will fail; add %s to capabilities.network.allow",
-					callee, peer.URL, c.Path, egressName(host), egressName(host))})
+					"may call %s at %s, but capabilities.network.allow in %s does not list %s, so every call to it will fail; add %s to capabilities.network.allow%s",
+					callee, peer.URL, c.Path, egressName(host), egressName(host), containerHint(callee, host))})
 			}
 		}
 	}
 	return out
+}
+
+// containerHint says what W-RUN-008 means in a container formation (mur export), where each member's
+// door is reached by its service name, which is the member's name, rather than on loopback.
+func containerHint(callee, host string) string {
+	if egressName(host) == "localhost" {
+		return fmt.Sprintf(". In a container formation (mur export) members reach each other by service name instead: list %s there too", callee)
+	}
+	if strings.EqualFold(host, callee) {
+		return fmt.Sprintf(" (in a container formation, %s is the service name of member %s)", host, callee)
+	}
+	return ""
 }
 
 // egressName is what network.allow must list for host: localhost for any loopback address.

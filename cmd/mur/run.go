@@ -30,6 +30,9 @@ Usage:
                                      send a task; with --wait, print its answer
   mur tasks [--door URL | --member N --roster FILE]
                                      list a member's tasks
+  mur export compose|k8s|prometheus --roster FILE
+                                     write a compose file, Kubernetes manifests or a scrape config
+  mur health [--door URL]            exit 0 when the door is ready (the image's health check)
   mur version                        print the version
 
 Run "mur COMMAND --help" for a command's flags. Exit codes: 0 ok, 1 runtime failure, 2 bad usage or
@@ -54,6 +57,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return cmdSend(ctx, rest, getenv, stdout, stderr)
 	case "tasks":
 		return cmdTasks(ctx, rest, getenv, stdout, stderr)
+	case "export":
+		return cmdExport(rest, getenv, stdout, stderr)
+	case "health":
+		return cmdHealth(ctx, rest, getenv, stdout, stderr)
 	case "version", "--version":
 		fmt.Fprintln(stdout, "mur", version)
 		return nil
@@ -93,6 +100,7 @@ type common struct {
 	logFormat string
 	logLevel  string
 	maxBody   int64
+	doorURLs  string
 }
 
 func (c *common) register(fs *flag.FlagSet, getenv func(string) string) {
@@ -101,6 +109,7 @@ func (c *common) register(fs *flag.FlagSet, getenv func(string) string) {
 	fs.StringVar(&c.logFormat, "log-format", "text", "log format on stderr: text or json")
 	fs.StringVar(&c.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	fs.Int64Var(&c.maxBody, "max-body", server.DefaultMaxBody, "largest JSON-RPC request body a door accepts, in bytes")
+	fs.StringVar(&c.doorURLs, "door-urls", getenv("MUR_DOOR_URLS"), doorURLsHelp)
 }
 
 func (c *common) logger(stderr io.Writer) (*slog.Logger, error) {
@@ -118,15 +127,18 @@ func (c *common) logger(stderr io.Writer) (*slog.Logger, error) {
 	return nil, usagef("--log-format %q: use text or json", c.logFormat)
 }
 
-// loadRoster loads the roster and stages every member (or only those named), printing every finding.
-// Any error is a configuration error.
-func loadRoster(path string, only []string, getenv func(string) string, stderr io.Writer) (*roster.Roster, error) {
+// loadRoster loads the roster, applies --door-urls, and stages every member (or only those named),
+// printing every finding. Any error is a configuration error.
+func loadRoster(path, doorURLs string, only []string, getenv func(string) string, stderr io.Writer) (*roster.Roster, error) {
 	if path == "" {
 		return nil, usagef("--roster is required: name the formation's roster.yaml")
 	}
 	r, err := roster.Load(path)
 	if err != nil {
 		return nil, usageError{err}
+	}
+	if r, err = applyDoorURLs(r, doorURLs); err != nil {
+		return nil, err
 	}
 	findings := member.CheckFormation(r, only, getenv)
 	bad := false
@@ -192,7 +204,7 @@ func serve(ctx context.Context, c common, only []string, listen string, getenv f
 	if err != nil {
 		return err
 	}
-	r, err := loadRoster(c.roster, only, getenv, stderr)
+	r, err := loadRoster(c.roster, c.doorURLs, only, getenv, stderr)
 	if err != nil {
 		return err
 	}
@@ -248,8 +260,9 @@ func serve(ctx context.Context, c common, only []string, listen string, getenv f
 }
 
 func cmdCheck(args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	fs := newFlags("check", "mur check --roster FILE", stderr)
+	fs := newFlags("check", "mur check --roster FILE [--door-urls NAME=URL,...]", stderr)
 	path := fs.String("roster", "", "the formation's roster.yaml (required)")
+	doorURLs := fs.String("door-urls", getenv("MUR_DOOR_URLS"), doorURLsHelp+"; checks the formation as its containers see it")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -260,6 +273,9 @@ func cmdCheck(args []string, getenv func(string) string, stdout, stderr io.Write
 	if err != nil {
 		fmt.Fprintln(stdout, err)
 		return errReported{2}
+	}
+	if r, err = applyDoorURLs(r, *doorURLs); err != nil {
+		return err
 	}
 	findings := member.CheckFormation(r, nil, getenv)
 	errs := 0

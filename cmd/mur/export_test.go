@@ -1,0 +1,474 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"gopkg.in/yaml.v3"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	k8syaml "sigs.k8s.io/yaml"
+)
+
+const helloDir = "../../deploy/examples/hello"
+
+// copyHello copies the hello example (its checked-in files only) to dir/examples/hello.
+func copyHello(t *testing.T, dir string) string {
+	t.Helper()
+	for _, rel := range []string{"roster.yaml", "lead/murmur.yaml", "lead/script.yaml", "worker/murmur.yaml", "worker/answer.sh"} {
+		src := filepath.Join(helloDir, rel)
+		b, err := os.ReadFile(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fi, _ := os.Stat(src)
+		dst := filepath.Join(dir, "examples", "hello", rel)
+		os.MkdirAll(filepath.Dir(dst), 0o755)
+		if err := os.WriteFile(dst, b, fi.Mode().Perm()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return filepath.Join(dir, "examples", "hello", "roster.yaml")
+}
+
+// TestDeployFilesAreUpToDate regenerates deploy/compose.yaml and deploy/prometheus.yml with mur export,
+// from a copy of the hello example laid out as deploy/ is, and compares them byte for byte.
+func TestDeployFilesAreUpToDate(t *testing.T) {
+	deployDir, err := filepath.Abs("../../deploy")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	copyHello(t, dir)
+	t.Chdir(dir)
+	for _, tc := range []struct {
+		file string
+		args []string
+	}{
+		{"compose.yaml", []string{"export", "compose", "--roster", "examples/hello/roster.yaml", "--monitoring", "--out", "compose.yaml"}},
+		{"prometheus.yml", []string{"export", "prometheus", "--roster", "examples/hello/roster.yaml", "--out", "prometheus.yml"}},
+	} {
+		var out, errb bytes.Buffer
+		if err := run(context.Background(), tc.args, noEnv, &out, &errb); err != nil {
+			t.Fatalf("mur %s: %v\n%s", strings.Join(tc.args, " "), err, errb.String())
+		}
+		if errb.Len() > 0 {
+			t.Errorf("mur %s printed warnings:\n%s", strings.Join(tc.args, " "), errb.String())
+		}
+		got, err := os.ReadFile(filepath.Join(dir, tc.file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := os.ReadFile(filepath.Join(deployDir, tc.file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(strings.Split(string(want), "\n"), strings.Split(string(got), "\n")); diff != "" {
+			t.Errorf("deploy/%s is not what mur export writes now; in deploy/, run\n  go run ../cmd/mur %s\n(-checked in +generated):\n%s",
+				tc.file, strings.Join(tc.args, " "), diff)
+		}
+	}
+}
+
+// composeFile is the part of a compose file the tests read.
+type composeFile struct {
+	Services map[string]struct {
+		Image       string            `yaml:"image"`
+		Command     []string          `yaml:"command"`
+		Environment map[string]string `yaml:"environment"`
+		Ports       []string          `yaml:"ports"`
+		Volumes     []string          `yaml:"volumes"`
+		Profiles    []string          `yaml:"profiles"`
+		Healthcheck struct {
+			Test []string `yaml:"test"`
+		} `yaml:"healthcheck"`
+	} `yaml:"services"`
+	Volumes map[string]any `yaml:"volumes"`
+}
+
+func TestExportComposeLaysOutEveryMember(t *testing.T) {
+	b, err := os.ReadFile("../../deploy/compose.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c composeFile
+	if err := yaml.Unmarshal(b, &c); err != nil {
+		t.Fatal(err)
+	}
+	urls := "lead=http://lead:7101,worker=http://worker:7102"
+	for name, port := range map[string]string{"lead": "7101", "worker": "7102"} {
+		s, ok := c.Services[name]
+		if !ok {
+			t.Fatalf("no service %s", name)
+		}
+		if want := []string{"member", "--roster", "/formation/roster.yaml", "--name", name}; !cmp.Equal(s.Command, want) {
+			t.Errorf("%s: command %q, want %q", name, s.Command, want)
+		}
+		if s.Environment["MUR_DOOR_URLS"] != urls || s.Environment["MUR_LISTEN"] != "0.0.0.0:"+port {
+			t.Errorf("%s: environment %v", name, s.Environment)
+		}
+		for _, tok := range []string{"MUR_FORMATION_TOKEN", "MUR_OPERATOR_TOKEN"} {
+			if !strings.HasPrefix(s.Environment[tok], "${"+tok+":?") {
+				t.Errorf("%s: %s = %q, want it required from the environment or .env", name, tok, s.Environment[tok])
+			}
+		}
+		if want := []string{"./examples/hello:/formation:ro", name + "-data:/data"}; !cmp.Equal(s.Volumes, want) {
+			t.Errorf("%s: volumes %q, want %q", name, s.Volumes, want)
+		}
+		if _, ok := c.Volumes[name+"-data"]; !ok {
+			t.Errorf("no named volume %s-data", name)
+		}
+		if want := []string{"CMD", "mur", "health", "--door", "http://127.0.0.1:" + port}; !cmp.Equal(s.Healthcheck.Test, want) {
+			t.Errorf("%s: health check %q, want %q", name, s.Healthcheck.Test, want)
+		}
+	}
+	if p := c.Services["lead"].Ports; len(p) != 1 || p[0] != "${MUR_ENTRY_ADDR:-127.0.0.1:7101}:7101" {
+		t.Errorf("lead (the entry) publishes %q", p)
+	}
+	if p := c.Services["worker"].Ports; len(p) != 0 {
+		t.Errorf("worker publishes %q; only the entry member should", p)
+	}
+	for _, name := range []string{"prometheus", "grafana"} {
+		if s := c.Services[name]; !cmp.Equal(s.Profiles, []string{"monitoring"}) {
+			t.Errorf("%s: profiles %q, want [monitoring]", name, s.Profiles)
+		}
+	}
+}
+
+// TestExportAnyRoster exports a roster whose capsules are outside its directory, with a port-0 member
+// and no entry, and whose capsule does not list its peer's service name.
+func TestExportAnyRoster(t *testing.T) {
+	root := t.TempDir()
+	write := func(rel, body string) {
+		p := filepath.Join(root, rel)
+		os.MkdirAll(filepath.Dir(p), 0o755)
+		os.WriteFile(p, []byte(body), 0o644)
+	}
+	write("team/roster.yaml", "formation: Big Team\nmembers:\n  - {name: planner, capsule: ../capsules/planner, listen: '127.0.0.1:0'}\n  - {name: coder, capsule: ../capsules/coder, listen: '127.0.0.1:8000'}\nreach:\n  - {from: planner, to: ['*']}\n")
+	write("capsules/planner/murmur.yaml", "name: planner\ninference:\n  driver: local\n  choices:\n    local: {driver: script}\ncapabilities:\n  network: {allow: [localhost]}\n")
+	write("capsules/planner/.murmur/formation.token", "secret\n")
+	write("capsules/coder/murmur.yaml", "name: coder\nscript: {command: [cat]}\n")
+	out := filepath.Join(root, "out", "compose.yaml")
+	var stdout, stderr bytes.Buffer
+	if err := run(context.Background(), []string{"export", "compose", "--roster", filepath.Join(root, "team/roster.yaml"), "--out", out, "--image", "registry.example/mur:1"}, noEnv, &stdout, &stderr); err != nil {
+		t.Fatal(err)
+	}
+	if want := "W-RUN-008: member planner: may call coder at http://coder:8000, but capabilities.network.allow in " +
+		filepath.Join(root, "capsules/planner/murmur.yaml") + " does not list coder, so every call to it will fail; add coder to capabilities.network.allow (in a container formation, coder is the service name of member coder)\n"; stderr.String() != want {
+		t.Errorf("stderr:\n%s\nwant:\n%s", stderr.String(), want)
+	}
+	b, _ := os.ReadFile(out)
+	var c composeFile
+	if err := yaml.Unmarshal(b, &c); err != nil {
+		t.Fatal(err)
+	}
+	p := c.Services["planner"]
+	if p.Image != "${MUR_IMAGE:-registry.example/mur:1}" || !cmp.Equal(p.Command, []string{"member", "--roster", "/formation/team/roster.yaml", "--name", "planner"}) ||
+		p.Volumes[0] != "..:/formation:ro" || p.Environment["MUR_DOOR_URLS"] != "planner=http://planner:7101,coder=http://coder:8000" {
+		t.Errorf("planner: %+v", p)
+	}
+	if !cmp.Equal(p.Ports, []string{"${MUR_ENTRY_ADDR:-127.0.0.1:7101}:7101"}) || len(c.Services["coder"].Ports) != 0 {
+		t.Errorf("ports: planner %q, coder %q; want only the first member (no entry:) published", p.Ports, c.Services["coder"].Ports)
+	}
+	if _, ok := c.Services["prometheus"]; ok {
+		t.Error("a prometheus service without --monitoring")
+	}
+
+	// The Kubernetes manifests carry the capsules, and nothing of a data directory.
+	stdout.Reset()
+	stderr.Reset()
+	if err := run(context.Background(), []string{"export", "k8s", "--roster", filepath.Join(root, "team/roster.yaml")}, noEnv, &stdout, &stderr); err != nil {
+		t.Fatal(err)
+	}
+	objs := decodeK8s(t, stdout.Bytes())
+	cm := objs.configMaps["big-team-formation"]
+	if cm == nil {
+		t.Fatalf("no ConfigMap big-team-formation: %v", objs.configMaps)
+	}
+	if _, ok := cm.Data["capsules_planner_.murmur_formation.token"]; ok || len(cm.Data) != 3 {
+		t.Errorf("ConfigMap keys: %v", keys(cm.Data))
+	}
+	if tok := objs.secrets["big-team-tokens"].StringData; !regexp.MustCompile(`^mur_[0-9a-f]{64}$`).MatchString(tok["formation-token"]) || tok["formation-token"] == tok["operator-token"] {
+		t.Errorf("generated tokens %v", tok)
+	}
+}
+
+func keys[V any](m map[string]V) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}
+
+// k8sObjects are the decoded documents of mur export k8s, by name.
+type k8sObjects struct {
+	secrets      map[string]*corev1.Secret
+	configMaps   map[string]*corev1.ConfigMap
+	services     map[string]*corev1.Service
+	statefulSets map[string]*appsv1.StatefulSet
+}
+
+// decodeK8s decodes every document strictly into its Kubernetes API type: an unknown or duplicated
+// field is an error.
+func decodeK8s(t *testing.T, data []byte) k8sObjects {
+	t.Helper()
+	objs := k8sObjects{map[string]*corev1.Secret{}, map[string]*corev1.ConfigMap{}, map[string]*corev1.Service{}, map[string]*appsv1.StatefulSet{}}
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	for i := 0; ; i++ {
+		var n yaml.Node
+		if err := dec.Decode(&n); err == io.EOF {
+			break
+		} else if err != nil {
+			t.Fatalf("document %d: %v", i, err)
+		}
+		doc, err := yaml.Marshal(&n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var head struct {
+			APIVersion string `json:"apiVersion"`
+			Kind       string `json:"kind"`
+		}
+		if err := k8syaml.Unmarshal(doc, &head); err != nil {
+			t.Fatal(err)
+		}
+		strict := func(into any) {
+			if err := k8syaml.UnmarshalStrict(doc, into); err != nil {
+				t.Fatalf("document %d (%s %s) does not decode strictly: %v\n%s", i, head.APIVersion, head.Kind, err, doc)
+			}
+		}
+		switch head.APIVersion + " " + head.Kind {
+		case "v1 Secret":
+			var o corev1.Secret
+			strict(&o)
+			objs.secrets[o.Name] = &o
+		case "v1 ConfigMap":
+			var o corev1.ConfigMap
+			strict(&o)
+			objs.configMaps[o.Name] = &o
+		case "v1 Service":
+			var o corev1.Service
+			strict(&o)
+			objs.services[o.Name] = &o
+		case "apps/v1 StatefulSet":
+			var o appsv1.StatefulSet
+			strict(&o)
+			objs.statefulSets[o.Name] = &o
+		default:
+			t.Fatalf("document %d: unexpected %s %s", i, head.APIVersion, head.Kind)
+		}
+	}
+	return objs
+}
+
+func TestExportK8sDecodesIntoTheKubernetesTypes(t *testing.T) {
+	env := envOf(map[string]string{"MUR_FORMATION_TOKEN": "fm-token", "MUR_OPERATOR_TOKEN": "op-token"})
+	var out, errb bytes.Buffer
+	if err := run(context.Background(), []string{"export", "k8s", "--roster", filepath.Join(helloDir, "roster.yaml"), "--image", "mur:test"}, env, &out, &errb); err != nil {
+		t.Fatalf("%v\n%s", err, errb.String())
+	}
+	if errb.Len() > 0 {
+		t.Errorf("warnings: %s", errb.String())
+	}
+	// The output is stable when the tokens are given.
+	var again bytes.Buffer
+	run(context.Background(), []string{"export", "k8s", "--roster", filepath.Join(helloDir, "roster.yaml"), "--image", "mur:test"}, env, &again, io.Discard)
+	if !bytes.Equal(out.Bytes(), again.Bytes()) {
+		t.Error("two exports differ")
+	}
+	objs := decodeK8s(t, out.Bytes())
+	if len(objs.secrets) != 1 || len(objs.configMaps) != 1 || len(objs.services) != 2 || len(objs.statefulSets) != 2 {
+		t.Fatalf("objects: %d secrets, %d config maps, %d services, %d stateful sets", len(objs.secrets), len(objs.configMaps), len(objs.services), len(objs.statefulSets))
+	}
+	if got := objs.secrets["hello-tokens"].StringData; !cmp.Equal(got, map[string]string{"formation-token": "fm-token", "operator-token": "op-token"}) {
+		t.Errorf("secret: %v", got)
+	}
+	cm := objs.configMaps["hello-formation"]
+	for _, rel := range []string{"roster.yaml", "lead/murmur.yaml", "lead/script.yaml", "worker/murmur.yaml", "worker/answer.sh"} {
+		want, _ := os.ReadFile(filepath.Join(helloDir, rel))
+		if got := cm.Data[strings.ReplaceAll(rel, "/", "_")]; got != string(want) {
+			t.Errorf("ConfigMap %s differs from the file:\n%s", rel, got)
+		}
+	}
+	for name, port := range map[string]int32{"lead": 7101, "worker": 7102} {
+		svc := objs.services[name]
+		if svc == nil || len(svc.Spec.Ports) != 1 || svc.Spec.Ports[0].Port != port || svc.Spec.Ports[0].TargetPort.StrVal != "door" {
+			t.Errorf("service %s: %+v", name, svc)
+			continue
+		}
+		ss := objs.statefulSets[name]
+		if ss == nil {
+			t.Errorf("no StatefulSet %s", name)
+			continue
+		}
+		if *ss.Spec.Replicas != 1 || ss.Spec.ServiceName != name || !cmp.Equal(ss.Spec.Selector.MatchLabels, ss.Spec.Template.Labels) ||
+			!cmp.Equal(ss.Spec.Selector.MatchLabels, svc.Spec.Selector) {
+			t.Errorf("StatefulSet %s: replicas %d, service %s, selector %v, pod labels %v, service selector %v", name,
+				*ss.Spec.Replicas, ss.Spec.ServiceName, ss.Spec.Selector.MatchLabels, ss.Spec.Template.Labels, svc.Spec.Selector)
+		}
+		if len(ss.Spec.VolumeClaimTemplates) != 1 || ss.Spec.VolumeClaimTemplates[0].Name != "data" ||
+			ss.Spec.VolumeClaimTemplates[0].Spec.Resources.Requests.Storage().String() != "1Gi" {
+			t.Errorf("StatefulSet %s: volume claims %+v", name, ss.Spec.VolumeClaimTemplates)
+		}
+		pod := ss.Spec.Template.Spec
+		if sc := pod.SecurityContext; sc == nil || !*sc.RunAsNonRoot || *sc.RunAsUser != 65532 || *sc.FSGroup != 65532 {
+			t.Errorf("StatefulSet %s: pod security context %+v", name, sc)
+		}
+		c := pod.Containers[0]
+		if c.Image != "mur:test" || !cmp.Equal(c.Args, []string{"member", "--roster", "/formation/roster.yaml", "--name", name}) {
+			t.Errorf("StatefulSet %s: image %s, args %q", name, c.Image, c.Args)
+		}
+		env := map[string]string{}
+		for _, e := range c.Env {
+			if e.ValueFrom != nil {
+				env[e.Name] = "secret:" + e.ValueFrom.SecretKeyRef.Name + "/" + e.ValueFrom.SecretKeyRef.Key
+			} else {
+				env[e.Name] = e.Value
+			}
+		}
+		want := map[string]string{
+			"MUR_LISTEN": fmt.Sprintf("0.0.0.0:%d", port), "MUR_DOOR_URLS": "lead=http://lead:7101,worker=http://worker:7102",
+			"MUR_DATA_DIR": "/data", "MUR_FORMATION_TOKEN": "secret:hello-tokens/formation-token", "MUR_OPERATOR_TOKEN": "secret:hello-tokens/operator-token",
+		}
+		if diff := cmp.Diff(want, env); diff != "" {
+			t.Errorf("StatefulSet %s env (-want +got):\n%s", name, diff)
+		}
+		if c.ReadinessProbe.HTTPGet.Path != "/readyz" || c.Ports[0].ContainerPort != port || c.Ports[0].Name != "door" {
+			t.Errorf("StatefulSet %s: probe %+v, ports %+v", name, c.ReadinessProbe, c.Ports)
+		}
+		mounts := map[string]string{}
+		for _, m := range c.VolumeMounts {
+			mounts[m.Name] = m.MountPath
+		}
+		if !cmp.Equal(mounts, map[string]string{"data": "/data", "formation": "/formation", "tmp": "/tmp"}) {
+			t.Errorf("StatefulSet %s: mounts %v", name, mounts)
+		}
+		for _, v := range pod.Volumes {
+			if v.ConfigMap == nil {
+				continue
+			}
+			for _, it := range v.ConfigMap.Items {
+				if it.Path == "worker/answer.sh" && (it.Mode == nil || *it.Mode != 0o555) {
+					t.Errorf("answer.sh is mounted with mode %v, want 0555", it.Mode)
+				}
+			}
+		}
+	}
+}
+
+func TestDoorURLs(t *testing.T) {
+	for _, tc := range []struct{ value, err string }{
+		{"lead=http://lead:7101, worker=http://worker:7102/", ""},
+		{"", ""},
+		{"lead", "write NAME=URL pairs"},
+		{"lead=ftp://lead", "not an http:// or https:// URL"},
+		{"lead=http://a:1,lead=http://b:1", "names lead twice"},
+		{"boss=http://boss:1", `names "boss", which is no member`},
+		{"lead=http://worker:7102,worker=http://worker:7102", "would both be reached at http://worker:7102"},
+	} {
+		var out, errb bytes.Buffer
+		err := run(context.Background(), []string{"check", "--roster", filepath.Join(helloDir, "roster.yaml"), "--door-urls", tc.value}, noEnv, &out, &errb)
+		switch {
+		case tc.err == "" && err != nil:
+			t.Errorf("--door-urls %q: %v", tc.value, err)
+		case tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)):
+			t.Errorf("--door-urls %q: %v, want %q", tc.value, err, tc.err)
+		case tc.err == "" && !strings.Contains(out.String(), "0 error(s), 0 warning(s)"):
+			t.Errorf("--door-urls %q: %s", tc.value, out.String())
+		}
+	}
+	// MUR_DOOR_URLS is what a container sets; a capsule that lists only localhost gets W-RUN-008 there.
+	root := t.TempDir()
+	copyHello(t, root)
+	lead := filepath.Join(root, "examples/hello/lead/murmur.yaml")
+	b, _ := os.ReadFile(lead)
+	os.WriteFile(lead, bytes.Replace(b, []byte("[localhost, worker]"), []byte("[localhost]"), 1), 0o644)
+	var out bytes.Buffer
+	env := envOf(map[string]string{"MUR_DOOR_URLS": "lead=http://lead:7101,worker=http://worker:7102"})
+	run(context.Background(), []string{"check", "--roster", filepath.Join(root, "examples/hello/roster.yaml")}, env, &out, io.Discard)
+	if want := "W-RUN-008: member lead: may call worker at http://worker:7102, but capabilities.network.allow in " + lead +
+		" does not list worker"; !strings.Contains(out.String(), want) {
+		t.Errorf("check with MUR_DOOR_URLS:\n%s\nwant %q", out.String(), want)
+	}
+	out.Reset()
+	run(context.Background(), []string{"check", "--roster", filepath.Join(root, "examples/hello/roster.yaml")}, noEnv, &out, io.Discard)
+	if !strings.Contains(out.String(), "0 warning(s)") {
+		t.Errorf("check on loopback: %s", out.String())
+	}
+	os.WriteFile(lead, bytes.Replace(b, []byte("[localhost, worker]"), []byte("[worker]"), 1), 0o644)
+	out.Reset()
+	run(context.Background(), []string{"check", "--roster", filepath.Join(root, "examples/hello/roster.yaml")}, noEnv, &out, io.Discard)
+	if want := "add localhost to capabilities.network.allow. In a container formation (mur export) members reach each other by service name instead: list worker there too"; !strings.Contains(out.String(), want) {
+		t.Errorf("check on loopback without localhost:\n%s\nwant %q", out.String(), want)
+	}
+}
+
+func TestHealth(t *testing.T) {
+	ready := true
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/readyz" {
+			http.NotFound(w, r)
+			return
+		}
+		if !ready {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			w.Write([]byte("not ready: store closed\n"))
+			return
+		}
+		w.Write([]byte("ready\n"))
+	}))
+	defer srv.Close()
+	port := srv.URL[strings.LastIndex(srv.URL, ":")+1:]
+	for _, tc := range []struct {
+		args   []string
+		env    map[string]string
+		ready  bool
+		code   int
+		output string
+	}{
+		{[]string{"health", "--door", srv.URL}, nil, true, 0, "ready"},
+		{[]string{"health"}, map[string]string{"MUR_LISTEN": "0.0.0.0:" + port}, true, 0, "ready"},
+		{[]string{"health", "--door", srv.URL + "/"}, nil, false, 1, "503 Service Unavailable: not ready: store closed"},
+		{[]string{"health", "--door", "http://127.0.0.1:1"}, nil, true, 1, "not ready:"},
+		{[]string{"health"}, nil, true, 2, "give --door URL, or set MUR_LISTEN"},
+	} {
+		ready = tc.ready
+		var out, errb bytes.Buffer
+		err := run(context.Background(), tc.args, envOf(tc.env), &out, &errb)
+		code := exitCodeFor(err, &errb)
+		if code != tc.code || !strings.Contains(out.String()+errb.String(), tc.output) {
+			t.Errorf("mur %v (env %v): exit %d, output %q; want exit %d and %q", tc.args, tc.env, code, out.String()+errb.String(), tc.code, tc.output)
+		}
+	}
+}
+
+// TestDockerfilesAgree keeps the registry-free Dockerfile and deploy/Dockerfile.source building the same
+// image: they differ only in where the three files come from.
+func TestDockerfilesAgree(t *testing.T) {
+	const marker = "# --- the same in Dockerfile and deploy/Dockerfile.source from here on ---"
+	tail := func(path string) string {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, after, ok := strings.Cut(string(b), marker)
+		if !ok {
+			t.Fatalf("%s has no line %q", path, marker)
+		}
+		return after
+	}
+	if diff := cmp.Diff(tail("../../Dockerfile"), tail("../../deploy/Dockerfile.source")); diff != "" {
+		t.Errorf("Dockerfile and deploy/Dockerfile.source differ after the marker (-Dockerfile +Dockerfile.source):\n%s", diff)
+	}
+}
