@@ -99,6 +99,11 @@ func TestTaskEndNamesRunningCommandsAndTheSessionEndKillsThem(t *testing.T) {
 	}
 }
 
+// gated is a shell loop that touches file once the workdir holds "go", giving up after 30 s.
+func gated(file string) string {
+	return "i=0; until [ -e go ] || [ $i -gt 300 ]; do sleep 0.1; i=$((i+1)); done; [ -e go ] && touch " + file
+}
+
 // escapers starts a command whose children leave its process group three ways (setsid, nohup, a double
 // fork), stops it, and reports which of them still ran on afterwards.
 func escapers(t *testing.T, o sessionOpts) (survivors []string) {
@@ -107,7 +112,7 @@ func escapers(t *testing.T, o sessionOpts) (survivors []string) {
 	s, root := startSession(t, map[string]string{
 		"murmur.yaml": agentCapsule("capabilities:\n  shell: {allow: [sh]}\nlifecycle: {shell_grace_secs: 1}\n"),
 		"script.yaml": "rules:\n  - match: ''\n    turns:\n" +
-			"      - call: [{tool: sh, input: {args: ['-c', 'setsid sh -c \"sleep 2; touch escaped\" & nohup sh -c \"sleep 2; touch nohup\" >/dev/null 2>&1 & (sh -c \"sleep 2; touch doublefork\" &) & sleep 30']}}]\n" +
+			"      - call: [{tool: sh, input: {args: ['-c', 'setsid sh -c \"" + gated("escaped") + "\" & nohup sh -c \"" + gated("nohup") + "\" >/dev/null 2>&1 & (sh -c \"" + gated("doublefork") + "\" &) & sleep 30']}}]\n" +
 			"      - call: [{tool: background-command, input: {operation: stop, work_id: '{{(index .results 0).data.work_id}}'}}]\n" +
 			"      - say: '{{(index .results 0).output}}'\n",
 	}, o)
@@ -115,7 +120,11 @@ func escapers(t *testing.T, o sessionOpts) (survivors []string) {
 	if !strings.Contains(got, "state: stopped\n") {
 		t.Fatalf("stop:\n%s", got)
 	}
-	time.Sleep(3 * time.Second) // past the escapers' own sleep
+	// Only now may a survivor act, so however slow the machine, nothing it does comes before the stop.
+	if err := os.WriteFile(filepath.Join(root, "work", "go"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2 * time.Second)
 	for _, f := range []string{"escaped", "nohup", "doublefork"} {
 		if _, err := os.Stat(filepath.Join(root, "work", f)); err == nil {
 			survivors = append(survivors, f)

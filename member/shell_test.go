@@ -101,7 +101,7 @@ func TestShellLeftoversAreKilled(t *testing.T) {
 			}
 			s, root := startSession(t, map[string]string{
 				"murmur.yaml": agentCapsule("capabilities:\n  shell: {allow: [sh]}\n"),
-				"script.yaml": "rules:\n  - match: ''\n    turns:\n      - call: [{tool: sh, input: {args: ['-c', 'sh -c \"sleep 3; touch late\" & echo started']}}]\n      - say: '{{(index .results 0).text}}'\n",
+				"script.yaml": "rules:\n  - match: ''\n    turns:\n      - call: [{tool: sh, input: {args: ['-c', 'sh -c \"" + gated("late") + "\" & echo started']}}]\n      - say: '{{(index .results 0).text}}'\n",
 			}, sessionOpts{confine: true, isolate: func() isolation { return tc.iso }})
 			got := answer(s.run(t, "x", Origin{}))
 			if !strings.Contains(got, "exit_code: 0") || !strings.Contains(got, "started") {
@@ -111,7 +111,8 @@ func TestShellLeftoversAreKilled(t *testing.T) {
 			if note != tc.note {
 				t.Errorf("note of the leftover: %v, want %v:\n%s", note, tc.note, got)
 			}
-			time.Sleep(3500 * time.Millisecond)
+			os.WriteFile(filepath.Join(root, "work", "go"), nil, 0o644)
+			time.Sleep(1500 * time.Millisecond)
 			if _, err := os.Stat(filepath.Join(root, "work", "late")); err == nil {
 				t.Error("a process the command left behind ran on")
 			}
