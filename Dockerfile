@@ -23,6 +23,5 @@ ENV PATH=/usr/local/bin:/usr/bin:/bin MUR_DATA_DIR=/data MUR_RECORDS_DIR=/data/r
 USER 65532:65532
 WORKDIR /data
 VOLUME ["/data"]
-EXPOSE 7101
 ENTRYPOINT ["/usr/local/bin/mur"]
 CMD ["--help"]
