@@ -41,8 +41,9 @@ func copyHello(t *testing.T, dir string) string {
 	return filepath.Join(dir, "examples", "hello", "roster.yaml")
 }
 
-// TestDeployFilesAreUpToDate regenerates deploy/compose.yaml and deploy/prometheus.yml with mur export,
-// from a copy of the hello example laid out as deploy/ is, and compares them byte for byte.
+// TestDeployFilesAreUpToDate regenerates deploy/compose.yaml, deploy/prometheus.yml and
+// deploy/k8s/hello.yaml with mur export, from a copy of the hello example laid out as deploy/ is, and
+// compares them byte for byte.
 func TestDeployFilesAreUpToDate(t *testing.T) {
 	deployDir, err := filepath.Abs("../../deploy")
 	if err != nil {
@@ -57,6 +58,7 @@ func TestDeployFilesAreUpToDate(t *testing.T) {
 	}{
 		{"compose.yaml", []string{"export", "compose", "--roster", "examples/hello/roster.yaml", "--monitoring", "--out", "compose.yaml"}},
 		{"prometheus.yml", []string{"export", "prometheus", "--roster", "examples/hello/roster.yaml", "--out", "prometheus.yml"}},
+		{"k8s/hello.yaml", []string{"export", "k8s", "--roster", "examples/hello/roster.yaml", "--secret=false", "--out", "k8s/hello.yaml"}},
 	} {
 		var out, errb bytes.Buffer
 		if err := run(context.Background(), tc.args, noEnv, &out, &errb); err != nil {
@@ -273,6 +275,23 @@ func decodeK8s(t *testing.T, data []byte) k8sObjects {
 }
 
 func TestExportK8sDecodesIntoTheKubernetesTypes(t *testing.T) {
+	// The checked-in manifests leave the Secret to the user, and name it.
+	b, err := os.ReadFile("../../deploy/k8s/hello.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkedIn := decodeK8s(t, b)
+	if len(checkedIn.secrets) != 0 || len(checkedIn.configMaps) != 1 || len(checkedIn.services) != 2 || len(checkedIn.statefulSets) != 2 {
+		t.Errorf("deploy/k8s/hello.yaml: %d secrets, %d config maps, %d services, %d stateful sets", len(checkedIn.secrets), len(checkedIn.configMaps), len(checkedIn.services), len(checkedIn.statefulSets))
+	}
+	for name, ss := range checkedIn.statefulSets {
+		for _, e := range ss.Spec.Template.Spec.Containers[0].Env {
+			if e.ValueFrom != nil && e.ValueFrom.SecretKeyRef.Name != "hello-tokens" {
+				t.Errorf("deploy/k8s/hello.yaml: %s takes %s from secret %s", name, e.Name, e.ValueFrom.SecretKeyRef.Name)
+			}
+		}
+	}
+
 	env := envOf(map[string]string{"MUR_FORMATION_TOKEN": "fm-token", "MUR_OPERATOR_TOKEN": "op-token"})
 	var out, errb bytes.Buffer
 	if err := run(context.Background(), []string{"export", "k8s", "--roster", filepath.Join(helloDir, "roster.yaml"), "--image", "mur:test"}, env, &out, &errb); err != nil {

@@ -34,7 +34,9 @@ func cmdHealth(ctx context.Context, args []string, getenv func(string) string, s
 	if err != nil {
 		return usagef("--door %q: %v", *door, err)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	// No proxy from the environment: the door is this host's (or this container's) own.
+	client := &http.Client{Transport: &http.Transport{Proxy: nil}}
+	resp, err := client.Do(req)
 	if err != nil {
 		fmt.Fprintf(stderr, "not ready: %v\n", err)
 		return errReported{1}
