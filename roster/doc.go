@@ -16,7 +16,8 @@
 //     from Listen, with a wildcard host replaced by 127.0.0.1).
 //   - A member that no reach rule names as from may call nobody; reach: may be absent or empty. Listen
 //     addresses must not collide (a wildcard host such as 0.0.0.0 takes its port on every address), and
-//     neither may door URLs. In a container, leave listen: alone and set MUR_LISTEN instead.
+//     neither may door URLs. In a container, leave listen: alone and set MUR_LISTEN instead; WithURLs
+//     (MUR_DOOR_URLS) says how members reach each other there, by service name.
 //   - A *Roster is not changed by any of its methods, so it is safe for concurrent use once built.
 //     Reachable and Names return fresh slices in roster order, whatever the order of the reach rules.
 package roster

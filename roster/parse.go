@@ -9,7 +9,6 @@ import (
 	"io/fs"
 	"net"
 	"net/netip"
-	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -394,16 +393,16 @@ func (p *parser) member(item *yaml.Node, ms *members) (Member, slot, [2]int) {
 	if uf, ok := f["url"]; ok {
 		lines[1] = uf.key.Line
 		if raw, ok := p.text(uf, "url of "+who, "url: http://127.0.0.1:7101", true); ok {
-			u, err := url.Parse(raw)
+			u, err := doorURL(raw)
 			switch {
-			case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.Hostname() == "":
-				p.add(uf.key.Line, fmt.Sprintf("url %q of %s is not an http:// or https:// URL with a host", raw, who),
+			case errors.Is(err, errNotHTTP):
+				p.add(uf.key.Line, fmt.Sprintf("url %q of %s %v", raw, who, err),
 					"write how peers reach the door, such as url: http://127.0.0.1:7101, or remove the key to derive it from listen")
-			case u.RawQuery != "" || u.Fragment != "" || u.User != nil:
-				p.add(uf.key.Line, fmt.Sprintf("url %q of %s has a user, query or fragment", raw, who),
+			case err != nil:
+				p.add(uf.key.Line, fmt.Sprintf("url %q of %s %v", raw, who, err),
 					"write only scheme, host, port and path, such as url: http://127.0.0.1:7101")
 			default:
-				m.URL = strings.TrimRight(raw, "/")
+				m.URL = u
 			}
 		}
 	}

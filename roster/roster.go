@@ -1,9 +1,13 @@
 package roster
 
 import (
+	"errors"
 	"fmt"
+	"maps"
+	"net/url"
 	"os"
 	"slices"
+	"strings"
 )
 
 // Roster is a parsed, validated roster.yaml.
@@ -86,6 +90,52 @@ func (r *Roster) Reachable(from string) []string {
 		}
 	}
 	return out
+}
+
+// WithURLs returns a copy of r in which each member named in urls is reached at that URL instead of its
+// url: (as in a container formation, where members reach each other by service name). Every name must
+// be a member, every URL an http:// or https:// URL with a host and no user, query or fragment, and no
+// two members may end up reached at the same URL.
+func (r *Roster) WithURLs(urls map[string]string) (*Roster, error) {
+	out := *r
+	out.Members = slices.Clone(r.Members)
+	for _, name := range slices.Sorted(maps.Keys(urls)) {
+		i := slices.IndexFunc(out.Members, func(m Member) bool { return m.Name == name })
+		if i < 0 {
+			return nil, fmt.Errorf("%s is no member of %s; the members are %s", name, r.Path, strings.Join(r.Names(), ", "))
+		}
+		u, err := doorURL(urls[name])
+		if err != nil {
+			return nil, fmt.Errorf("url %q of member %s %w", urls[name], name, err)
+		}
+		out.Members[i].URL = u
+	}
+	seen := map[string]string{}
+	for _, m := range out.Members {
+		if other, dup := seen[m.URL]; dup {
+			return nil, fmt.Errorf("members %s and %s would both be reached at %s; give each member a door of its own", other, m.Name, m.URL)
+		}
+		seen[m.URL] = m.Name
+	}
+	return &out, nil
+}
+
+// The ways a door URL can be wrong.
+var (
+	errNotHTTP   = errors.New("is not an http:// or https:// URL with a host")
+	errURLExtras = errors.New("has a user, query or fragment")
+)
+
+// doorURL checks raw as the URL of a door and returns it without a trailing slash.
+func doorURL(raw string) (string, error) {
+	u, err := url.Parse(raw)
+	switch {
+	case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.Hostname() == "":
+		return "", errNotHTTP
+	case u.RawQuery != "" || u.Fragment != "" || u.User != nil:
+		return "", errURLExtras
+	}
+	return strings.TrimRight(raw, "/"), nil
 }
 
 // MayCall reports whether the roster lets from call to. A member never calls itself.

@@ -654,3 +654,40 @@ func TestPortZeroLetsTheSystemPick(t *testing.T) {
 		}
 	}
 }
+
+func TestWithURLs(t *testing.T) {
+	dir := formationDir(t, "lead", "worker")
+	r, err := roster.Parse(filepath.Join(dir, "roster.yaml"), []byte(twoMembers))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		urls map[string]string
+		want []string // the members' URLs in roster order, or the error
+	}{
+		{map[string]string{"lead": "http://lead:7101/", "worker": "http://worker:7102"}, []string{"http://lead:7101", "http://worker:7102"}},
+		{map[string]string{"worker": "https://worker.example"}, []string{"http://127.0.0.1:7101", "https://worker.example"}},
+		{nil, []string{"http://127.0.0.1:7101", "http://127.0.0.1:7102"}},
+		{map[string]string{"boss": "http://boss:1"}, []string{"boss is no member of $DIR/roster.yaml; the members are lead, worker"}},
+		{map[string]string{"lead": "lead:7101"}, []string{`url "lead:7101" of member lead is not an http:// or https:// URL with a host`}},
+		{map[string]string{"lead": "http://lead:7101?x=1"}, []string{`url "http://lead:7101?x=1" of member lead has a user, query or fragment`}},
+		{map[string]string{"worker": "http://127.0.0.1:7101"}, []string{"members lead and worker would both be reached at http://127.0.0.1:7101; give each member a door of its own"}},
+	}
+	for _, tt := range tests {
+		var got []string
+		if r2, err := r.WithURLs(tt.urls); err != nil {
+			got = []string{strings.ReplaceAll(err.Error(), dir, "$DIR")}
+		} else {
+			for _, m := range r2.Members {
+				got = append(got, m.URL)
+			}
+		}
+		if diff := cmp.Diff(tt.want, got); diff != "" {
+			t.Errorf("WithURLs(%v) (-want +got):\n%s", tt.urls, diff)
+		}
+	}
+	// The roster itself is left as it was.
+	if r.Members[0].URL != "http://127.0.0.1:7101" {
+		t.Errorf("WithURLs changed its roster: %v", r.Members)
+	}
+}

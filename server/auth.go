@@ -93,9 +93,7 @@ func loadToken(dir, name, fromEnv string) (string, error) {
 	} else if !errors.Is(err, os.ErrNotExist) {
 		return "", fmt.Errorf("reading token: %w", err)
 	}
-	buf := make([]byte, 32)
-	rand.Read(buf)
-	tok := "mur_" + hex.EncodeToString(buf)
+	tok := NewToken()
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return "", fmt.Errorf("token directory: %w", err)
 	}
@@ -103,4 +101,11 @@ func loadToken(dir, name, fromEnv string) (string, error) {
 		return "", fmt.Errorf("writing token: %w", err)
 	}
 	return tok, nil
+}
+
+// NewToken returns a fresh random bearer token: "mur_" and 64 hex digits.
+func NewToken() string {
+	buf := make([]byte, 32)
+	rand.Read(buf)
+	return "mur_" + hex.EncodeToString(buf)
 }

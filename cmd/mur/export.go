@@ -1,9 +1,7 @@
 package main
 
 import (
-	"crypto/rand"
 	"encoding/base64"
-	"encoding/hex"
 	"fmt"
 	"io"
 	"io/fs"
@@ -18,6 +16,7 @@ import (
 
 	"github.com/murmur-run/murmur/member"
 	"github.com/murmur-run/murmur/roster"
+	"github.com/murmur-run/murmur/server"
 	"gopkg.in/yaml.v3"
 )
 
@@ -95,7 +94,7 @@ func newLayout(r *roster.Roster) (*layout, error) {
 		pairs = append(pairs, m.Name+"="+urls[m.Name])
 	}
 	l.doorURLs = strings.Join(pairs, ",")
-	if l.r, err = withDoorURLs(r, urls); err != nil {
+	if l.r, err = r.WithURLs(urls); err != nil {
 		return nil, err
 	}
 	return l, nil
@@ -423,9 +422,7 @@ func k8sYAML(l *layout, outDir, outName, image string, withSecret bool, getenv f
 		if v := strings.TrimSpace(getenv(env)); v != "" {
 			return v
 		}
-		buf := make([]byte, 32)
-		rand.Read(buf)
-		return "mur_" + hex.EncodeToString(buf)
+		return server.NewToken()
 	}
 	cmdline := "mur export k8s --roster " + strings.TrimPrefix(relSlash(outDir, r.Path), "./")
 	if image != "mur" {

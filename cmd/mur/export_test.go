@@ -391,10 +391,11 @@ func TestDoorURLs(t *testing.T) {
 		{"lead=http://lead:7101, worker=http://worker:7102/", ""},
 		{"", ""},
 		{"lead", "write NAME=URL pairs"},
-		{"lead=ftp://lead", "not an http:// or https:// URL"},
+		{"lead=ftp://lead", `--door-urls: url "ftp://lead" of member lead is not an http:// or https:// URL with a host`},
+		{"lead=http://u@lead", `--door-urls: url "http://u@lead" of member lead has a user, query or fragment`},
 		{"lead=http://a:1,lead=http://b:1", "names lead twice"},
-		{"boss=http://boss:1", `names "boss", which is no member`},
-		{"lead=http://worker:7102,worker=http://worker:7102", "would both be reached at http://worker:7102"},
+		{"boss=http://boss:1", "--door-urls: boss is no member of "},
+		{"lead=http://127.0.0.1:7102", "--door-urls: members lead and worker would both be reached at http://127.0.0.1:7102"},
 	} {
 		var out, errb bytes.Buffer
 		err := run(context.Background(), []string{"check", "--roster", filepath.Join(helloDir, "roster.yaml"), "--door-urls", tc.value}, noEnv, &out, &errb)
