@@ -37,6 +37,12 @@ func TestVersionHelpAndUsageErrors(t *testing.T) {
 		{[]string{"send", "hello"}, 2, "", "say which door to talk to"},
 		{[]string{"check"}, 2, "", "--roster is required"},
 		{[]string{"run", "--roster", "/nonexistent/roster.yaml"}, 2, "", "/nonexistent/roster.yaml"},
+		{[]string{"export"}, 2, "", "name the format: mur export compose"},
+		{[]string{"export", "--help"}, 0, "mur export compose --roster FILE", ""},
+		{[]string{"export", "helm"}, 2, "", `unknown export format "helm"`},
+		{[]string{"export", "compose"}, 2, "", "--roster is required"},
+		{[]string{"export", "prometheus", "--monitoring"}, 2, "", "flag provided but not defined: -monitoring"},
+		{[]string{"export", "k8s", "--roster", "/nonexistent/roster.yaml"}, 2, "", "/nonexistent/roster.yaml"},
 	} {
 		var out, errb bytes.Buffer
 		err := run(context.Background(), tc.args, noEnv, &out, &errb)
