@@ -355,6 +355,10 @@ func grepLines(text, substr string) string {
 // dashboard evaluates.
 func checkPrometheus(t *testing.T, bin string, f *formation, tasks int) {
 	t.Helper()
+	// The file as it is, for the compose network's Prometheus: promtool comes with Debian's package.
+	if out, err := exec.Command(filepath.Join(filepath.Dir(bin), "promtool"), "check", "config", "../../deploy/prometheus.yml").CombinedOutput(); err != nil {
+		t.Errorf("promtool check config deploy/prometheus.yml: %v\n%s", err, out)
+	}
 	b, err := os.ReadFile("../../deploy/prometheus.yml")
 	if err != nil {
 		t.Fatal(err)
