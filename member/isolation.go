@@ -37,12 +37,16 @@ type isolation struct {
 // treeKill reports whether ending a command reaches processes that left its process group.
 func (i isolation) treeKill() bool { return i.pidNS != 0 || i.killBase != "" }
 
-// probeIsolation finds out what this host allows: it starts /bin/true in a PID namespace and makes (and
+// probeIsolation finds out what this host allows: it starts true (from the trusted PATH) in a PID namespace and makes (and
 // removes) a probe cgroup.
 func probeIsolation() isolation {
 	var iso isolation
+	trueBin, err := resolveShell("true")
 	for _, flags := range pidNSFlags() {
-		cmd := exec.Command("/bin/true")
+		if err != nil {
+			break // nothing to start: no namespace is assumed
+		}
+		cmd := exec.Command(trueBin)
 		cmd.SysProcAttr = pidNSAttr(flags)
 		if cmd.Run() == nil {
 			iso.pidNS = flags
