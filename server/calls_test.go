@@ -44,6 +44,12 @@ type formationFixture struct {
 // startFormation writes files under a temp root (roster.yaml among them) and starts every member.
 func startFormation(t *testing.T, files map[string]string, tokens Tokens) *formationFixture {
 	t.Helper()
+	return startFormationAt(t, files, tokens, nil)
+}
+
+// startFormationAt is startFormation on a clock of the test's; nil is the real one.
+func startFormationAt(t *testing.T, files map[string]string, tokens Tokens, now func() time.Time) *formationFixture {
+	t.Helper()
 	root := t.TempDir()
 	for name, body := range files {
 		os.MkdirAll(filepath.Dir(filepath.Join(root, name)), 0o755)
@@ -55,7 +61,7 @@ func startFormation(t *testing.T, files map[string]string, tokens Tokens) *forma
 	}
 	logs := &lockedBuffer{}
 	f, err := StartFormation(FormationConfig{Roster: r, DataDir: filepath.Join(root, "data"),
-		RecordsRoot: filepath.Join(root, "records"), Tokens: tokens, Version: "test",
+		RecordsRoot: filepath.Join(root, "records"), Tokens: tokens, Version: "test", Now: now,
 		Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 	if err != nil {
 		t.Fatal(err)

@@ -20,7 +20,6 @@ import (
 
 	"github.com/murmur-run/murmur/a2a"
 	"github.com/murmur-run/murmur/peerfile"
-	"github.com/murmur-run/murmur/roster"
 	"github.com/murmur-run/murmur/runtimetools"
 )
 
@@ -42,7 +41,6 @@ const peerTokens = "op-peer"
 // peerFormation starts lead (an agent exporting out/) and worker (an agent that may fetch), on the clock.
 func peerFormation(t *testing.T, clock *testClock, files map[string]string) *formationFixture {
 	t.Helper()
-	root := t.TempDir()
 	all := map[string]string{
 		"roster.yaml":        "formation: f\nmembers:\n  - {name: lead, capsule: ./lead, listen: '127.0.0.1:0'}\n  - {name: worker, capsule: ./worker, listen: '127.0.0.1:0'}\nreach:\n  - {from: lead, to: [worker]}\n",
 		"lead/murmur.yaml":   agentOf("lead") + "exports: {peer_files: out}\n",
@@ -53,32 +51,7 @@ func peerFormation(t *testing.T, clock *testClock, files map[string]string) *for
 	for k, v := range files {
 		all[k] = v
 	}
-	for name, body := range all {
-		os.MkdirAll(filepath.Dir(filepath.Join(root, name)), 0o755)
-		os.WriteFile(filepath.Join(root, name), []byte(body), 0o644)
-	}
-	r, err := roster.Load(filepath.Join(root, "roster.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	tokens := Tokens{Operator: peerTokens, Formation: "fm-peer"}
-	logs := &lockedBuffer{}
-	f, err := StartFormation(FormationConfig{Roster: r, DataDir: filepath.Join(root, "data"),
-		RecordsRoot: filepath.Join(root, "records"), Tokens: tokens, Version: "test", Now: clock.Now,
-		Logger: nilLogger()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		defer cancel()
-		f.Shutdown(ctx)
-	})
-	fx := &formationFixture{root: root, f: f, logs: logs, c: map[string]*a2a.Client{}}
-	for _, m := range f.Members {
-		fx.c[m.Name] = a2a.NewClient(m.URL+"/a2a", tokens.Operator, nil)
-	}
-	return fx
+	return startFormationAt(t, all, Tokens{Operator: peerTokens, Formation: "fm-peer"}, clock.Now)
 }
 
 func (fx *formationFixture) member(name string) *RunningMember {
