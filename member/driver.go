@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"regexp"
 	"strings"
 	"unicode/utf8"
 )
@@ -155,4 +157,31 @@ func checkModelChoice(driver, provider, keyVar, name string, ch Choice, getenv f
 		return fmt.Errorf("%s choice %s: no getenv to resolve its credential with", driver, name)
 	}
 	return nil
+}
+
+// errorBodyLimit caps how much of a provider's error body that is not its own error object (a proxy's
+// page, a server's plain text) is quoted in an error.
+const errorBodyLimit = 300
+
+// quoteErrorBody returns the start of an error body, its runs of white space folded to one space.
+func quoteErrorBody(body io.Reader) string {
+	b, _ := io.ReadAll(io.LimitReader(body, errorBodyLimit+1))
+	msg := strings.Join(strings.Fields(string(b)), " ")
+	if len(b) > errorBodyLimit {
+		msg = strings.ToValidUTF8(msg[:min(len(msg), errorBodyLimit)], "") + "…"
+	}
+	return msg
+}
+
+// secretLikeRE finds API keys, masked or not, that a provider or proxy may quote back (a 401 says
+// "Incorrect API key provided: sk-proj-****…Ab1c"; Anthropic's keys read sk-ant-api03-…).
+var secretLikeRE = regexp.MustCompile(`\bsk-[A-Za-z0-9_*\-]{4,}`)
+
+// redactSecrets removes the credential the call presented, and anything shaped like an API key, from a
+// provider's message before it reaches an error.
+func redactSecrets(msg, key string) string {
+	if key != "" {
+		msg = strings.ReplaceAll(msg, key, "[credential]")
+	}
+	return secretLikeRE.ReplaceAllString(msg, "sk-[redacted]")
 }

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"regexp"
@@ -29,14 +28,7 @@ const (
 	// anthropicMaxRetryDelay is the longest wait the driver accepts between attempts. A provider that
 	// asks for more (retry-after) is reported at once instead of holding the task silently.
 	anthropicMaxRetryDelay = 20 * time.Second
-	// anthropicErrorBodyLimit caps how much of an error body without an Anthropic error object is
-	// quoted.
-	anthropicErrorBodyLimit = 300
 )
-
-// anthropicSecretRE finds Anthropic-style keys (sk-ant-api03-…) that a provider or proxy message may
-// quote back.
-var anthropicSecretRE = regexp.MustCompile(`sk-[A-Za-z0-9_*\-]{4,}`)
 
 // anthropicIDRE is what the Messages API accepts as a tool_use id.
 var anthropicIDRE = regexp.MustCompile(`[^A-Za-z0-9_-]`)
@@ -360,16 +352,9 @@ func (d *AnthropicDriver) failure(err error, key string) error {
 	}
 	if typ == "" && msg == "" && apiErr.Response != nil && apiErr.Response.Body != nil {
 		// Not an Anthropic error object (a proxy's page, a server's plain text): quote its start.
-		b, _ := io.ReadAll(io.LimitReader(apiErr.Response.Body, anthropicErrorBodyLimit+1))
-		msg = strings.Join(strings.Fields(string(b)), " ")
-		if len(b) > anthropicErrorBodyLimit {
-			msg = strings.ToValidUTF8(msg[:min(len(msg), anthropicErrorBodyLimit)], "") + "…"
-		}
+		msg = quoteErrorBody(apiErr.Response.Body)
 	}
-	if key != "" {
-		msg = strings.ReplaceAll(msg, key, "[credential]")
-	}
-	msg = anthropicSecretRE.ReplaceAllString(msg, "sk-[redacted]")
+	msg = redactSecrets(msg, key)
 	var b strings.Builder
 	b.WriteString(d.where())
 	b.WriteString(": ")

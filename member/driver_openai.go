@@ -5,10 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
-	"regexp"
 	"strings"
 	"time"
 
@@ -26,13 +24,7 @@ const (
 	// openAIMaxRetryDelay is the longest wait the driver accepts between attempts. A provider that asks
 	// for more (Retry-After) is reported at once instead of holding the task silently.
 	openAIMaxRetryDelay = 20 * time.Second
-	// openAIErrorBodyLimit caps how much of an error body without an OpenAI error object is quoted.
-	openAIErrorBodyLimit = 300
 )
-
-// secretLikeRE finds OpenAI-style keys, masked or not, that a provider message may quote back (a 401
-// says "Incorrect API key provided: sk-proj-****…Ab1c").
-var secretLikeRE = regexp.MustCompile(`\bsk-[A-Za-z0-9_*\-]{4,}`)
 
 // OpenAIDriver serves one inference choice with driver: openai through the Chat Completions API: the
 // OpenAI API itself, or any OpenAI-compatible server named by base_url (Ollama, vLLM, llama.cpp). It is
@@ -284,16 +276,9 @@ func (d *OpenAIDriver) failure(err error, key string) error {
 	msg := apiErr.Message
 	if msg == "" && apiErr.Response != nil && apiErr.Response.Body != nil {
 		// Not an OpenAI error object (a proxy's page, a server's plain text): quote its start.
-		b, _ := io.ReadAll(io.LimitReader(apiErr.Response.Body, openAIErrorBodyLimit+1))
-		msg = strings.Join(strings.Fields(string(b)), " ")
-		if len(b) > openAIErrorBodyLimit {
-			msg = strings.ToValidUTF8(msg[:min(len(msg), openAIErrorBodyLimit)], "") + "…"
-		}
+		msg = quoteErrorBody(apiErr.Response.Body)
 	}
-	if key != "" {
-		msg = strings.ReplaceAll(msg, key, "[credential]")
-	}
-	msg = secretLikeRE.ReplaceAllString(msg, "sk-[redacted]")
+	msg = redactSecrets(msg, key)
 	text := d.where() + ": " + strings.TrimSpace(status)
 	if msg != "" {
 		text += ": " + msg
