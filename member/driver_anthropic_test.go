@@ -4,12 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"io"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
-	"os"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
@@ -27,85 +23,21 @@ import (
 
 const anthropicTestKey = "sk-ant-api03-Zq7Xk2LmP9vBn4cRt8YwJ0pHs6DgAe1-test-KEYxyzAA"
 
-// anthropicRequest is one request the fake server saw.
-type anthropicRequest struct {
-	Method, Path string
-	Header       http.Header
-	Body         []byte
-}
-
-// anthropicAnswer is one answer of the fake server.
-type anthropicAnswer struct {
-	Status      int
-	Header      map[string]string
-	Fixture     string // a file under testdata/anthropic
-	Body        string // used when Fixture is empty
-	ContentType string // application/json unless set
-}
-
-// anthropicFake is a Messages API server on loopback: it records each request and plays its answers
-// in order, repeating the last.
-type anthropicFake struct {
-	*httptest.Server
-	mu      sync.Mutex
-	seen    []anthropicRequest
-	answers []anthropicAnswer
-}
+// The fake Messages API server: a providerFake serving testdata/anthropic.
+type (
+	anthropicRequest = fakeRequest
+	anthropicAnswer  = fakeAnswer
+	anthropicFake    = providerFake
+)
 
 func newAnthropicFake(t *testing.T, answers ...anthropicAnswer) *anthropicFake {
 	t.Helper()
-	f := &anthropicFake{answers: answers}
-	bodies := map[string][]byte{}
-	for _, a := range answers {
-		if a.Fixture != "" {
-			bodies[a.Fixture] = anthropicFixture(t, a.Fixture)
-		}
-	}
-	f.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, err := io.ReadAll(r.Body)
-		if err != nil {
-			t.Errorf("reading the request body: %v", err)
-		}
-		f.mu.Lock()
-		f.seen = append(f.seen, anthropicRequest{Method: r.Method, Path: r.URL.Path, Header: r.Header.Clone(), Body: body})
-		a := f.answers[min(len(f.seen), len(f.answers))-1]
-		f.mu.Unlock()
-		ct := a.ContentType
-		if ct == "" {
-			ct = "application/json"
-		}
-		w.Header().Set("Content-Type", ct)
-		for k, v := range a.Header {
-			w.Header().Set(k, v)
-		}
-		status := a.Status
-		if status == 0 {
-			status = http.StatusOK
-		}
-		w.WriteHeader(status)
-		if a.Fixture != "" {
-			_, _ = w.Write(bodies[a.Fixture])
-		} else {
-			_, _ = io.WriteString(w, a.Body)
-		}
-	}))
-	t.Cleanup(f.Close)
-	return f
-}
-
-func (f *anthropicFake) requests() []anthropicRequest {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return append([]anthropicRequest(nil), f.seen...)
+	return newProviderFake(t, "anthropic", answers...)
 }
 
 func anthropicFixture(t *testing.T, name string) []byte {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join("testdata", "anthropic", name))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
+	return providerFixture(t, "anthropic", name)
 }
 
 // anthropicEnv is a getenv whose variables a test may change between calls.

@@ -4,12 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"io"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -23,80 +19,21 @@ import (
 
 const openAITestKey = "sk-test-9f3Kq2LmZx7VbN4cRt8YwJ0pHs6DgAe1wxyz"
 
-// openAIRequest is one request the fake server saw.
-type openAIRequest struct {
-	Method, Path string
-	Header       http.Header
-	Body         []byte
-}
-
-// openAIAnswer is one answer of the fake server.
-type openAIAnswer struct {
-	Status  int
-	Header  map[string]string
-	Fixture string // a file under testdata/openai
-	Body    string // used when Fixture is empty
-}
-
-// openAIFake is an OpenAI-compatible server on loopback: it records each request and plays its
-// answers in order, repeating the last.
-type openAIFake struct {
-	*httptest.Server
-	mu      sync.Mutex
-	seen    []openAIRequest
-	answers []openAIAnswer
-}
+// The fake OpenAI-compatible server: a providerFake serving testdata/openai.
+type (
+	openAIRequest = fakeRequest
+	openAIAnswer  = fakeAnswer
+	openAIFake    = providerFake
+)
 
 func newOpenAIFake(t *testing.T, answers ...openAIAnswer) *openAIFake {
 	t.Helper()
-	f := &openAIFake{answers: answers}
-	bodies := map[string][]byte{}
-	for _, a := range answers {
-		if a.Fixture != "" {
-			bodies[a.Fixture] = openAIFixture(t, a.Fixture)
-		}
-	}
-	f.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, err := io.ReadAll(r.Body)
-		if err != nil {
-			t.Errorf("reading the request body: %v", err)
-		}
-		f.mu.Lock()
-		f.seen = append(f.seen, openAIRequest{Method: r.Method, Path: r.URL.Path, Header: r.Header.Clone(), Body: body})
-		a := f.answers[min(len(f.seen), len(f.answers))-1]
-		f.mu.Unlock()
-		w.Header().Set("Content-Type", "application/json")
-		for k, v := range a.Header {
-			w.Header().Set(k, v)
-		}
-		status := a.Status
-		if status == 0 {
-			status = http.StatusOK
-		}
-		w.WriteHeader(status)
-		if a.Fixture != "" {
-			_, _ = w.Write(bodies[a.Fixture])
-		} else {
-			_, _ = io.WriteString(w, a.Body)
-		}
-	}))
-	t.Cleanup(f.Close)
-	return f
-}
-
-func (f *openAIFake) requests() []openAIRequest {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return append([]openAIRequest(nil), f.seen...)
+	return newProviderFake(t, "openai", answers...)
 }
 
 func openAIFixture(t *testing.T, name string) []byte {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join("testdata", "openai", name))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
+	return providerFixture(t, "openai", name)
 }
 
 // openAIEnv is a getenv whose variables a test may change between calls.
