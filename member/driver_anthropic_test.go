@@ -41,22 +41,7 @@ func anthropicFixture(t *testing.T, name string) []byte {
 }
 
 // anthropicEnv is a getenv whose variables a test may change between calls.
-type anthropicEnv struct {
-	mu   sync.Mutex
-	vars map[string]string
-}
-
-func (e *anthropicEnv) set(k, v string) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.vars[k] = v
-}
-
-func (e *anthropicEnv) getenv(k string) string {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.vars[k]
-}
+type anthropicEnv = testEnv
 
 // newAnthropicTestDriver is the driver of choice claude on the fake server, its key in
 // MUR_TEST_ANTHROPIC_KEY.

@@ -37,22 +37,7 @@ func openAIFixture(t *testing.T, name string) []byte {
 }
 
 // openAIEnv is a getenv whose variables a test may change between calls.
-type openAIEnv struct {
-	mu   sync.Mutex
-	vars map[string]string
-}
-
-func (e *openAIEnv) set(k, v string) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.vars[k] = v
-}
-
-func (e *openAIEnv) getenv(k string) string {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.vars[k]
-}
+type openAIEnv = testEnv
 
 // newOpenAITestDriver is the driver of choice gpt on the fake server, its key in MUR_TEST_OPENAI_KEY.
 func newOpenAITestDriver(t *testing.T, f *openAIFake, edit func(*Choice)) (*OpenAIDriver, *openAIEnv) {

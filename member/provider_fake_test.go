@@ -91,3 +91,21 @@ func providerFixture(t *testing.T, dir, name string) []byte {
 	}
 	return b
 }
+
+// testEnv is a getenv whose variables a test may change between calls.
+type testEnv struct {
+	mu   sync.Mutex
+	vars map[string]string
+}
+
+func (e *testEnv) set(k, v string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.vars[k] = v
+}
+
+func (e *testEnv) getenv(k string) string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.vars[k]
+}
