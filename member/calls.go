@@ -397,23 +397,14 @@ func (tc *taskCalls) pending() (out, undelivered int, changed chan struct{}) {
 func (tc *taskCalls) round() (round, latest []CallOutcome) {
 	tc.mu.Lock()
 	var taken []*memberCall
-	seen := map[string]int{}
 	for _, c := range tc.calls {
 		if c.ended && !c.delivered {
 			c.delivered = true
 			taken = append(taken, c)
 			round = append(round, outcome(c))
 		}
-		if !c.ended {
-			continue
-		}
-		if i, ok := seen[c.member]; ok {
-			latest[i] = outcome(c)
-		} else {
-			seen[c.member] = len(latest)
-			latest = append(latest, outcome(c))
-		}
 	}
+	latest = tc.latestLocked()
 	tc.mu.Unlock()
 	for _, c := range taken {
 		tc.record(c)
@@ -424,6 +415,12 @@ func (tc *taskCalls) round() (round, latest []CallOutcome) {
 func (tc *taskCalls) latest() []CallOutcome {
 	tc.mu.Lock()
 	defer tc.mu.Unlock()
+	return tc.latestLocked()
+}
+
+// latestLocked returns each member's latest ended call, in the order members were first called. tc.mu
+// is held.
+func (tc *taskCalls) latestLocked() []CallOutcome {
 	var latest []CallOutcome
 	seen := map[string]int{}
 	for _, c := range tc.calls {

@@ -317,12 +317,16 @@ func (cg *cgroupSet) remove() error {
 		syscall.Close(cg.fd)
 		cg.fd = -1
 	}
+	dirs := []string{cg.kill}
+	if cg.mem != cg.kill { // under cgroup v2 they are one cgroup
+		dirs = append(dirs, cg.mem)
+	}
 	var errs []error
-	for _, dir := range []string{cg.kill, cg.mem} {
+	for _, dir := range dirs {
 		if dir == "" {
 			continue
 		}
-		if err := os.Remove(dir); err != nil && !errors.Is(err, os.ErrNotExist) {
+		if err := os.Remove(dir); err != nil {
 			errs = append(errs, err)
 		}
 	}
