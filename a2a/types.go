@@ -3,6 +3,7 @@ package a2a
 import (
 	"encoding/json"
 	"time"
+	"unicode/utf8"
 )
 
 // ProtocolVersion is the A2A version this package speaks on the wire.
@@ -233,4 +234,20 @@ type CancelTaskRequest struct {
 	ID       TaskID         `json:"id"`
 	Metadata map[string]any `json:"metadata,omitempty"`
 	Tenant   string         `json:"tenant,omitempty"`
+}
+
+// MaxIDBytes bounds the ids a door echoes back: no id it issues is longer, and a longer one in a request
+// is never repeated whole in an answer.
+const MaxIDBytes = 256
+
+// CutID returns s, or its first MaxIDBytes bytes (on a UTF-8 boundary) followed by "…" when it is longer.
+func CutID(s string) string {
+	if len(s) <= MaxIDBytes {
+		return s
+	}
+	n := MaxIDBytes
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
 }

@@ -259,7 +259,7 @@ func TestAnExitArrivesAsACompletionTask(t *testing.T) {
 	}
 	ctx := t.Context()
 	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		page, _ := s.List(ctx, ListQuery{PageSize: 10})
+		page, _ := s.List(ctx, ListQuery{PageSize: 10}, OperatorScope())
 		if page.Total == 2 {
 			done, _ := s.Wait(ctx, page.Tasks[0].ID)
 			if murmurMeta(done)["origin"] != OriginCompletion || !strings.HasPrefix(answer(done), "noted: Background command wrk_") ||

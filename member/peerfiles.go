@@ -16,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/murmur-run/murmur/internal/peercred"
 	"github.com/murmur-run/murmur/peerfile"
 	"github.com/murmur-run/murmur/roster"
 	"github.com/murmur-run/murmur/runtimetools"
@@ -206,14 +207,14 @@ func (s *Session) FetchPeerFile(ctx context.Context, req runtimetools.FetchReque
 	return out, nil
 }
 
-// redeem asks peer's door for the file a handle names, with the formation token. Redirects are not
-// followed, so the token goes to the door and nowhere else.
+// redeem asks peer's door for the file a handle names, with this member's peer credential. Redirects
+// are not followed, so the credential goes to the door and nowhere else.
 func (s *Session) redeem(ctx context.Context, doorURL, handle string) (*http.Response, error) {
 	r, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimRight(doorURL, "/")+"/peer-files/"+handle, nil)
 	if err != nil {
 		return nil, err
 	}
-	r.Header.Set("Authorization", "Bearer "+s.cfg.FormationToken)
+	r.Header.Set("Authorization", "Bearer "+s.credKey().Credential(s.cfg.Member, peercred.Untrusted))
 	hc := http.Client{}
 	if s.cfg.HTTPClient != nil {
 		hc = *s.cfg.HTTPClient

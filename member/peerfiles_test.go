@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/murmur-run/murmur/internal/peercred"
 	"github.com/murmur-run/murmur/peerfile"
 	"github.com/murmur-run/murmur/roster"
 	"github.com/prometheus/client_golang/prometheus"
@@ -89,7 +90,9 @@ func must(t *testing.T, err error) {
 func (e *peerEnv) serveDoor(w http.ResponseWriter, r *http.Request) {
 	e.hits.Add(1)
 	h, err := peerfile.Decode(strings.TrimPrefix(r.URL.Path, "/peer-files/"))
-	if r.Header.Get("Authorization") != "Bearer "+peerSecret || err != nil {
+	// The fetcher presents its own peer credential, never the formation secret.
+	_, credErr := peercred.NewKey(peerSecret, "f").Verify(strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer "))
+	if credErr != nil || err != nil {
 		http.Error(w, "no", http.StatusForbidden)
 		return
 	}

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/murmur-run/murmur/a2a"
+	"github.com/murmur-run/murmur/internal/peercred"
 	"github.com/murmur-run/murmur/roster"
 )
 
@@ -18,29 +19,41 @@ type Peers interface {
 	Cancel(ctx context.Context, member string, id a2a.TaskID) error
 }
 
-// doorPeers calls peers' doors over HTTP with the formation token.
+// doorPeers calls peers' doors over HTTP. It presents this member's own peer credential (package
+// peercred), for the trust class of the task it calls for; the formation secret is never sent.
 type doorPeers struct {
-	clients map[string]*a2a.Client
+	clients map[string]map[string]*a2a.Client // by member, then trust class
 }
 
-func newDoorPeers(r *roster.Roster, token string, hc *http.Client) *doorPeers {
-	p := &doorPeers{clients: map[string]*a2a.Client{}}
+func newDoorPeers(r *roster.Roster, self string, key peercred.Key, hc *http.Client) *doorPeers {
+	p := &doorPeers{clients: map[string]map[string]*a2a.Client{}}
 	for _, m := range r.Members {
-		p.clients[m.Name] = a2a.NewClient(strings.TrimRight(m.URL, "/")+"/a2a", token, hc)
+		url := strings.TrimRight(m.URL, "/") + "/a2a"
+		p.clients[m.Name] = map[string]*a2a.Client{
+			TrustTrusted:   a2a.NewClient(url, key.Credential(self, peercred.Trusted), hc),
+			TrustUntrusted: a2a.NewClient(url, key.Credential(self, peercred.Untrusted), hc),
+		}
 	}
 	return p
 }
 
-func (p *doorPeers) client(member string) (*a2a.Client, error) {
+// client returns the client for member that presents the credential of the trust class; reads and
+// cancels present the untrusted one, since only a task's creation depends on the class.
+func (p *doorPeers) client(member, trust string) (*a2a.Client, error) {
 	c, ok := p.clients[member]
 	if !ok {
 		return nil, fmt.Errorf("no member %q in the roster", member)
 	}
-	return c, nil
+	if trust != TrustTrusted {
+		trust = TrustUntrusted
+	}
+	return c[trust], nil
 }
 
 func (p *doorPeers) Send(ctx context.Context, member string, msg *a2a.Message) (*a2a.Task, error) {
-	c, err := p.client(member)
+	meta, _ := msg.Metadata["murmur"].(map[string]any)
+	trust, _ := meta["trust"].(string)
+	c, err := p.client(member, trust)
 	if err != nil {
 		return nil, err
 	}
@@ -55,7 +68,7 @@ func (p *doorPeers) Send(ctx context.Context, member string, msg *a2a.Message) (
 }
 
 func (p *doorPeers) Get(ctx context.Context, member string, id a2a.TaskID) (*a2a.Task, error) {
-	c, err := p.client(member)
+	c, err := p.client(member, TrustUntrusted)
 	if err != nil {
 		return nil, err
 	}
@@ -64,7 +77,7 @@ func (p *doorPeers) Get(ctx context.Context, member string, id a2a.TaskID) (*a2a
 }
 
 func (p *doorPeers) Cancel(ctx context.Context, member string, id a2a.TaskID) error {
-	c, err := p.client(member)
+	c, err := p.client(member, TrustUntrusted)
 	if err != nil {
 		return err
 	}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/murmur-run/murmur/a2a"
+	"github.com/murmur-run/murmur/internal/peercred"
 	"github.com/murmur-run/murmur/roster"
 	"github.com/murmur-run/murmur/runtimetools"
 )
@@ -39,6 +40,23 @@ const (
 
 // defaultQueueSize bounds the FIFO of task_acceptance: queue when the capsule sets no queue_size.
 const defaultQueueSize = 16
+
+// Scope says whose tasks a request may see: the operator's requests see every task, a peer's only the
+// tasks that peer sent. The zero Scope sees none. A task outside a request's scope is answered exactly as
+// a task the store does not hold, so a peer cannot learn that it exists.
+type Scope struct {
+	all    bool
+	caller string
+}
+
+// OperatorScope is the scope of the operator's requests: every task.
+func OperatorScope() Scope { return Scope{all: true} }
+
+// PeerScope is the scope of a peer's requests: the tasks member sent.
+func PeerScope(member string) Scope { return Scope{caller: member} }
+
+// sees reports whether a task sent by caller ("" for the operator) is in the scope.
+func (sc Scope) sees(caller string) bool { return sc.all || (sc.caller != "" && sc.caller == caller) }
 
 // Origin says who sent a task and with which trust class.
 type Origin struct {
@@ -70,9 +88,12 @@ type Config struct {
 	HTTPClient *http.Client
 	// Roster is the formation this member belongs to; nil for a session in no formation.
 	Roster *roster.Roster
-	// FormationToken is what call-member presents to peers' doors. It never reaches a model.
+	// FormationToken is the formation's secret. The member signs peer-file handles with keys derived from
+	// it and presents a credential derived from it and its name to peers' doors (package peercred); the
+	// secret itself is never sent, and never reaches a model or a command.
 	FormationToken string
-	// Peers overrides how peers' doors are reached (tests); nil means over HTTP with FormationToken.
+	// Peers overrides how peers' doors are reached (tests); nil means over HTTP with this member's
+	// credential.
 	Peers Peers
 	// ConfineHelper is an executable that runs `ConfineCommand path name args…` (mur itself); shell
 	// binaries run through it to get their memory limit and write confinement. "" runs them directly.
@@ -195,7 +216,7 @@ func Start(cfg Config) (*Session, error) {
 	s.records = rec
 	s.peers = cfg.Peers
 	if s.peers == nil && cfg.Roster != nil {
-		s.peers = newDoorPeers(cfg.Roster, cfg.FormationToken, cfg.HTTPClient)
+		s.peers = newDoorPeers(cfg.Roster, cfg.Member, s.credKey(), cfg.HTTPClient)
 	}
 	if s.tools, err = s.stageTools(); err != nil {
 		rec.Close()
@@ -237,6 +258,23 @@ func Start(cfg Config) (*Session, error) {
 	return s, nil
 }
 
+// credKey is the key this member's peer credentials are derived with.
+func (s *Session) credKey() peercred.Key {
+	formation := ""
+	if s.cfg.Roster != nil {
+		formation = s.cfg.Roster.Formation
+	}
+	return peercred.NewKey(s.cfg.FormationToken, formation)
+}
+
+// RecordRefusal writes a peer_refused record: a peer's request the door refused because what the
+// request claimed (its caller or trust class) did not match its credential.
+func (s *Session) RecordRefusal(fields map[string]any) {
+	if err := s.records.Write("peer_refused", "", fields); err != nil {
+		s.log.Warn("writing a peer_refused record", "err", err)
+	}
+}
+
 // ID returns the session id (ses_…).
 func (s *Session) ID() string { return s.id }
 
@@ -263,7 +301,11 @@ func (s *Session) Ping(ctx context.Context) error {
 // message.
 func (s *Session) Send(ctx context.Context, msg *a2a.Message, origin Origin) (*a2a.Task, error) {
 	if msg.TaskID != "" {
-		t, err := s.cfg.Store.Get(ctx, msg.TaskID)
+		scope := OperatorScope()
+		if origin.Origin == OriginPeer {
+			scope = PeerScope(origin.Caller)
+		}
+		t, err := s.get(ctx, msg.TaskID, scope)
 		if err != nil {
 			return nil, err
 		}
@@ -290,14 +332,16 @@ func (s *Session) Send(ctx context.Context, msg *a2a.Message, origin Origin) (*a
 	}
 	in := *msg
 	in.TaskID, in.ContextID = id, contextID
+	meta := map[string]any{"member": s.cfg.Member, "trust": origin.Trust, "origin": origin.Origin}
+	if origin.Origin == OriginPeer {
+		meta["caller"] = origin.Caller
+	}
 	t := &a2a.Task{
 		ID:        id,
 		ContextID: contextID,
 		Status:    a2a.TaskStatus{State: a2a.TaskStateSubmitted, Timestamp: a2a.NewTimestamp(now)},
 		History:   []a2a.Message{in},
-		Metadata: map[string]any{"murmur": map[string]any{
-			"member": s.cfg.Member, "trust": origin.Trust, "origin": origin.Origin,
-		}},
+		Metadata:  map[string]any{"murmur": meta},
 	}
 	c := s.cfg.Capsule
 	s.mu.Lock()
@@ -334,9 +378,10 @@ func (s *Session) Send(ctx context.Context, msg *a2a.Message, origin Origin) (*a
 	return t, nil
 }
 
-// Get returns a stored task with at most historyLength of its most recent messages (nil: all; 0: none).
-func (s *Session) Get(ctx context.Context, id a2a.TaskID, historyLength *int) (*a2a.Task, error) {
-	t, err := s.cfg.Store.Get(ctx, id)
+// Get returns a stored task in scope with at most historyLength of its most recent messages (nil: all;
+// 0: none).
+func (s *Session) Get(ctx context.Context, id a2a.TaskID, historyLength *int, scope Scope) (*a2a.Task, error) {
+	t, err := s.get(ctx, id, scope)
 	if err != nil {
 		return nil, err
 	}
@@ -344,14 +389,37 @@ func (s *Session) Get(ctx context.Context, id a2a.TaskID, historyLength *int) (*
 	return t, nil
 }
 
-// GetJSON returns a stored task, whole, as its JSON: the door's GetTask without historyLength, which
-// needs no decode. The caller must not modify the bytes.
-func (s *Session) GetJSON(ctx context.Context, id a2a.TaskID) ([]byte, error) {
-	return s.cfg.Store.GetJSON(ctx, id)
+// GetJSON returns a stored task in scope, whole, as its JSON: the door's GetTask without historyLength,
+// which needs no decode. The caller must not modify the bytes.
+func (s *Session) GetJSON(ctx context.Context, id a2a.TaskID, scope Scope) ([]byte, error) {
+	body, caller, err := s.cfg.Store.GetWithCaller(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if !scope.sees(caller) {
+		return nil, notStored(id)
+	}
+	return body, nil
 }
 
-// List returns one page of tasks.
-func (s *Session) List(ctx context.Context, q ListQuery) (ListPage, error) {
+// get returns a stored task in scope; a task outside it is not found.
+func (s *Session) get(ctx context.Context, id a2a.TaskID, scope Scope) (*a2a.Task, error) {
+	body, err := s.GetJSON(ctx, id, scope)
+	if err != nil {
+		return nil, err
+	}
+	return decodeTask(id, body)
+}
+
+// List returns one page of the tasks in scope.
+func (s *Session) List(ctx context.Context, q ListQuery, scope Scope) (ListPage, error) {
+	switch {
+	case scope.all:
+	case scope.caller == "":
+		return ListPage{}, nil
+	default:
+		q.Caller = scope.caller
+	}
 	return s.cfg.Store.List(ctx, q)
 }
 
@@ -388,10 +456,13 @@ func (s *Session) Wait(ctx context.Context, id a2a.TaskID) (*a2a.Task, error) {
 	}
 }
 
-// Cancel cancels a task: a queued one at once, a running one by canceling its work and waiting for it to
-// stop. Canceling a canceled task returns it unchanged; canceling another terminal task is
-// a2a.ErrTaskNotCancelable.
-func (s *Session) Cancel(ctx context.Context, id a2a.TaskID) (*a2a.Task, error) {
+// Cancel cancels a task in scope: a queued one at once, a running one by canceling its work and waiting
+// for it to stop. Canceling a canceled task returns it unchanged; canceling another terminal task is
+// a2a.ErrTaskNotCancelable; a task outside the scope is not found.
+func (s *Session) Cancel(ctx context.Context, id a2a.TaskID, scope Scope) (*a2a.Task, error) {
+	if _, err := s.GetJSON(ctx, id, scope); err != nil {
+		return nil, err
+	}
 	s.mu.Lock()
 	if i := slices.Index(s.queue, id); i >= 0 {
 		s.queue = slices.Delete(s.queue, i, i+1)

@@ -188,7 +188,7 @@ func TestCloseCancelsWorkInFlight(t *testing.T) {
 	running, _ := s.Send(ctx, msg, Origin{})
 	queued, _ := s.Send(ctx, msg, Origin{})
 	for {
-		got, _ := s.Get(ctx, running.ID, nil)
+		got, _ := s.Get(ctx, running.ID, nil, OperatorScope())
 		if got.Status.State == a2a.TaskStateWorking {
 			break
 		}
@@ -198,7 +198,7 @@ func TestCloseCancelsWorkInFlight(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, id := range []a2a.TaskID{running.ID, queued.ID} {
-		got, err := s.Get(ctx, id, nil)
+		got, err := s.Get(ctx, id, nil, OperatorScope())
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -46,8 +46,16 @@ type Store struct {
 	cache *taskCache
 }
 
-// cachedTasks bounds the tasks whose JSON the store keeps in memory.
-const cachedTasks = 4096
+// cachedTasks and cachedBytes bound the tasks whose JSON the store keeps in memory, in number and in
+// bytes: tasks are small as a rule, but one may hold a message of a megabyte and a long answer.
+const (
+	cachedTasks = 4096
+	cachedBytes = 64 << 20
+)
+
+// maxPageBytes bounds the stored JSON of the tasks of one ListTasks page: a page that reaches it ends
+// early, with a next page token.
+const maxPageBytes = 4 << 20
 
 // schema holds the store's migrations: schema[i] takes user_version i to i+1. Append, never edit.
 var schema = []string{
@@ -62,6 +70,11 @@ var schema = []string{
 	);
 	CREATE INDEX tasks_context ON tasks (context_id, seq);
 	CREATE INDEX tasks_state ON tasks (state, seq);`,
+	// caller: the member that sent the task ('' for the operator's). Tasks stored before it had no caller
+	// recorded: a peer's get '?', which no member is called, so they stay the operator's to see.
+	`ALTER TABLE tasks ADD COLUMN caller TEXT NOT NULL DEFAULT '';
+	UPDATE tasks SET caller = '?' WHERE json_extract(task, '$.metadata.murmur.origin') = 'peer';
+	CREATE INDEX tasks_caller ON tasks (caller, seq);`,
 }
 
 // OpenStore opens the task store at path, creating the file (mode 0600), its parent directory
@@ -103,7 +116,7 @@ func OpenStore(path string) (*Store, error) {
 		read.Close()
 		return nil, fmt.Errorf("member: task store %s: %w", abs, err)
 	}
-	return &Store{write: write, read: read, now: time.Now, cache: newTaskCache(cachedTasks)}, nil
+	return &Store{write: write, read: read, now: time.Now, cache: newTaskCache(cachedTasks, cachedBytes)}, nil
 }
 
 // openDB opens a pool on the file at abs whose every connection gets the store's pragmas.
@@ -181,16 +194,24 @@ func (s *Store) Create(ctx context.Context, t *a2a.Task) error {
 	if ts := t.Status.Timestamp; ts != nil {
 		created = ts.Time
 	}
+	caller := taskCaller(t)
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
 	_, err = s.write.ExecContext(ctx,
-		`INSERT INTO tasks (id, context_id, state, status_ts, created, task) VALUES (?, ?, ?, ?, ?, ?)`,
-		string(t.ID), t.ContextID, string(t.Status.State), statusMillis(t), created.UnixMilli(), body)
+		`INSERT INTO tasks (id, context_id, state, status_ts, created, caller, task) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+		string(t.ID), t.ContextID, string(t.Status.State), statusMillis(t), created.UnixMilli(), caller, body)
 	if err != nil {
 		return fmt.Errorf("member: storing task %s: %w", t.ID, err)
 	}
-	s.cache.put(t.ID, body)
+	s.cache.put(t.ID, caller, body)
 	return nil
+}
+
+// taskCaller is the member that sent t, from its metadata (murmur.caller); "" for the operator's tasks.
+// It is set once, when the task is created, and never changes.
+func taskCaller(t *a2a.Task) string {
+	c, _ := murmurMeta(t)["caller"].(string)
+	return c
 }
 
 // Update replaces the stored task whose id is t's with t. The error wraps ErrStoreNotFound (and so
@@ -215,7 +236,7 @@ func (s *Store) Update(ctx context.Context, t *a2a.Task) error {
 	if n == 0 {
 		return notStored(t.ID)
 	}
-	s.cache.put(t.ID, body)
+	s.cache.put(t.ID, taskCaller(t), body)
 	return nil
 }
 
@@ -232,22 +253,30 @@ func (s *Store) Get(ctx context.Context, id a2a.TaskID) (*a2a.Task, error) {
 // GetJSON returns the stored task's JSON, exactly as a2a.Task marshals. The caller must not modify it.
 // The error wraps ErrStoreNotFound (and so a2a.ErrTaskNotFound) when the store has no such task.
 func (s *Store) GetJSON(ctx context.Context, id a2a.TaskID) ([]byte, error) {
-	if body, ok := s.cache.get(id); ok {
-		return body, nil
+	body, _, err := s.GetWithCaller(ctx, id)
+	return body, err
+}
+
+// GetWithCaller returns the stored task's JSON and the member that sent it ("" for the operator). The
+// caller must not modify the bytes. The error wraps ErrStoreNotFound when the store has no such task.
+func (s *Store) GetWithCaller(ctx context.Context, id a2a.TaskID) (body []byte, caller string, err error) {
+	if body, caller, ok := s.cache.get(id); ok {
+		return body, caller, nil
 	}
-	var body []byte
-	err := s.read.QueryRowContext(ctx, `SELECT task FROM tasks WHERE id = ?`, string(id)).Scan(&body)
+	err = s.read.QueryRowContext(ctx, `SELECT task, caller FROM tasks WHERE id = ?`, string(id)).Scan(&body, &caller)
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, notStored(id)
+		return nil, "", notStored(id)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("member: reading task %s: %w", id, err)
+		return nil, "", fmt.Errorf("member: reading task %s: %w", id, err)
 	}
-	return body, nil
+	return body, caller, nil
 }
 
 // ListQuery selects the tasks of ListTasks. Zero fields do not filter.
 type ListQuery struct {
+	// Caller, when set, keeps only the tasks that member sent (a peer's ListTasks).
+	Caller    string
 	ContextID string
 	State     a2a.TaskState
 	After     time.Time // status timestamp strictly after; zero: any
@@ -269,6 +298,9 @@ func (s *Store) List(ctx context.Context, q ListQuery) (ListPage, error) {
 	digest := q.digest()
 	var where []string
 	var args []any
+	if q.Caller != "" {
+		where, args = append(where, "caller = ?"), append(args, q.Caller)
+	}
 	if q.ContextID != "" {
 		where, args = append(where, "context_id = ?"), append(args, q.ContextID)
 	}
@@ -315,8 +347,11 @@ func (s *Store) List(ctx context.Context, q ListQuery) (ListPage, error) {
 	defer rows.Close()
 	var last int64
 	more := false
+	size := 0
 	for rows.Next() {
-		if len(page.Tasks) == q.PageSize {
+		// A page ends at its size, or once it holds maxPageBytes of tasks, so a response stays bounded
+		// however large the tasks are; the next page starts after the last task sent.
+		if len(page.Tasks) == q.PageSize || size >= maxPageBytes {
 			more = true
 			break
 		}
@@ -329,6 +364,7 @@ func (s *Store) List(ctx context.Context, q ListQuery) (ListPage, error) {
 		if err != nil {
 			return ListPage{}, err
 		}
+		size += len(body)
 		page.Tasks = append(page.Tasks, t)
 	}
 	if err := rows.Err(); err != nil {
@@ -346,7 +382,11 @@ func (s *Store) List(ctx context.Context, q ListQuery) (ListPage, error) {
 func (s *Store) Recover(ctx context.Context, now time.Time) (ids []a2a.TaskID, err error) {
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
-	written := map[a2a.TaskID][]byte{}
+	type row struct {
+		caller string
+		body   []byte
+	}
+	written := map[a2a.TaskID]row{}
 	tx, err := s.write.BeginTx(ctx, nil)
 	if err != nil {
 		return nil, fmt.Errorf("member: recovering tasks: %w", err)
@@ -402,13 +442,13 @@ func (s *Store) Recover(ctx context.Context, now time.Time) (ids []a2a.TaskID, e
 			return nil, fmt.Errorf("member: recovering task %s: %w", t.ID, err)
 		}
 		ids = append(ids, t.ID)
-		written[t.ID] = body
+		written[t.ID] = row{taskCaller(t), body}
 	}
 	if err := tx.Commit(); err != nil {
 		return nil, fmt.Errorf("member: recovering tasks: %w", err)
 	}
-	for id, body := range written {
-		s.cache.put(id, body)
+	for id, w := range written {
+		s.cache.put(id, w.caller, w.body)
 	}
 	return ids, nil
 }
@@ -456,7 +496,7 @@ func (q ListQuery) digest() [8]byte {
 	if !q.After.IsZero() {
 		after = strconv.FormatInt(q.After.UnixMilli(), 10)
 	}
-	sum := sha256.Sum256([]byte(q.ContextID + "\x00" + string(q.State) + "\x00" + after))
+	sum := sha256.Sum256([]byte(q.ContextID + "\x00" + string(q.State) + "\x00" + after + "\x00" + q.Caller))
 	return [8]byte(sum[:8])
 }
 

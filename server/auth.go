@@ -10,16 +10,19 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/murmur-run/murmur/internal/peercred"
 )
 
-// Tokens are a formation's two bearer credentials: the operator's, and the formation's own, which its
-// members present to each other and no model ever sees.
+// Tokens are a formation's two secrets: the operator's bearer token, and the formation token, from which
+// each member derives the credential it presents to the others (package peercred). No model and no
+// command ever sees either.
 type Tokens struct {
 	Operator  string
 	Formation string
 }
 
-// Principal is who a request authenticated as.
+// Principal is the kind of party a request authenticated as.
 type Principal int
 
 // The principals of a door.
@@ -39,23 +42,55 @@ func (p Principal) String() string {
 	return "nobody"
 }
 
-// Authenticate compares the request's bearer token with both tokens in constant time.
-func (t Tokens) Authenticate(r *http.Request) Principal {
+// Caller is who a request authenticated as: the operator, or a peer with the member name and trust
+// class its credential carries (never what the request's metadata says).
+type Caller struct {
+	Principal Principal
+	Member    string // a peer's member name
+	Trust     string // a peer's trust class: peercred.Trusted or peercred.Untrusted
+}
+
+// authenticator checks a request's bearer token: the operator token, or a peer credential derived from
+// the formation secret (package peercred). The formation secret itself authenticates nobody.
+type authenticator struct {
+	operator []byte
+	secret   []byte
+	key      peercred.Key
+}
+
+func newAuthenticator(t Tokens, formation string) authenticator {
+	return authenticator{operator: []byte(t.Operator), secret: []byte(t.Formation), key: peercred.NewKey(t.Formation, formation)}
+}
+
+// errNoToken and errBareSecret are why a request authenticated as nobody, in the words sent back.
+const (
+	errNoToken    = "missing or invalid bearer token: send Authorization: Bearer <operator token>"
+	errBareSecret = "the formation token is not a bearer credential: a member presents a credential derived from it (its name and trust class, signed); send the operator token to act as the operator"
+)
+
+// authenticate reads the Authorization header only, so it runs before anything else of the request is
+// read. On Nobody it returns the reason to send.
+func (a authenticator) authenticate(r *http.Request) (Caller, string) {
 	h := r.Header.Get("Authorization")
 	const prefix = "Bearer "
 	if len(h) <= len(prefix) || !strings.EqualFold(h[:len(prefix)], prefix) {
-		return Nobody
+		return Caller{}, errNoToken
 	}
-	got := []byte(strings.TrimSpace(h[len(prefix):]))
-	op := subtle.ConstantTimeCompare(got, []byte(t.Operator))
-	peer := subtle.ConstantTimeCompare(got, []byte(t.Formation))
-	switch {
-	case t.Operator != "" && op == 1:
-		return Operator
-	case t.Formation != "" && peer == 1:
-		return Peer
+	got := strings.TrimSpace(h[len(prefix):])
+	if len(a.operator) > 0 && subtle.ConstantTimeCompare([]byte(got), a.operator) == 1 {
+		return Caller{Principal: Operator}, ""
 	}
-	return Nobody
+	if peercred.LooksLike(got) {
+		id, err := a.key.Verify(got)
+		if err != nil {
+			return Caller{}, errNoToken
+		}
+		return Caller{Principal: Peer, Member: id.Member, Trust: id.Trust}, ""
+	}
+	if len(a.secret) > 0 && subtle.ConstantTimeCompare([]byte(got), a.secret) == 1 {
+		return Caller{}, errBareSecret
+	}
+	return Caller{}, errNoToken
 }
 
 // Token file names under the data directory.

@@ -13,14 +13,17 @@ import (
 )
 
 // Executor is what a door needs of a member's session.
+// Every read and cancel carries the scope of the request: the tasks its caller may see.
 type Executor interface {
 	Send(ctx context.Context, msg *a2a.Message, origin member.Origin) (*a2a.Task, error)
 	Wait(ctx context.Context, id a2a.TaskID) (*a2a.Task, error)
-	Get(ctx context.Context, id a2a.TaskID, historyLength *int) (*a2a.Task, error)
-	GetJSON(ctx context.Context, id a2a.TaskID) ([]byte, error)
-	List(ctx context.Context, q member.ListQuery) (member.ListPage, error)
-	Cancel(ctx context.Context, id a2a.TaskID) (*a2a.Task, error)
+	Get(ctx context.Context, id a2a.TaskID, historyLength *int, scope member.Scope) (*a2a.Task, error)
+	GetJSON(ctx context.Context, id a2a.TaskID, scope member.Scope) ([]byte, error)
+	List(ctx context.Context, q member.ListQuery, scope member.Scope) (member.ListPage, error)
+	Cancel(ctx context.Context, id a2a.TaskID, scope member.Scope) (*a2a.Task, error)
 	Ping(ctx context.Context) error
+	// RecordRefusal records a peer's request refused for claiming another identity than its credential.
+	RecordRefusal(fields map[string]any)
 }
 
 var _ Executor = (*member.Session)(nil)
@@ -36,6 +39,8 @@ type DoorConfig struct {
 	Tokens     Tokens
 	Card       a2a.AgentCard
 	MaxBody    int64 // 0: DefaultMaxBody
+	// BodyBudget bounds the request bodies the door holds at once; 0: DefaultBodyBudget.
+	BodyBudget int64
 	Gatherer   prometheus.Gatherer
 	Registerer prometheus.Registerer // carries the member label
 	Logger     *slog.Logger
@@ -49,6 +54,8 @@ type DoorConfig struct {
 // Door is one member's HTTP surface.
 type Door struct {
 	cfg     DoorConfig
+	auth    authenticator
+	admit   *admission
 	metrics *doorMetrics
 	card    cardBody
 	handler http.Handler
@@ -73,7 +80,11 @@ func NewDoor(cfg DoorConfig) (*Door, error) {
 	if err != nil {
 		return nil, err
 	}
-	d := &Door{cfg: cfg, metrics: m, card: card}
+	formation := ""
+	if cfg.Roster != nil {
+		formation = cfg.Roster.Formation
+	}
+	d := &Door{cfg: cfg, auth: newAuthenticator(cfg.Tokens, formation), admit: newAdmission(cfg.BodyBudget), metrics: m, card: card}
 	d.handler = d.routes()
 	return d, nil
 }

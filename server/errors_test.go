@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/murmur-run/murmur/internal/peercred"
 	"github.com/murmur-run/murmur/member"
 )
 
@@ -57,12 +58,15 @@ func (f *fixture) post(body string, headers map[string]string) (int, rpcReply) {
 
 func (f *fixture) taskCount() int {
 	f.t.Helper()
-	page, err := f.session.List(context.Background(), member.ListQuery{PageSize: 100})
+	page, err := f.session.List(context.Background(), member.ListQuery{PageSize: 100}, member.OperatorScope())
 	if err != nil {
 		f.t.Fatal(err)
 	}
 	return page.Total
 }
+
+// forged is a peer credential for caller signed with another formation secret.
+var forged = peercred.NewKey("another-secret", "test").Credential("caller", peercred.Trusted)
 
 const validSend = `{"jsonrpc":"2.0","id":7,"method":"SendMessage","params":{"message":{"messageId":"m1","role":"ROLE_USER","parts":[{"text":"hi"}]}}}`
 
@@ -103,9 +107,15 @@ func TestBadRequestsGetTheirOwnErrors(t *testing.T) {
 		{"streaming not declared", `{"jsonrpc":"2.0","id":13,"method":"SendStreamingMessage","params":{}}`, nil, 200, -32004, "13", "does not declare", "UNSUPPORTED_OPERATION"},
 		{"push not declared", `{"jsonrpc":"2.0","id":14,"method":"CreateTaskPushNotificationConfig","params":{}}`, nil, 200, -32003, "14", "push notifications", "PUSH_NOTIFICATION_NOT_SUPPORTED"},
 		{"oversize body", big, nil, 413, -32600, "null", "larger than this door's limit of 65536 bytes (64 KiB)", ""},
-		{"no token", validSend, map[string]string{"Authorization": "<none>"}, 200, -31401, "7", "missing or invalid bearer token", "UNAUTHENTICATED"},
-		{"wrong token", validSend, map[string]string{"Authorization": "Bearer guess"}, 200, -31401, "7", "missing or invalid bearer token", ""},
-		{"not bearer", validSend, map[string]string{"Authorization": "Basic " + testOperatorToken}, 200, -31401, "7", "bearer", ""},
+		{"no token", validSend, map[string]string{"Authorization": "<none>"}, 401, -31401, "null", "missing or invalid bearer token", "UNAUTHENTICATED"},
+		{"wrong token", validSend, map[string]string{"Authorization": "Bearer guess"}, 401, -31401, "null", "missing or invalid bearer token", ""},
+		{"not bearer", validSend, map[string]string{"Authorization": "Basic " + testOperatorToken}, 401, -31401, "null", "bearer", ""},
+		{"the bare formation token", validSend, map[string]string{"Authorization": "Bearer " + testFormationToken}, 401, -31401, "null", "the formation token is not a bearer credential", ""},
+		{"a forged peer credential", validSend, map[string]string{"Authorization": "Bearer " + forged}, 401, -31401, "null", "missing or invalid bearer token", ""},
+		{"no token and no JSON", `{"jsonrpc":`, map[string]string{"Authorization": "<none>"}, 401, -31401, "null", "missing or invalid bearer token", ""},
+		{"long request id", `{"jsonrpc":"2.0","id":"` + strings.Repeat("i", 300) + `","method":"GetTask","params":{"id":"x"}}`, nil, 200, -32600, "null", `"id" is 302 bytes long: a request id may be at most 256 bytes`, ""},
+		{"long task id", `{"jsonrpc":"2.0","id":15,"method":"GetTask","params":{"id":"` + strings.Repeat("t", 100<<10/2) + `"}}`, nil, 200, -32001, "15", "", strings.Repeat("t", 256) + "…" + `"}`},
+		{"too many parts", `{"jsonrpc":"2.0","id":16,"method":"SendMessage","params":{"message":{"messageId":"m","role":"ROLE_USER","parts":[` + strings.Repeat(`{"text":"x"},`, 64) + `{"text":"x"}]}}}`, nil, 200, -32602, "16", "", "65 parts: a message may have at most 64"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			status, rep := f.post(tc.body, tc.headers)

@@ -105,16 +105,16 @@ func startDoor(t testing.TB, files map[string]string) *fixture {
 	return f
 }
 
-// testRoster is a roster in which "caller" may reach "solo" and "stranger" may not.
+// testRoster is a roster in which "caller" and "other" may reach "solo" and "stranger" may not.
 func testRoster(t testing.TB, root string) *roster.Roster {
 	t.Helper()
-	for _, n := range []string{"solo", "caller", "stranger"} {
+	for _, n := range []string{"solo", "caller", "other", "stranger"} {
 		d := filepath.Join(root, "roster", n)
 		os.MkdirAll(d, 0o755)
 		os.WriteFile(filepath.Join(d, "murmur.yaml"), []byte("name: "+n+"\nscript: {command: [cat]}\n"), 0o644)
 	}
 	path := filepath.Join(root, "roster", "roster.yaml")
-	body := "formation: test\nmembers:\n  - {name: solo, capsule: ./solo}\n  - {name: caller, capsule: ./caller}\n  - {name: stranger, capsule: ./stranger}\nreach:\n  - {from: caller, to: [solo]}\n"
+	body := "formation: test\nmembers:\n  - {name: solo, capsule: ./solo}\n  - {name: caller, capsule: ./caller}\n  - {name: other, capsule: ./other}\n  - {name: stranger, capsule: ./stranger}\nreach:\n  - {from: caller, to: [solo]}\n  - {from: other, to: [solo]}\n"
 	if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
 		t.Fatal(err)
 	}

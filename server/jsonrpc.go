@@ -29,12 +29,21 @@ type response struct {
 
 var nullID = json.RawMessage("null")
 
-// serveJSONRPC answers one JSON-RPC request. Everything is checked before the session is touched: the
-// content type, the body's size and syntax, the envelope, the token, the A2A version, the method and its
-// params. Errors are sent with HTTP 200, as A2A's JSON-RPC binding does, except an oversize body (413).
+// serveJSONRPC answers one JSON-RPC request. Everything is checked before the session is touched, and
+// the token before anything else: nothing of an unauthenticated request's body is read. Then the content
+// type, the door's admission of the body (a memory budget shared by the requests being read and run), the
+// body's size and syntax, the envelope, the A2A version, the method, the caller's authorisation and the
+// params. Errors are sent with HTTP 200, as A2A's JSON-RPC binding does, except a missing or wrong token
+// (401, with WWW-Authenticate), an oversize body (413) and a full door (503, with Retry-After).
 func (d *Door) serveJSONRPC(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	method, id, result, rpcErr, status := d.handle(r)
+	switch status {
+	case http.StatusUnauthorized:
+		w.Header().Set("WWW-Authenticate", `Bearer realm="murmur"`)
+	case http.StatusServiceUnavailable:
+		w.Header().Set("Retry-After", "1")
+	}
 	code := "ok"
 	if rpcErr != nil {
 		code = strconv.FormatInt(rpcErr.Code, 10)
@@ -100,18 +109,34 @@ func (d *Door) handle(r *http.Request) (method string, id json.RawMessage, resul
 	}
 	id = nullID
 
+	caller, why := d.auth.authenticate(r)
+	if caller.Principal == Nobody {
+		status = http.StatusUnauthorized
+		return fail(a2a.ErrUnauthenticated.With(why))
+	}
 	if ct := r.Header.Get("Content-Type"); !isJSON(ct) {
 		return fail(a2a.ErrContentTypeNotSupported.With(fmt.Sprintf(
 			"Content-Type %q is not supported: send the JSON-RPC request as application/json", ct)))
 	}
+	tooBig := func() (string, json.RawMessage, any, *jsonrpc2.Error, int) {
+		status = http.StatusRequestEntityTooLarge
+		return fail(a2a.ErrInvalidRequest.With(fmt.Sprintf(
+			"request body is larger than this door's limit of %d bytes (%s); send a smaller message, or start the door with a larger --max-body",
+			d.cfg.MaxBody, humanBytes(d.cfg.MaxBody))))
+	}
+	if r.ContentLength > d.cfg.MaxBody {
+		return tooBig()
+	}
+	release, err := d.admit.acquire(r.Context(), bodyWeight(r.ContentLength, d.cfg.MaxBody))
+	if err != nil {
+		status = http.StatusServiceUnavailable
+		return fail(a2a.ErrInternal.With(err.Error()))
+	}
+	defer release()
 	body, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, d.cfg.MaxBody))
 	if err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			status = http.StatusRequestEntityTooLarge
-			return fail(a2a.ErrInvalidRequest.With(fmt.Sprintf(
-				"request body is larger than this door's limit of %d bytes (%s); send a smaller message, or start the door with a larger --max-body",
-				d.cfg.MaxBody, humanBytes(d.cfg.MaxBody))))
+		if errors.As(err, new(*http.MaxBytesError)) {
+			return tooBig()
 		}
 		return fail(a2a.ErrInvalidRequest.With("reading the request body failed: " + err.Error()))
 	}
@@ -143,6 +168,9 @@ func (d *Door) handle(r *http.Request) (method string, id json.RawMessage, resul
 	if req.Notif || len(envelope.ID) == 0 || string(envelope.ID) == "null" {
 		return fail(a2a.ErrInvalidRequest.With(`the request has no "id": notifications are not served; add an id (a string or a number)`))
 	}
+	if len(envelope.ID) > a2a.MaxIDBytes {
+		return fail(a2a.ErrInvalidRequest.With(fmt.Sprintf(`"id" is %d bytes long: a request id may be at most %d bytes`, len(envelope.ID), a2a.MaxIDBytes)))
+	}
 	id = envelope.ID
 	method = req.Method
 	if envelope.JSONRPC == nil || *envelope.JSONRPC != "2.0" {
@@ -152,10 +180,6 @@ func (d *Door) handle(r *http.Request) (method string, id json.RawMessage, resul
 		return fail(a2a.ErrInvalidRequest.With(`"method" is empty: name an A2A 1.0 method such as SendMessage`))
 	}
 
-	principal := d.cfg.Tokens.Authenticate(r)
-	if principal == Nobody {
-		return fail(a2a.ErrUnauthenticated.With("missing or invalid bearer token: send Authorization: Bearer <operator token>"))
-	}
 	if vals, present := r.Header[http.CanonicalHeaderKey(a2a.HeaderVersion)]; present {
 		v := strings.TrimSpace(strings.Join(vals, ""))
 		if v != "1.0" && !strings.HasPrefix(v, "1.") {
@@ -175,53 +199,63 @@ func (d *Door) handle(r *http.Request) (method string, id json.RawMessage, resul
 	if req.Params != nil {
 		params = *req.Params
 	}
-	res, err := d.call(r.Context(), principal, a2a.Method(method), params)
+	res, err := d.call(r.Context(), caller, a2a.Method(method), params, release)
 	if err != nil {
 		return fail(err)
 	}
 	return method, id, res, nil, status
 }
 
-// call runs one method.
-func (d *Door) call(ctx context.Context, p Principal, method a2a.Method, params json.RawMessage) (any, error) {
+// call runs one method for caller. A peer may use a method only if the roster lets it reach this member,
+// and sees only the tasks it sent. release gives back the request's admission; a method that waits
+// (a blocking SendMessage) calls it before it waits.
+func (d *Door) call(ctx context.Context, caller Caller, method a2a.Method, params json.RawMessage, release func()) (any, error) {
+	scope := member.OperatorScope()
+	if caller.Principal == Peer && knownMethod(string(method)) {
+		if !d.mayCall(caller.Member) {
+			return nil, a2a.ErrUnauthorized.WithMeta("caller", caller.Member).With(fmt.Sprintf(
+				"member %s may not call %s: roster.yaml has no reach rule from %s to %s", caller.Member, d.cfg.Member, caller.Member, d.cfg.Member))
+		}
+		scope = member.PeerScope(caller.Member)
+	}
 	switch method {
 	case a2a.MethodSendMessage:
 		var req a2a.SendMessageRequest
 		if err := decodeParams(params, &req); err != nil {
 			return nil, err
 		}
-		return d.sendMessage(ctx, p, &req)
+		return d.sendMessage(ctx, caller, &req, release)
 	case a2a.MethodGetTask:
 		var req a2a.GetTaskRequest
 		if err := decodeParams(params, &req); err != nil {
 			return nil, err
 		}
-		if req.ID == "" {
-			return nil, a2a.InvalidParams(a2a.FieldViolation{Field: "id", Description: "required: the id of the task to read"})
+		if err := checkTaskID("id", req.ID, "the id of the task to read"); err != nil {
+			return nil, err
 		}
 		if err := checkHistoryLength("historyLength", req.HistoryLength); err != nil {
 			return nil, err
 		}
 		if req.HistoryLength == nil {
-			body, err := d.cfg.Executor.GetJSON(ctx, req.ID)
+			body, err := d.cfg.Executor.GetJSON(ctx, req.ID, scope)
 			return json.RawMessage(body), err
 		}
-		return d.cfg.Executor.Get(ctx, req.ID, req.HistoryLength)
+		return d.cfg.Executor.Get(ctx, req.ID, req.HistoryLength, scope)
 	case a2a.MethodListTasks:
 		var req a2a.ListTasksRequest
 		if err := decodeParams(params, &req); err != nil {
 			return nil, err
 		}
-		return d.listTasks(ctx, &req)
+		return d.listTasks(ctx, &req, scope)
 	case a2a.MethodCancelTask:
 		var req a2a.CancelTaskRequest
 		if err := decodeParams(params, &req); err != nil {
 			return nil, err
 		}
-		if req.ID == "" {
-			return nil, a2a.InvalidParams(a2a.FieldViolation{Field: "id", Description: "required: the id of the task to cancel"})
+		if err := checkTaskID("id", req.ID, "the id of the task to cancel"); err != nil {
+			return nil, err
 		}
-		return d.cfg.Executor.Cancel(ctx, req.ID)
+		return d.cfg.Executor.Cancel(ctx, req.ID, scope)
 	case a2a.MethodSendStreamingMessage, a2a.MethodSubscribeToTask:
 		return nil, a2a.ErrUnsupportedOperation.With(fmt.Sprintf(
 			"%s needs streaming, which this door's agent card does not declare; use SendMessage and GetTask", method))
@@ -232,13 +266,30 @@ func (d *Door) call(ctx context.Context, p Principal, method a2a.Method, params 
 		return nil, a2a.ErrUnsupportedOperation.With(
 			"GetExtendedAgentCard needs an extended agent card, which this door's agent card does not declare; read /.well-known/agent-card.json")
 	}
-	return nil, a2a.ErrMethodNotFound.WithMeta("method", string(method)).With(fmt.Sprintf(
-		"method %q not found: this door serves SendMessage, GetTask, ListTasks and CancelTask (A2A 1.0)", method))
+	return nil, a2a.ErrMethodNotFound.WithMeta("method", a2a.CutID(string(method))).With(fmt.Sprintf(
+		"method %q not found: this door serves SendMessage, GetTask, ListTasks and CancelTask (A2A 1.0)", a2a.CutID(string(method))))
 }
 
-func (d *Door) sendMessage(ctx context.Context, p Principal, req *a2a.SendMessageRequest) (any, error) {
+// checkTaskID refuses a missing id, and answers an id longer than any task id as an unknown task,
+// echoing no more than a2a.MaxIDBytes of it.
+func checkTaskID(field string, id a2a.TaskID, what string) error {
+	switch {
+	case id == "":
+		return a2a.InvalidParams(a2a.FieldViolation{Field: field, Description: "required: " + what})
+	case len(id) > a2a.MaxIDBytes:
+		return a2a.ErrTaskNotFound.WithMeta("taskId", a2a.CutID(string(id)))
+	}
+	return nil
+}
+
+func (d *Door) sendMessage(ctx context.Context, caller Caller, req *a2a.SendMessageRequest, release func()) (any, error) {
 	if err := validateMessage(req.Message); err != nil {
 		return nil, err
+	}
+	if req.Message.TaskID != "" {
+		if err := checkTaskID("message.taskId", req.Message.TaskID, ""); err != nil {
+			return nil, err
+		}
 	}
 	var histLen *int
 	blocking := true
@@ -249,7 +300,7 @@ func (d *Door) sendMessage(ctx context.Context, p Principal, req *a2a.SendMessag
 			return nil, err
 		}
 	}
-	origin, err := d.origin(p, req.Message)
+	origin, err := d.origin(caller, req.Message)
 	if err != nil {
 		return nil, err
 	}
@@ -258,6 +309,7 @@ func (d *Door) sendMessage(ctx context.Context, p Principal, req *a2a.SendMessag
 		return nil, err
 	}
 	if blocking && !task.Status.State.Terminal() {
+		release()
 		if task, err = d.cfg.Executor.Wait(ctx, task.ID); err != nil {
 			return nil, err
 		}
@@ -266,33 +318,58 @@ func (d *Door) sendMessage(ctx context.Context, p Principal, req *a2a.SendMessag
 	return a2a.SendMessageResponse{Task: task}, nil
 }
 
-// origin derives a task's origin from the principal: the operator's tasks are trusted; a peer's carry
-// its caller's trust class, and the caller must be allowed by the roster to reach this member.
-func (d *Door) origin(p Principal, msg *a2a.Message) (member.Origin, error) {
-	if p == Operator {
+// origin derives a task's origin from who sent it: the operator's tasks are trusted; a peer's carry the
+// caller and trust class of its credential. What a peer's message.metadata.murmur says of its caller
+// and trust must agree with the credential: a request claiming otherwise is refused and recorded.
+func (d *Door) origin(caller Caller, msg *a2a.Message) (member.Origin, error) {
+	if caller.Principal == Operator {
 		return member.Origin{Trust: member.TrustTrusted, Origin: member.OriginOperator}, nil
 	}
 	meta, _ := msg.Metadata["murmur"].(map[string]any)
-	caller, _ := meta["caller"].(string)
-	if caller == "" {
-		return member.Origin{}, a2a.ErrUnauthorized.With(
-			"a peer's SendMessage must name its caller in message.metadata.murmur.caller")
+	claimed, hasCaller := meta["caller"]
+	claimedTrust, hasTrust := meta["trust"]
+	if (hasCaller && claimed != caller.Member) || (hasTrust && claimedTrust != caller.Trust) {
+		d.cfg.Executor.RecordRefusal(map[string]any{
+			"reason": "metadata_mismatch", "caller": caller.Member, "trust": caller.Trust,
+			"claimed_caller": claimed, "claimed_trust": claimedTrust,
+		})
+		d.cfg.Logger.Warn("peer request refused: its metadata claims another identity than its credential",
+			"caller", caller.Member, "trust", caller.Trust)
+		return member.Origin{}, a2a.ErrUnauthorized.WithMeta("caller", caller.Member).With(fmt.Sprintf(
+			"message.metadata.murmur claims caller %v with trust %v, but the request's credential is %s's for %s tasks: a peer's identity and trust class come from its credential",
+			shortAny(claimed, caller.Member), shortAny(claimedTrust, caller.Trust), caller.Member, caller.Trust))
 	}
-	if d.cfg.Roster == nil || !d.cfg.Roster.MayCall(caller, d.cfg.Member) {
-		return member.Origin{}, a2a.ErrUnauthorized.WithMeta("caller", caller).With(fmt.Sprintf(
-			"member %s may not call %s: roster.yaml has no reach rule from %s to %s", caller, d.cfg.Member, caller, d.cfg.Member))
-	}
-	trust, _ := meta["trust"].(string)
-	if trust != member.TrustTrusted {
-		trust = member.TrustUntrusted
-	}
-	o := member.Origin{Trust: trust, Origin: member.OriginPeer, Caller: caller}
+	o := member.Origin{Trust: caller.Trust, Origin: member.OriginPeer, Caller: caller.Member}
 	o.CallID, _ = meta["call_id"].(string)
 	o.CallerTaskID, _ = meta["caller_task_id"].(string)
 	return o, nil
 }
 
-func (d *Door) listTasks(ctx context.Context, req *a2a.ListTasksRequest) (any, error) {
+// shortAny renders a claimed metadata value for an error message: what was claimed, cut, or the
+// credential's own value when nothing was.
+func shortAny(v any, dflt string) string {
+	if v == nil {
+		return dflt
+	}
+	b, _ := json.Marshal(v)
+	return a2a.CutID(string(b))
+}
+
+// mayCall reports whether the roster lets member reach this door's member.
+func (d *Door) mayCall(name string) bool {
+	return d.cfg.Roster != nil && d.cfg.Roster.MayCall(name, d.cfg.Member)
+}
+
+// isMember reports whether name is a member of this door's formation.
+func (d *Door) isMember(name string) bool {
+	if d.cfg.Roster == nil {
+		return false
+	}
+	_, ok := d.cfg.Roster.Member(name)
+	return ok
+}
+
+func (d *Door) listTasks(ctx context.Context, req *a2a.ListTasksRequest, scope member.Scope) (any, error) {
 	size := a2a.DefaultPageSize
 	if req.PageSize != nil {
 		size = *req.PageSize
@@ -312,7 +389,7 @@ func (d *Door) listTasks(ctx context.Context, req *a2a.ListTasksRequest) (any, e
 	if req.StatusTimestampAfter != nil {
 		q.After = req.StatusTimestampAfter.Time
 	}
-	page, err := d.cfg.Executor.List(ctx, q)
+	page, err := d.cfg.Executor.List(ctx, q, scope)
 	if err != nil {
 		return nil, err
 	}
@@ -363,6 +440,14 @@ func validateMessage(m *a2a.Message) error {
 	if len(m.Parts) == 0 {
 		v = append(v, a2a.FieldViolation{Field: "message.parts", Description: "required: at least one part, such as {\"text\": \"...\"}"})
 	}
+	if len(m.Parts) > MaxParts {
+		return a2a.InvalidParams(a2a.FieldViolation{Field: "message.parts",
+			Description: fmt.Sprintf("%d parts: a message may have at most %d; put the content in fewer parts", len(m.Parts), MaxParts)})
+	}
+	if n := partBytes(m.Parts); n > MaxMessageBytes {
+		return a2a.InvalidParams(a2a.FieldViolation{Field: "message.parts",
+			Description: fmt.Sprintf("the parts hold %d bytes: a message may hold at most %d (%s); send less, or hand a large file over as a peer file", n, MaxMessageBytes, humanBytes(MaxMessageBytes))})
+	}
 	hasText := false
 	for i, p := range m.Parts {
 		n := 0
@@ -391,6 +476,25 @@ func validateMessage(m *a2a.Message) error {
 		return a2a.InvalidParams(v...)
 	}
 	return nil
+}
+
+// The limits of one message's parts: a task's message is stored, cached and put in front of a model, so
+// its size is bounded apart from the body limit.
+const (
+	MaxParts        = 64
+	MaxMessageBytes = 1 << 20
+)
+
+// partBytes is the size of a message's content: text, raw bytes, URLs and data (as JSON).
+func partBytes(parts []a2a.Part) int {
+	n := 0
+	for _, p := range parts {
+		if p.Text != nil {
+			n += len(*p.Text)
+		}
+		n += len(p.Raw) + len(p.URL) + len(p.Data)
+	}
+	return n
 }
 
 func checkHistoryLength(field string, n *int) error {

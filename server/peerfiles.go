@@ -13,8 +13,8 @@ import (
 	"github.com/murmur-run/murmur/peerfile"
 )
 
-// servePeerFile redeems a peer-file handle (GET /peer-files/{handle}). Only the formation token is served:
-// any member of the formation may redeem a handle this member minted, because the handle is the
+// servePeerFile redeems a peer-file handle (GET /peer-files/{handle}). Only members' peer credentials are
+// served: any member of the formation may redeem a handle this member minted, because the handle is the
 // capability; the roster's reach rules, which govern tasks, are not consulted. The checks run in this
 // order and nothing is opened before the handle passes: token, form, formation, member, signature,
 // expiry; then the file is opened through os.Root on the export root and compared with the handle's
@@ -30,12 +30,17 @@ func (d *Door) servePeerFile(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(peerfile.Status(err))
 		json.NewEncoder(w).Encode(map[string]string{"reason": peerfile.Reason(err), "message": detail})
 	}
-	switch d.cfg.Tokens.Authenticate(r) {
+	caller, _ := d.auth.authenticate(r)
+	switch caller.Principal {
 	case Nobody:
-		refuse(peerfile.ErrUnauthenticated, "peer files are served to the members of this formation: present the formation token as Authorization: Bearer")
+		refuse(peerfile.ErrUnauthenticated, "peer files are served to the members of this formation: present a member's peer credential as Authorization: Bearer")
 		return
 	case Operator:
-		refuse(peerfile.ErrForbidden, "peer files are served to the members of this formation only, with the formation token; the operator token does not redeem handles")
+		refuse(peerfile.ErrForbidden, "peer files are served to the members of this formation only, with their peer credentials; the operator token does not redeem handles")
+		return
+	}
+	if !d.isMember(caller.Member) {
+		refuse(peerfile.ErrForbidden, "the credential names "+caller.Member+", who is not a member of this formation")
 		return
 	}
 	h, err := peerfile.Decode(chi.URLParam(r, "handle"))

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/murmur-run/murmur/a2a"
+	"github.com/murmur-run/murmur/internal/peercred"
 	"github.com/murmur-run/murmur/peerfile"
 	"github.com/murmur-run/murmur/runtimetools"
 )
@@ -113,7 +114,9 @@ func TestPeerFileDoor(t *testing.T) {
 		return h
 	}
 	h := share(t, "data.bin")
-	const fm = "fm-peer"
+	const secret = "fm-peer"
+	key := peercred.NewKey(secret, "f")
+	fm := key.Credential("worker", peercred.Untrusted) // what worker presents
 
 	t.Run("the file and its digest", func(t *testing.T) {
 		resp, b := get(t, lead.URL, h.String(), fm)
@@ -131,7 +134,7 @@ func TestPeerFileDoor(t *testing.T) {
 
 	other := peerfile.Mint("another-secret", "g", "lead", h.File, clock.Now().Add(time.Hour))
 	sameNameOtherSecret := peerfile.Mint("another-secret", "f", "lead", h.File, clock.Now().Add(time.Hour))
-	byWorker := peerfile.Mint(fm, "f", "worker", h.File, clock.Now().Add(time.Hour))
+	byWorker := peerfile.Mint(secret, "f", "worker", h.File, clock.Now().Add(time.Hour))
 	for _, tc := range []struct {
 		name, door, handle, token string
 		status                    int
@@ -140,6 +143,9 @@ func TestPeerFileDoor(t *testing.T) {
 		{"no token", lead.URL, h.String(), "", 401, "unauthenticated"},
 		{"a wrong token", lead.URL, h.String(), "guess", 401, "unauthenticated"},
 		{"the operator token", lead.URL, h.String(), peerTokens, 403, "forbidden"},
+		{"the bare formation token", lead.URL, h.String(), secret, 401, "unauthenticated"},
+		{"a credential from another secret", lead.URL, h.String(), peercred.NewKey("another-secret", "f").Credential("worker", peercred.Untrusted), 401, "unauthenticated"},
+		{"the credential of a non-member", lead.URL, h.String(), key.Credential("mallory", peercred.Trusted), 403, "forbidden"},
 		{"not a handle", lead.URL, "hello", fm, 400, "malformed"},
 		{"a handle cut short", lead.URL, h.String()[:50], fm, 400, "malformed"},
 		{"another formation", lead.URL, other.String(), fm, 403, "wrong_formation"},

@@ -1,0 +1,118 @@
+// Package peercred derives and checks the bearer credentials members of a formation present to each
+// other's doors.
+//
+// Every member holds the formation secret (the formation token), but never sends it: it presents a
+// credential of its own, derived from the secret, its name and the trust class of the task it acts for:
+//
+//	murp1.<member>.<trust>.<mac>
+//
+// where mac is base64url (no padding) of HMAC-SHA256 over "<member>\x00<trust>", keyed by HKDF-SHA256 of
+// the secret with the formation's name in its info. A door that holds the same secret recomputes the
+// mac for the name and class the credential states and compares in constant time, so it learns who is
+// calling, and for which trust class, from the credential alone: no table of credentials is shared, and
+// a request's metadata cannot change either. Rotating the formation secret rotates every credential.
+//
+// The package is pure: no I/O, no state. Its functions are safe for concurrent use.
+package peercred
+
+import (
+	"crypto/hkdf"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"errors"
+	"strings"
+)
+
+// The trust classes a credential may carry (DESIGN §2).
+const (
+	Trusted   = "trusted"
+	Untrusted = "untrusted"
+)
+
+// prefix starts every credential; the version is in it so a later scheme can be told apart.
+const prefix = "murp1."
+
+// Identity is what a valid credential says: the calling member and the trust class of its task.
+type Identity struct {
+	Member string
+	Trust  string
+}
+
+// ErrMalformed is the error of a string that is not shaped like a credential; ErrForged is the error of
+// one whose mac does not match. Callers answer both the same way (unauthenticated).
+var (
+	ErrMalformed = errors.New("peercred: not a peer credential")
+	ErrForged    = errors.New("peercred: the credential's signature does not match")
+)
+
+// Key is the per-formation key credentials are signed with.
+type Key [sha256.Size]byte
+
+// NewKey derives the credential key of a formation from its secret. An empty secret gives the zero key,
+// which Verify never accepts.
+func NewKey(secret, formation string) Key {
+	var k Key
+	if secret == "" {
+		return k
+	}
+	b, err := hkdf.Key(sha256.New, []byte(secret), nil, "murmur peer credential v1\x00"+formation, sha256.Size)
+	if err != nil {
+		panic("peercred: HKDF of 32 bytes cannot fail: " + err.Error())
+	}
+	copy(k[:], b)
+	return k
+}
+
+// Credential returns the credential member presents for a task of the given trust class.
+func (k Key) Credential(member, trust string) string {
+	return prefix + member + "." + trust + "." + base64.RawURLEncoding.EncodeToString(k.mac(member, trust))
+}
+
+// Verify checks a presented credential and returns the identity it carries.
+func (k Key) Verify(cred string) (Identity, error) {
+	if k == (Key{}) {
+		return Identity{}, ErrForged
+	}
+	rest, ok := strings.CutPrefix(cred, prefix)
+	if !ok {
+		return Identity{}, ErrMalformed
+	}
+	parts := strings.Split(rest, ".")
+	if len(parts) != 3 || !validName(parts[0]) || (parts[1] != Trusted && parts[1] != Untrusted) {
+		return Identity{}, ErrMalformed
+	}
+	got, err := base64.RawURLEncoding.Strict().DecodeString(parts[2])
+	if err != nil || len(got) != sha256.Size {
+		return Identity{}, ErrMalformed
+	}
+	if !hmac.Equal(got, k.mac(parts[0], parts[1])) {
+		return Identity{}, ErrForged
+	}
+	return Identity{Member: parts[0], Trust: parts[1]}, nil
+}
+
+// LooksLike reports whether a bearer token has the form of a peer credential (not whether it is valid).
+func LooksLike(token string) bool { return strings.HasPrefix(token, prefix) }
+
+func (k Key) mac(member, trust string) []byte {
+	h := hmac.New(sha256.New, k[:])
+	h.Write([]byte(member))
+	h.Write([]byte{0})
+	h.Write([]byte(trust))
+	return h.Sum(nil)
+}
+
+// validName is roster.yaml's member name rule, [a-z][a-z0-9-]*.
+func validName(s string) bool {
+	if s == "" || s[0] < 'a' || s[0] > 'z' {
+		return false
+	}
+	for i := 1; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
