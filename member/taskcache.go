@@ -16,8 +16,8 @@ type taskCache struct {
 	max      int // entries
 	maxBytes int // bytes of JSON, all entries together
 	bytes    int
-	order *list.List // front: most recently used; values are *cacheEntry
-	byID  map[a2a.TaskID]*list.Element
+	order    *list.List // front: most recently used; values are *cacheEntry
+	byID     map[a2a.TaskID]*list.Element
 }
 
 type cacheEntry struct {

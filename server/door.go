@@ -33,12 +33,12 @@ const DefaultMaxBody = 4 << 20
 
 // DoorConfig is everything a door is given.
 type DoorConfig struct {
-	Member     string         // the member's name
-	Roster     *roster.Roster // who may call this member; nil admits no peer
-	Executor   Executor
-	Tokens     Tokens
-	Card       a2a.AgentCard
-	MaxBody    int64 // 0: DefaultMaxBody
+	Member   string         // the member's name
+	Roster   *roster.Roster // who may call this member; nil admits no peer
+	Executor Executor
+	Tokens   Tokens
+	Card     a2a.AgentCard
+	MaxBody  int64 // 0: DefaultMaxBody
 	// BodyBudget bounds the request bodies the door holds at once; 0: DefaultBodyBudget.
 	BodyBudget int64
 	Gatherer   prometheus.Gatherer
