@@ -12,6 +12,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/murmur-run/murmur/a2a"
+	"github.com/murmur-run/murmur/roster"
 	"github.com/prometheus/client_golang/prometheus"
 	"gopkg.in/yaml.v3"
 )
@@ -34,6 +35,8 @@ type sessionOpts struct {
 	getenv  func(string) string
 	confine bool // shell binaries run through this test binary as the confining helper
 	isolate func() isolation
+	roster  string // a roster.yaml for the session, whose member is "m"; "" for none
+	peers   Peers  // how peers' doors are reached, with roster
 }
 
 // startSession starts a session on a capsule made of files, with a fresh store, records, workdir and
@@ -70,6 +73,12 @@ func startSession(t *testing.T, files map[string]string, o sessionOpts) (*testSe
 		cfg.ConfineHelper = os.Args[0]
 	}
 	cfg.isolate = o.isolate
+	if o.roster != "" {
+		if cfg.Roster, err = roster.Parse(filepath.Join(root, "roster.yaml"), []byte(o.roster)); err != nil {
+			t.Fatal(err)
+		}
+		cfg.Peers = o.peers
+	}
 	s, err := Start(cfg)
 	if err != nil {
 		t.Fatal(err)

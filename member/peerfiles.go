@@ -100,8 +100,9 @@ func (s *Session) FetchLimitMB() int {
 // without overwrite, linked) into place only once they match. Nothing is written outside the workdir.
 func (s *Session) FetchPeerFile(ctx context.Context, req runtimetools.FetchRequest) (runtimetools.FetchedFile, error) {
 	var out runtimetools.FetchedFile
+	sent := false // the door was asked: a failure from then on is the tool's, not a refusal of the call
 	refuse := func(reason, format string, args ...any) (runtimetools.FetchedFile, error) {
-		r := &runtimetools.Refusal{Reason: reason, Text: "'fetch-peer-file' refused: " + fmt.Sprintf(format, args...)}
+		r := &runtimetools.Refusal{Reason: reason, Text: "'fetch-peer-file' refused: " + fmt.Sprintf(format, args...), Ran: sent}
 		if out.From != "" {
 			r.Fields = map[string]any{"from": out.From, "path": out.Name, "handle_id": out.ID}
 		}
@@ -172,6 +173,7 @@ func (s *Session) FetchPeerFile(ctx context.Context, req runtimetools.FetchReque
 
 	ctx, cancel := context.WithTimeout(ctx, peerFileTimeout)
 	defer cancel()
+	sent = true
 	resp, err := s.redeem(ctx, peer.URL, h.String())
 	if err != nil {
 		if ctx.Err() != nil && errors.Is(ctx.Err(), context.Canceled) {

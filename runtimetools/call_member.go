@@ -60,14 +60,15 @@ func (t *CallMember) Run(ctx context.Context, call Call) (Result, error) {
 		Task   *string `json:"task"`
 	}
 	if err := json.Unmarshal(call.Input, &in); err != nil || in.Member == nil || in.Task == nil {
-		return Result{Status: StatusError, Output: `'call-member' needs {"member": "<name>", "task": "<text>"}, both required.`}, nil
+		return Refused(`'call-member' needs {"member": "<name>", "task": "<text>"}, both required.`), nil
 	}
 	if strings.TrimSpace(*in.Task) == "" {
-		return Result{Status: StatusError, Output: "'call-member' needs a task: the whole of what " + *in.Member + " is told."}, nil
+		return Refused("'call-member' needs a task: the whole of what " + *in.Member + " is told."), nil
 	}
 	st, err := t.Members.CallMember(ctx, call.Task, *in.Member, *in.Task)
 	if err != nil {
-		return Result{Status: StatusError, Output: err.Error()}, nil
+		// SPEC's four refused calls: nothing was sent.
+		return Refused(err.Error()), nil
 	}
 	data := map[string]any{"call_id": st.CallID, "member": st.Member, "status": st.Status}
 	if st.Status == "started" {
@@ -133,7 +134,7 @@ func (t *EndWithoutAnswer) Run(_ context.Context, call Call) (Result, error) {
 	json.Unmarshal(call.Input, &in)
 	caller, err := t.Ender.EndWithoutAnswer(call.Task, in.Reason)
 	if err != nil {
-		return Result{Status: StatusError, Output: err.Error()}, nil
+		return Refused(err.Error()), nil
 	}
 	body, _ := json.Marshal(orderedObject{{"status", "ending"}, {"caller", caller}})
 	return Result{Status: StatusOK, Output: string(body), Summary: "Ending task without an answer",

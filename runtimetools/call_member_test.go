@@ -59,7 +59,7 @@ func TestCallMemberResults(t *testing.T) {
 	}
 	refused, _ := (&CallMember{Members: fakeCaller{err: errors.New("the refusal")}}).Run(context.Background(),
 		Call{Input: json.RawMessage(`{"member":"worker","task":"x"}`)})
-	if refused.Status != StatusError || refused.Output != "the refusal" || refused.Note != "" {
+	if refused.Status != StatusRefused || refused.Output != "the refusal" || refused.Note != "" {
 		t.Errorf("refusal %+v", refused)
 	}
 	m := (&CallMember{Members: fakeCaller{}}).Manifest()

@@ -62,12 +62,12 @@ func TestPeerFileToolsRecordEveryCall(t *testing.T) {
 	}
 
 	res := run(share, `{"path": 5}`)
-	if res.Status != StatusError || rec.recs[0].fields["reason"] != "bad_input" || sharer.got != "" {
+	if res.Status != StatusRefused || rec.recs[0].fields["reason"] != "bad_input" || sharer.got != "" {
 		t.Errorf("a path that is not text: %+v %v", res, rec.recs)
 	}
 	sharer.err = &Refusal{Reason: "not_found", Text: "no such file"}
 	res = run(share, `{"path": "x"}`)
-	if res.Status != StatusError || res.Output != "no such file" || sharer.got != "x" {
+	if res.Status != StatusRefused || res.Output != "no such file" || sharer.got != "x" {
 		t.Errorf("a refusal: %+v", res)
 	}
 	sharer.err = errors.New("disk on fire")
@@ -85,7 +85,7 @@ func TestPeerFileToolsRecordEveryCall(t *testing.T) {
 	fetcher := &fakeFetcher{}
 	fetch := &FetchPeerFile{Fetcher: fetcher, Recorder: rec}
 	res = run(fetch, `{"as": "y"}`)
-	if res.Status != StatusError || rec.recs[4].fields["reason"] != "bad_input" {
+	if res.Status != StatusRefused || rec.recs[4].fields["reason"] != "bad_input" {
 		t.Errorf("no handle: %+v %v", res, rec.recs[4])
 	}
 	fetcher.file = FetchedFile{From: "lead", Name: "x", Stored: "y", Size: 3, SHA256: "ab", ID: "00"}
@@ -96,12 +96,20 @@ func TestPeerFileToolsRecordEveryCall(t *testing.T) {
 	if res.Status != StatusOK || res.Output != `{"file":"y","size":3,"sha256":"ab","from":"lead","name":"x"}` {
 		t.Errorf("a fetch: %+v", res)
 	}
+	// A fetch that reached the door and failed ran (it carries the deadline notice); one refused before
+	// anything was sent did not. Both are recorded refused.
+	for ran, want := range map[bool]string{true: StatusError, false: StatusRefused} {
+		fetcher.err = &Refusal{Reason: "changed", Text: "changed at the door", Ran: ran}
+		if res = run(fetch, `{"handle": "pf1.x"}`); res.Status != want {
+			t.Errorf("a fetch refused with Ran %v: status %s, want %s", ran, res.Status, want)
+		}
+	}
 	var types []string
 	for _, r := range rec.recs {
 		types = append(types, r.typ+":"+r.fields["status"].(string))
 	}
 	want := []string{"peer_file_share:refused", "peer_file_share:refused", "peer_file_share:refused", "peer_file_share:ok",
-		"peer_file_fetch:refused", "peer_file_fetch:ok"}
+		"peer_file_fetch:refused", "peer_file_fetch:ok", "peer_file_fetch:refused", "peer_file_fetch:refused"}
 	if diff := cmp.Diff(want, types); diff != "" {
 		t.Errorf("records (-want +got):\n%s", diff)
 	}

@@ -14,6 +14,9 @@ type Refusal struct {
 	Reason string
 	Text   string
 	Fields map[string]any
+	// Ran is true when the tool ran and failed (a fetch that reached the door), false for a call refused
+	// before anything was done: only a tool that ran carries SPEC's deadline notice.
+	Ran bool
 }
 
 func (r *Refusal) Error() string { return r.Text }
@@ -90,17 +93,20 @@ func (t *ShareFile) refused(call Call, path string, err error) (Result, error) {
 
 // refusedResult records a refused peer-file call and returns its tool error.
 func refusedResult(record string, rec Recorder, call Call, err error, fields map[string]any) (Result, error) {
-	reason, text := "internal", err.Error()
+	reason, text, status := "internal", err.Error(), StatusRefused
 	var r *Refusal
 	if errors.As(err, &r) {
 		reason = r.Reason
 		for k, v := range r.Fields {
 			fields[k] = v
 		}
+		if r.Ran {
+			status = StatusError
+		}
 	}
 	fields["status"], fields["reason"], fields["message"] = StatusRefused, reason, text
 	if err := rec.Write(record, call.Task, fields); err != nil {
 		return Result{}, err
 	}
-	return Result{Status: StatusError, Output: text}, nil
+	return Result{Status: status, Output: text}, nil
 }

@@ -70,7 +70,8 @@ func (t *Shell) Run(ctx context.Context, call Call) (Result, error) {
 	}
 	run, err := t.Runner.RunShell(ctx, t.Path, t.Name, slices.Clone(in.Args), in.Stdin)
 	if err != nil {
-		return Result{Status: StatusError, Output: fmt.Sprintf("%s could not be run: %v", t.Name, err)}, nil
+		// The runtime could not run it: a refusal, which carries no deadline notice (SPEC).
+		return Refused(fmt.Sprintf("%s could not be run: %v", t.Name, err)), nil
 	}
 	if run.Moved != nil {
 		return Result{Status: StatusOK, Output: RenderBackground(*run.Moved), Note: run.Note,

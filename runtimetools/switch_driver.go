@@ -70,13 +70,13 @@ func (t *SwitchDriver) Run(_ context.Context, call Call) (Result, error) {
 	if err := json.Unmarshal(call.Input, &in); err != nil || in.Driver == nil {
 		msg := `switch-driver needs {"driver": "<choice name>"}`
 		t.Recorder.Write("control_refused", call.Task, map[string]any{"principal": "agent", "setting": "inference.driver", "reason": msg})
-		return Result{Status: StatusError, Output: msg}, nil
+		return Refused(msg), nil
 	}
 	prev := t.Control.Current()
 	if err := t.Control.Switch(*in.Driver); err != nil {
 		t.Recorder.Write("control_refused", call.Task, map[string]any{
 			"principal": "agent", "setting": "inference.driver", "value": *in.Driver, "reason": err.Error()})
-		return Result{Status: StatusError, Output: "switch-driver refused: " + err.Error() + "; the driver choice is still " + prev + "."}, nil
+		return Refused("switch-driver refused: " + err.Error() + "; the driver choice is still " + prev + "."), nil
 	}
 	if err := t.Recorder.Write("control_change", call.Task, map[string]any{
 		"principal": "agent", "setting": "inference.driver", "from": prev, "value": *in.Driver}); err != nil {

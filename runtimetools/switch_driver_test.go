@@ -65,7 +65,7 @@ func TestSwitchDriver(t *testing.T) {
 	for _, in := range []string{`{"driver":"nope"}`, `{"driver":"claude"}`, `{}`, `not json`} {
 		before := ctl.current
 		res, _ := tool.Run(context.Background(), Call{Input: json.RawMessage(in)})
-		if res.Status != StatusError || ctl.current != before {
+		if res.Status != StatusRefused || ctl.current != before {
 			t.Errorf("switch %s: %+v; current %s (was %s): nothing may switch", in, res, ctl.current, before)
 		}
 		if last := rec.recs[len(rec.recs)-1]; last["type"] != "control_refused" || last["principal"] != "agent" {
