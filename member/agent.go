@@ -221,46 +221,40 @@ func (s *Session) systemPrompt() string { return s.cfg.Capsule.Instructions }
 func (s *Session) account(task, choice string, req InferRequest, resp InferResponse) {
 	u := resp.Usage
 	ch := s.cfg.Capsule.Inference.Choices[choice]
-	kind := ch.Driver
-	counted := u.Reported || u.Estimated
 	in, out := u.Input, u.Output
-	measured := "estimate"
+	if !u.Reported && !u.Estimated {
+		in, out = EstimateInput(req), EstimateTokens(resp.Text)
+	}
+	measured, used := "estimate", in+out
 	if u.Reported {
 		measured = "actual"
+		if u.CacheApart {
+			used += u.Cached + u.CacheWrite // the conversation holds what the cache read and wrote too
+		}
 	}
 	s.mu.Lock()
 	s.progress.turns++
-	if counted {
+	// The spend ceilings count every call, an estimate where the provider reported nothing; the token
+	// sums of session-status hold only what providers reported.
+	s.spend += in + out
+	if u.Reported {
 		s.tokens.Input += in
 		s.tokens.Output += out
 		s.tokens.HasInput, s.tokens.HasOutput = true, true
-		s.spend += in + out
 	} else {
 		s.tokens.UnreportedCalls++
 	}
-	if u.Reported && (kind == "openai" || kind == "anthropic") {
+	if u.Reported && u.CacheReported {
 		s.tokens.Cached += u.Cached
-		s.tokens.HasCached = true
-	}
-	if u.Reported && (kind == "anthropic" || kind == "openai") {
 		s.tokens.CacheWrite += u.CacheWrite
-		s.tokens.HasCacheWrite = true
-	}
-	used := in + out
-	if kind == "anthropic" {
-		// Anthropic's input_tokens leaves out the cache's reads and writes; the conversation holds them all.
-		used += u.Cached + u.CacheWrite
-	}
-	if !counted {
-		used = EstimateInput(req) + EstimateTokens(resp.Text)
-		measured = "estimate"
+		s.tokens.HasCached, s.tokens.HasCacheWrite = true, true
 	}
 	s.context = contextSnapshot(ch, used, measured)
 	s.mu.Unlock()
 
 	s.countInference(choice, u)
 	rec := map[string]any{"driver": choice, "model": ch.Model, "turn": req.Turn, "measured_by": measured}
-	if counted {
+	if u.Reported {
 		rec["tokens"] = map[string]any{"input": in, "output": out, "cached": u.Cached, "cache_write": u.CacheWrite}
 	}
 	s.records.Write("inference", task, rec)
@@ -424,9 +418,13 @@ func toolSpecs(r *runtimetools.Registry) []ToolSpec {
 	return out
 }
 
+// countInference counts a call in the metrics, and the tokens its provider reported.
 func (s *Session) countInference(driver string, u Usage) {
 	m := s.cfg.Metrics
 	m.InferenceCalls.WithLabelValues(driver).Inc()
+	if !u.Reported {
+		return
+	}
 	for kind, n := range map[string]int64{"input": u.Input, "output": u.Output, "cached": u.Cached, "cache_write": u.CacheWrite} {
 		if n > 0 {
 			m.InferenceTokens.WithLabelValues(driver, kind).Add(float64(n))

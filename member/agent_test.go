@@ -171,7 +171,7 @@ func TestSessionStatusThroughTheLoop(t *testing.T) {
 		"keep_working.left":       4.0,
 		"done_check":              "none",
 		"context.window_tokens":   "none",
-		"context.measured_by":     "estimate",
+		"context.measured_by":     "actual", // the script driver reports its own deterministic count
 		"tokens.cached":           "unknown",
 		"tokens.cache_write":      "unknown",
 		"tokens.unreported_calls": 0.0,
@@ -354,7 +354,7 @@ func TestCompactionKeepsTheTaskAndRecords(t *testing.T) {
 		t.Fatal("no compaction record, though the conversation passed half of its 800-token budget")
 	}
 	c := comps[0]
-	if c["budget_tokens"] != 800.0 || c["tokens_before_source"] != "estimate" || c["tokens_after"].(float64) >= c["tokens_before"].(float64) {
+	if c["budget_tokens"] != 800.0 || c["tokens_before_source"] != "actual" || c["tokens_after"].(float64) >= c["tokens_before"].(float64) {
 		t.Errorf("compaction record %v", c)
 	}
 }

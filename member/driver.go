@@ -52,8 +52,10 @@ type ToolSpec struct {
 	InputSchema json.RawMessage
 }
 
-// Usage is the token count of one inference call. Reported is true when the provider gave the counts;
-// Estimated is true when they are the runtime's own estimate (EstimateTokens).
+// Usage is the token count of one inference call. Reported is true when the provider gave the counts
+// (the script driver is its own provider and reports its deterministic count); Estimated is true when
+// the provider gave none and Input and Output are the runtime's own estimate (EstimateTokens), which
+// session-status does not sum into its tokens (SPEC: "Sums of what the provider reported").
 type Usage struct {
 	Input      int64
 	Output     int64
@@ -61,6 +63,11 @@ type Usage struct {
 	CacheWrite int64
 	Reported   bool
 	Estimated  bool
+	// CacheReported is true when the provider reports cache reads and writes (Cached, CacheWrite), even
+	// as zero; CacheApart is true when its Input leaves them out (Anthropic), so the conversation's size
+	// is Input plus both.
+	CacheReported bool
+	CacheApart    bool
 }
 
 // InferRequest is one inference call: the whole conversation so far.

@@ -316,6 +316,9 @@ func (d *AnthropicDriver) response(msg *anthropic.Message, req InferRequest) (In
 			Cached:     u.CacheReadInputTokens,
 			CacheWrite: u.CacheCreationInputTokens,
 			Reported:   true,
+
+			CacheReported: true,
+			CacheApart:    true,
 		}
 	} else {
 		out := ChatMessage{Role: RoleAssistant, Text: resp.Text, Calls: resp.Calls}

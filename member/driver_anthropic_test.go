@@ -95,7 +95,7 @@ func TestAnthropicTextAnswer(t *testing.T) {
 	}
 	want := InferResponse{
 		Text:  "2 + 3 is 5.",
-		Usage: Usage{Input: 2095, Output: 503, Cached: 4096, CacheWrite: 1024, Reported: true},
+		Usage: Usage{Input: 2095, Output: 503, Cached: 4096, CacheWrite: 1024, Reported: true, CacheReported: true, CacheApart: true},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("response (-want +got):\n%s", diff)
@@ -126,7 +126,7 @@ func TestAnthropicToolUseAnswer(t *testing.T) {
 	if in := compactJSON(t, c.Input); in != `{"args":["2","+","3"]}` {
 		t.Errorf("call input %s", in)
 	}
-	if diff := cmp.Diff(Usage{Input: 472, Output: 91, Reported: true}, got.Usage); diff != "" {
+	if diff := cmp.Diff(Usage{Input: 472, Output: 91, Reported: true, CacheReported: true, CacheApart: true}, got.Usage); diff != "" {
 		t.Errorf("usage (-want +got):\n%s", diff)
 	}
 }

@@ -238,6 +238,8 @@ func (d *OpenAIDriver) response(cc *openai.ChatCompletion, req InferRequest) (In
 			Cached:     u.PromptTokensDetails.CachedTokens,
 			CacheWrite: u.PromptTokensDetails.CacheWriteTokens,
 			Reported:   true,
+
+			CacheReported: true,
 		}
 	} else {
 		out := ChatMessage{Role: RoleAssistant, Text: resp.Text, Calls: resp.Calls}

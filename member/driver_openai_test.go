@@ -68,7 +68,7 @@ func TestOpenAITextAnswer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := InferResponse{Text: "2 + 3 = 5", Usage: Usage{Input: 1234, Output: 7, Cached: 1024, Reported: true}}
+	want := InferResponse{Text: "2 + 3 = 5", Usage: Usage{Input: 1234, Output: 7, Cached: 1024, Reported: true, CacheReported: true}}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("response (-want +got):\n%s", diff)
 	}
@@ -87,7 +87,7 @@ func TestOpenAIToolCallAnswer(t *testing.T) {
 	}
 	want := InferResponse{
 		Calls: []ToolCall{{ID: "call_Qm3sT8vLx2KpW9nYb4ZrJ6dE", Name: "expr", Input: json.RawMessage(`{"args":["2","+","3"]}`)}},
-		Usage: Usage{Input: 91, Output: 14, Reported: true},
+		Usage: Usage{Input: 91, Output: 14, Reported: true, CacheReported: true},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("response (-want +got):\n%s", diff)
@@ -292,7 +292,7 @@ func TestOpenAILocalServerWithoutCredential(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := InferResponse{Text: "Hello from a local model.", Usage: Usage{Input: 26, Output: 7, Reported: true}}
+	want := InferResponse{Text: "Hello from a local model.", Usage: Usage{Input: 26, Output: 7, Reported: true, CacheReported: true}}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("response (-want +got):\n%s", diff)
 	}
@@ -424,12 +424,12 @@ func TestOpenAIResponseOddities(t *testing.T) {
 		{
 			name: "refusal",
 			body: `{"id":"chatcmpl-2","object":"chat.completion","created":1,"model":"gpt-4.1-mini","choices":[{"index":0,"message":{"role":"assistant","content":null,"refusal":"I can't help with that."},"finish_reason":"stop"}],"usage":{"prompt_tokens":10,"completion_tokens":6,"total_tokens":16}}`,
-			want: InferResponse{Text: "I can't help with that.", Usage: Usage{Input: 10, Output: 6, Reported: true}},
+			want: InferResponse{Text: "I can't help with that.", Usage: Usage{Input: 10, Output: 6, Reported: true, CacheReported: true}},
 		},
 		{
 			name: "call without id",
 			body: `{"id":"chatcmpl-3","object":"chat.completion","created":1,"model":"llama3.2","choices":[{"index":0,"message":{"role":"assistant","content":"","tool_calls":[{"function":{"name":"expr","arguments":"{}"}}]},"finish_reason":"tool_calls"}],"usage":{"prompt_tokens":10,"completion_tokens":6,"total_tokens":16}}`,
-			want: InferResponse{Calls: []ToolCall{{ID: "call_1_1", Name: "expr", Input: json.RawMessage(`{}`)}}, Usage: Usage{Input: 10, Output: 6, Reported: true}},
+			want: InferResponse{Calls: []ToolCall{{ID: "call_1_1", Name: "expr", Input: json.RawMessage(`{}`)}}, Usage: Usage{Input: 10, Output: 6, Reported: true, CacheReported: true}},
 		},
 		{
 			name: "no choice",

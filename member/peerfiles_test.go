@@ -281,15 +281,15 @@ func TestShareFileRefusals(t *testing.T) {
 		{map[string]any{"file": "x"}, "bad_input", `'share-file' needs {"path": "<file under the export root>"}.`},
 	} {
 		res, rec := e.call(t, "share-file", tc.input)
-		if res.Status != "error" || res.Output != tc.text {
+		if res.Status != "refused" || res.Output != tc.text {
 			t.Errorf("%v: %s %q\nwant %q", tc.input, res.Status, res.Output, tc.text)
 		}
 		if rec["type"] != "peer_file_share" || rec["status"] != "refused" || rec["reason"] != tc.reason || rec["message"] != tc.text {
 			t.Errorf("%v: record %v", tc.input, rec)
 		}
 	}
-	if n := testutil.ToFloat64(e.metrics.ToolCalls.WithLabelValues("share-file", "error")); n != 11 {
-		t.Errorf("mur_tool_calls_total{tool=share-file,status=error} = %v, want 11", n)
+	if n := testutil.ToFloat64(e.metrics.ToolCalls.WithLabelValues("share-file", "refused")); n != 11 {
+		t.Errorf("mur_tool_calls_total{tool=share-file,status=refused} = %v, want 11", n)
 	}
 }
 
@@ -336,7 +336,7 @@ func TestFetchPeerFile(t *testing.T) {
 	}
 	must(t, os.WriteFile(filepath.Join(e.work, "in", "data.csv"), []byte("mine"), 0o644))
 	res, rec = e.call(t, "fetch-peer-file", map[string]any{"handle": h.String(), "as": "in/data.csv"})
-	if res.Status != "error" || res.Output != `'fetch-peer-file' refused: in/data.csv already exists in your workdir, so nothing was stored. Pass "as" with another name, or "overwrite": true to replace it.` ||
+	if res.Status != "refused" || res.Output != `'fetch-peer-file' refused: in/data.csv already exists in your workdir, so nothing was stored. Pass "as" with another name, or "overwrite": true to replace it.` ||
 		rec["reason"] != "target_exists" || files(t, e.work)["in/data.csv"] != "mine" {
 		t.Errorf("fetch over an existing file: %s %q %v", res.Status, res.Output, rec["reason"])
 	}
@@ -348,8 +348,8 @@ func TestFetchPeerFile(t *testing.T) {
 	if n := testutil.ToFloat64(e.metrics.ToolCalls.WithLabelValues("fetch-peer-file", "ok")); n != 3 {
 		t.Errorf("mur_tool_calls_total{tool=fetch-peer-file,status=ok} = %v, want 3", n)
 	}
-	if n := testutil.ToFloat64(e.metrics.ToolCalls.WithLabelValues("fetch-peer-file", "error")); n != 1 {
-		t.Errorf("mur_tool_calls_total{tool=fetch-peer-file,status=error} = %v, want 1", n)
+	if n := testutil.ToFloat64(e.metrics.ToolCalls.WithLabelValues("fetch-peer-file", "refused")); n != 1 {
+		t.Errorf("mur_tool_calls_total{tool=fetch-peer-file,status=refused} = %v, want 1", n)
 	}
 }
 
@@ -488,8 +488,14 @@ func TestFetchPeerFileRefusals(t *testing.T) {
 			}
 			before := files(t, e.work)
 			res, rec := e.call(t, "fetch-peer-file", input)
-			if res.Status != "error" || (tc.text != "" && res.Output != tc.text) {
-				t.Errorf("%s %q\nwant %q", res.Status, res.Output, tc.text)
+			// A fetch that asked the door (or tried to reach it) ran and failed; one refused before that
+			// was refused.
+			wantStatus := "refused"
+			if tc.request || tc.reason == "unreachable" {
+				wantStatus = "error"
+			}
+			if res.Status != wantStatus || (tc.text != "" && res.Output != tc.text) {
+				t.Errorf("%s %q\nwant %s %q", res.Status, res.Output, wantStatus, tc.text)
 			}
 			if rec["type"] != "peer_file_fetch" || rec["status"] != "refused" || rec["reason"] != tc.reason || rec["message"] != res.Output {
 				t.Errorf("record %v, want reason %s", rec, tc.reason)
@@ -530,7 +536,7 @@ func TestFetchPeerFileBadInput(t *testing.T) {
 	e := peerSession(t, "worker", "capabilities: {peer_fetch: true, network: {allow: [localhost]}}\n")
 	res, rec := e.call(t, "fetch-peer-file", map[string]any{"as": "x"})
 	want := `'fetch-peer-file' needs {"handle": "pf1.…"}, with "as": "<name>" and "overwrite": true optional.`
-	if res.Status != "error" || res.Output != want || rec["reason"] != "bad_input" {
+	if res.Status != "refused" || res.Output != want || rec["reason"] != "bad_input" {
 		t.Errorf("%s %q %v", res.Status, res.Output, rec)
 	}
 	if !errors.Is(peerfile.FromReason("target_exists"), peerfile.ErrTargetExists) {

@@ -555,7 +555,8 @@ func (d *ScriptDriver) Infer(ctx context.Context, req InferRequest) (InferRespon
 			outChars += utf8.RuneCountInString(c.Tool) + utf8.RuneCount(in)
 		}
 	}
-	resp.Usage = Usage{Input: EstimateInput(req), Output: int64((outChars + 3) / 4), Estimated: true}
+	// The script driver is its own provider: its deterministic count is what it reports.
+	resp.Usage = Usage{Input: EstimateInput(req), Output: int64((outChars + 3) / 4), Reported: true}
 	return resp, nil
 }
 

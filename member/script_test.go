@@ -458,7 +458,7 @@ func TestScriptDriverUsage(t *testing.T) {
 		Task:     "hello",
 		Turn:     1,
 	}
-	want := Usage{Input: 5, Output: 3, Estimated: true} // ceil(18/4), ceil(len("echo: hello")/4)
+	want := Usage{Input: 5, Output: 3, Reported: true} // ceil(18/4), ceil(len("echo: hello")/4)
 	for i := range 3 {
 		resp, err := d.Infer(context.Background(), req)
 		if err != nil {
