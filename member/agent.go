@@ -199,18 +199,14 @@ func answersData(round []CallOutcome) []map[string]any {
 	return out
 }
 
-// originOf reads back who sent a task: its trust class and origin, and the calling member a peer's
-// SendMessage named.
+// originOf reads back who sent a task: its trust class, origin and calling member, as the session
+// stored them when it took the task (for a peer, from its credential, never from what its message says).
 func originOf(t *a2a.Task) Origin {
 	m := murmurMeta(t)
 	o := Origin{}
 	o.Trust, _ = m["trust"].(string)
 	o.Origin, _ = m["origin"].(string)
-	if len(t.History) > 0 {
-		if pm, ok := t.History[0].Metadata["murmur"].(map[string]any); ok && o.Origin == OriginPeer {
-			o.Caller, _ = pm["caller"].(string)
-		}
-	}
+	o.Caller, _ = m["caller"].(string)
 	return o
 }
 
@@ -357,6 +353,17 @@ func (s *Session) dispatch(ctx context.Context, task string, call ToolCall) Tool
 	}
 	s.cfg.Metrics.ToolCalls.WithLabelValues(call.Name, res.Status).Inc()
 	s.cfg.Metrics.ToolDuration.WithLabelValues(call.Name).Observe(time.Since(start).Seconds())
+	if res.Status != runtimetools.StatusRefused {
+		// SPEC's summary ("Called worker: started") is the one line that says what a call did: it goes
+		// in the call's tool_call record and the log, not to the model, which has the data and the note.
+		fields := map[string]any{"call_id": call.ID, "tool": call.Name, "status": res.Status,
+			"duration_ms": time.Since(start).Milliseconds()}
+		if res.Summary != "" {
+			fields["summary"] = res.Summary
+		}
+		s.records.Write("tool_call", task, fields)
+		s.log.Debug("tool call", "task", task, "tool", call.Name, "status", res.Status, "summary", res.Summary)
+	}
 	note := res.Note
 	if ran && res.Status != runtimetools.StatusRefused {
 		if line := s.deadlineNotice(task); line != "" {

@@ -130,7 +130,14 @@ func (e *peerEnv) call(t *testing.T, tool string, input map[string]any) (ToolRes
 	in, _ := json.Marshal(input)
 	res := e.s.dispatch(context.Background(), "tsk_test", ToolCall{ID: "c1", Name: tool, Input: in})
 	recs := records(t, e.s)
-	return res, recs[len(recs)-1]
+	// The tool's own record; a call that ran is followed by its tool_call record.
+	for i := len(recs) - 1; i >= 0; i-- {
+		if recs[i]["type"] != "tool_call" {
+			return res, recs[i]
+		}
+	}
+	t.Fatal("no record")
+	return res, nil
 }
 
 // files lists every file under dir, relative to it, with its content.

@@ -1,0 +1,45 @@
+package member
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/murmur-run/murmur/a2a"
+)
+
+// SPEC's summaries ("passed, summary Called <member>: started", "summary Ending task without an answer")
+// land in the tool_call record of each call that ran; a refused call writes none.
+func TestSummariesInToolCallRecords(t *testing.T) {
+	working := &a2a.Task{ID: "tsk_worker", Status: a2a.TaskStatus{State: a2a.TaskStateWorking}}
+	s, _ := startSession(t, map[string]string{
+		"murmur.yaml": agentCapsule("capabilities:\n  network: {allow: [localhost]}\n"),
+		"script.yaml": "rules:\n  - match: ''\n    turns:\n" +
+			"      - call: [{tool: call-member, input: {member: worker, task: work}}, {tool: call-member, input: {member: nobody, task: x}}]\n" +
+			"      - say: waiting for worker\n" +
+			"      - call: [{tool: end-without-answer, input: {reason: worker has none}}]\n",
+	}, sessionOpts{roster: formationOf, peers: &fakePeers{
+		offer: func(int) (*a2a.Task, error) { return working, nil },
+		get: func(int) (*a2a.Task, error) {
+			return &a2a.Task{ID: "tsk_worker", Status: a2a.TaskStatus{State: a2a.TaskStateFailed,
+				Message: &a2a.Message{Parts: []a2a.Part{a2a.TextPart("it broke")}}}}, nil
+		},
+	}})
+	task := s.run(t, "go", Origin{Origin: OriginPeer, Caller: "worker", Trust: TrustUntrusted})
+	if murmurMeta(task)["noAnswer"] != true {
+		t.Fatalf("task %s %v %q, want ended without an answer", task.Status.State, murmurMeta(task), status(task))
+	}
+	var got []map[string]any
+	for _, r := range records(t, s.Session) {
+		if r["type"] == "tool_call" {
+			got = append(got, map[string]any{"tool": r["tool"], "status": r["status"], "summary": r["summary"]})
+		}
+	}
+	want := []map[string]any{
+		{"tool": "call-member", "status": "ok", "summary": "Called worker: started"},
+		{"tool": "end-without-answer", "status": "ok", "summary": "Ending task without an answer"},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("tool_call records (-want +got):\n%s", diff)
+	}
+}
