@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -322,5 +323,85 @@ func TestCanaryTokenReachesNothing(t *testing.T) {
 	}
 	if len(places) < 10 {
 		t.Errorf("only %d places looked at: %v", len(places), places)
+	}
+}
+
+// findProcess returns the PID of the process whose command line is exactly argv, or 0.
+func findProcess(argv ...string) int {
+	want := strings.Join(argv, "\x00") + "\x00"
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline")); err == nil && string(b) == want {
+			if st, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat")); err == nil && zombie(st) {
+				continue
+			}
+			return pid
+		}
+	}
+	return 0
+}
+
+// zombie reports whether a /proc/PID/stat says the process has exited and waits to be reaped.
+func zombie(stat []byte) bool {
+	s := string(stat)
+	i := strings.LastIndexByte(s, ')')
+	return i >= 0 && i+2 < len(s) && s[i+2] == 'Z'
+}
+
+// TestScriptGrandchildGoneAfterSIGKILL: a script capsule's command starts a process that leaves its
+// session and process group (setsid); once the member is killed with SIGKILL, that process is gone too.
+func TestScriptGrandchildGoneAfterSIGKILL(t *testing.T) {
+	if _, err := os.Stat("/usr/bin/setsid"); err != nil {
+		t.Skip("no setsid")
+	}
+	// A sleep no other process runs, so the test finds it by its command line.
+	mark := fmt.Sprintf("%d.%06d", 3000+os.Getpid()%1000, time.Now().Nanosecond()/1000)
+	root := t.TempDir()
+	capsule := filepath.Join(root, "solo")
+	os.MkdirAll(capsule, 0o755)
+	os.WriteFile(filepath.Join(capsule, "murmur.yaml"), []byte(`name: solo
+script:
+  command: [sh, -c, 'setsid sleep `+mark+` </dev/null >/dev/null 2>&1 & echo $! > escaped.pid; while [ ! -e "$MUR_CAPSULE_DIR/go" ]; do sleep 0.01; done; echo done']
+`), 0o644)
+	rosterPath := filepath.Join(root, "roster.yaml")
+	os.WriteFile(rosterPath, []byte("formation: orphans\nmembers:\n  - name: solo\n    capsule: ./solo\n"), 0o644)
+	t.Cleanup(func() { os.WriteFile(filepath.Join(capsule, "go"), nil, 0o644) })
+	dataDir := filepath.Join(root, "data")
+
+	m := startMember(t, rosterPath, dataDir)
+	c := a2a.NewClient(m.url+"/a2a", "op", nil)
+	if _, err := c.SendMessage(context.Background(), &a2a.SendMessageRequest{
+		Message:       &a2a.Message{MessageID: "m", Role: a2a.RoleUser, Parts: []a2a.Part{a2a.TextPart("escape")}},
+		Configuration: &a2a.SendMessageConfig{ReturnImmediately: true},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	pidFile := filepath.Join(dataDir, "members", "solo", "work", "escaped.pid")
+	var pid int
+	for deadline := time.Now().Add(60 * time.Second); pid == 0; time.Sleep(10 * time.Millisecond) {
+		if b, _ := os.ReadFile(pidFile); len(b) > 0 {
+			pid = findProcess("sleep", mark)
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the command's escaped grandchild never ran")
+		}
+	}
+	t.Cleanup(func() {
+		if findProcess("sleep", mark) == pid {
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+	})
+	if err := m.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	m.cmd.Wait()
+	for deadline := time.Now().Add(60 * time.Second); findProcess("sleep", mark) != 0; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("process %d, started by the script with setsid, outlived the member's SIGKILL by 60s", pid)
+		}
 	}
 }
