@@ -111,7 +111,7 @@ capabilities:
   network: {allow: [localhost]}
 control: {agent_settings: [inference.driver]}
 exports: {peer_files: out}
-lifecycle: {shell_grace_secs: 1}
+lifecycle: {shell_grace_secs: 8}
 `,
 	"script.yaml": `rules:
   - match: '^probe (?P<port>\d+)$'
@@ -121,8 +121,9 @@ lifecycle: {shell_grace_secs: 1}
           - {tool: cat, input: {args: ['../../../formation.token']}}
           - {tool: cat, input: {args: ['../../../canary.txt']}}
           - {tool: sh, input: {args: ['-c', '{{.probe}}']}}
-      - call: [{tool: sh, input: {args: ['-c', 'sleep 2; cat ../../../operator.token; env; echo report > out/report.txt']}}]
-      - call: [{tool: background-command, input: {operation: wait, work_id: '{{(index .results 0).data.work_id}}', wait_secs: 60}}]
+          - {tool: sh, input: {args: ['-c', 'echo report > out/report.txt']}}
+      - call: [{tool: sh, input: {args: ['-c', 'cat ../../../operator.token; env; exec sleep 120']}}]
+      - call: [{tool: background-command, input: {operation: wait, work_id: '{{(index .results 0).data.work_id}}', wait_secs: 1}}]
       - call: [{tool: session-status}]
       - call: [{tool: share-file, input: {path: report.txt}}]
       - call: [{tool: call-member, input: {member: worker, task: 'please fetch {{(index .results 0).data.handle}}'}}]
@@ -262,7 +263,7 @@ func TestCanaryTokenReachesNothing(t *testing.T) {
 	}
 	wantLines("lead", transcript, refusedAll)
 	if n := strings.Count(transcript, "Permission denied"); n < 4 {
-		t.Errorf("%d cat results say Permission denied, want the 3 of lead, the background command's and worker's:\n%s", n, transcript)
+		t.Errorf("%d results say Permission denied, want lead's 3 cat results and worker's, at least:\n%s", n, transcript)
 	}
 	for _, tool := range []string{"cat", "sh", "background-command", "session-status", "share-file", "call-member", "switch-driver"} {
 		if !strings.Contains(transcript, "<untrusted-content source=tool:"+tool+">") {
