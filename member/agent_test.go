@@ -39,7 +39,7 @@ type sessionOpts struct {
 
 // startSession starts a session on a capsule made of files, with a fresh store, records, workdir and
 // runtime directory under the root it returns; it is closed at cleanup.
-func startSession(t *testing.T, files map[string]string, o sessionOpts) (*testSession, string) {
+func startSession(t testing.TB, files map[string]string, o sessionOpts) (*testSession, string) {
 	t.Helper()
 	root := t.TempDir()
 	dir := filepath.Join(root, "capsule")

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 )
@@ -224,4 +225,26 @@ func TestCommandsCannotReadSecrets(t *testing.T) {
 			})
 		}
 	}
+}
+
+// BenchmarkScriptTaskConfinement reports what a script capsule's task costs run the old way (the
+// process group alone, no helper) and confined (helper, Landlock, PID and network namespaces, cgroup),
+// alternating the two so a loaded machine weighs on both alike; the ratio is confined over direct.
+func BenchmarkScriptTaskConfinement(b *testing.B) {
+	capsule := map[string]string{"murmur.yaml": "name: s\nscript: {command: [cat]}\n"}
+	direct, _ := startSession(b, capsule, sessionOpts{isolate: func() isolation { return isolation{} }})
+	confined, _ := startSession(b, capsule, sessionOpts{confine: true})
+	var took [2]time.Duration
+	for b.Loop() {
+		for i, s := range []*testSession{direct, confined} {
+			start := time.Now()
+			if task := s.run(b, "x", Origin{}); answer(task) != "x" {
+				b.Fatalf("task: %s %q", task.Status.State, status(task))
+			}
+			took[i] += time.Since(start)
+		}
+	}
+	b.ReportMetric(float64(took[0].Microseconds())/float64(b.N)/1000, "ms/direct")
+	b.ReportMetric(float64(took[1].Microseconds())/float64(b.N)/1000, "ms/confined")
+	b.ReportMetric(float64(took[1])/float64(took[0]), "confined/direct")
 }
