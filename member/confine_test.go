@@ -227,6 +227,23 @@ func TestCommandsCannotReadSecrets(t *testing.T) {
 	}
 }
 
+// TestDoneCheckIsConfined: lifecycle.done_check runs through the same runner: it passes only when its
+// try at the operator token beside the workdir is refused.
+func TestDoneCheckIsConfined(t *testing.T) {
+	if !LandlockAvailable() {
+		t.Skip("this kernel does not enforce Landlock (W-SHELL-005)")
+	}
+	s, root := startSession(t, map[string]string{
+		"murmur.yaml": agentCapsule("lifecycle:\n  done_check: {command: [sh, -c, 'cat ../operator.token && exit 1; exit 0'], limit: 1}\n"),
+		"script.yaml": "rules:\n  - match: ''\n    turns:\n      - say: done\n",
+	}, sessionOpts{confine: true})
+	os.WriteFile(filepath.Join(root, "operator.token"), []byte("mur_canary_done_check\n"), 0o600)
+	task := s.run(t, "x", Origin{})
+	if answer(task) != "done" || strings.Contains(status(task), "canary") {
+		t.Errorf("task %s %q: the done_check read the token", task.Status.State, status(task))
+	}
+}
+
 // BenchmarkScriptTaskConfinement reports what a script capsule's task costs run the old way (the
 // process group alone, no helper) and confined (helper, Landlock, PID and network namespaces, cgroup),
 // alternating the two so a loaded machine weighs on both alike; the ratio is confined over direct.
