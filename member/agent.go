@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"os/exec"
 	"strings"
 	"time"
 
@@ -310,20 +309,18 @@ func (s *Session) compact(task string, req *InferRequest) {
 		"budget_tokens": cs.BudgetTokens, "threshold": threshold, "removed_messages": removed})
 }
 
-// runDoneCheck runs lifecycle.done_check's command in the workdir and returns its output.
+// runDoneCheck runs lifecycle.done_check's command in the workdir, confined as every command is, and
+// returns its output.
 func (s *Session) runDoneCheck(ctx context.Context, command []string) (string, int, error) {
 	ctx, cancel := context.WithTimeout(ctx, defaultScriptTimeout)
 	defer cancel()
-	cmd := s.capsuleCommand(ctx, command)
 	var out tail
 	out.max = 8 << 10
-	cmd.Stdout, cmd.Stderr = &out, &out
-	err := cmd.Run()
-	var exit *exec.ExitError
-	if errors.As(err, &exit) {
-		return out.String(), exit.ExitCode(), nil
+	code, err := s.runCommand(ctx, command, nil, &out, &out)
+	if errors.Is(err, context.DeadlineExceeded) {
+		err = fmt.Errorf("it did not finish within %s and was killed", defaultScriptTimeout)
 	}
-	return out.String(), 0, err
+	return out.String(), code, err
 }
 
 func lastLine(s string) string {

@@ -33,15 +33,16 @@ func (c *clock) advance(d time.Duration) {
 type sessionOpts struct {
 	clock   *clock
 	getenv  func(string) string
-	confine bool // shell binaries run through this test binary as the confining helper
+	confine bool // commands run through this test binary as the confining helper
 	isolate func() isolation
 	roster  string // a roster.yaml for the session, whose member is "m"; "" for none
 	peers   Peers  // how peers' doors are reached, with roster
+	token   string // the formation token
 }
 
 // startSession starts a session on a capsule made of files, with a fresh store, records, workdir and
 // runtime directory under the root it returns; it is closed at cleanup.
-func startSession(t *testing.T, files map[string]string, o sessionOpts) (*testSession, string) {
+func startSession(t testing.TB, files map[string]string, o sessionOpts) (*testSession, string) {
 	t.Helper()
 	root := t.TempDir()
 	dir := filepath.Join(root, "capsule")
@@ -63,9 +64,10 @@ func startSession(t *testing.T, files map[string]string, o sessionOpts) (*testSe
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := Config{Member: "m", Formation: "f", Capsule: c, Store: store, Metrics: m,
+	// root is laid out as a formation's data directory is: the store and the workdir inside it.
+	cfg := Config{Member: "m", Formation: "f", Capsule: c, Store: store, Metrics: m, DataDir: root,
 		RecordsRoot: filepath.Join(root, "records"), WorkDir: filepath.Join(root, "work"),
-		RuntimeRoot: filepath.Join(root, "run"), Getenv: o.getenv}
+		RuntimeRoot: filepath.Join(root, "run"), Getenv: o.getenv, FormationToken: o.token}
 	if o.clock != nil {
 		cfg.Now = o.clock.Now
 	}

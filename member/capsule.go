@@ -131,6 +131,11 @@ type ShellGrant struct {
 	TimeoutSecs int   // timeout_secs: the time limit of one command (default 60)
 	MemoryMB    int   // memory_mb: the address-space limit of one command (default 1024)
 	OutputKB    int   // output_kb: bytes of output shown to the model, the last ones (default 16)
+	// Read is read: more paths a command may read and execute, absolute (relative ones are resolved
+	// against the capsule directory when the file is parsed); each existed then.
+	Read []string
+	// Network is network: true, which leaves a command the host's network; by default it has none.
+	Network bool
 }
 
 // Capabilities is the capabilities: block.
@@ -621,6 +626,32 @@ func (p *capsuleParser) command(k, val *yaml.Node, cmd []string, path, example s
 	}
 }
 
+// readPaths checks capabilities.shell.read: each entry an existing path, absolute or relative to the
+// capsule directory, returned absolute and clean.
+func (p *capsuleParser) readPaths(v *yaml.Node) []string {
+	d := p.d
+	list, ok := d.texts(v, "capabilities.shell.read")
+	if !ok {
+		return nil
+	}
+	var out []string
+	for i, s := range list {
+		line := yamlItemLine(v, i)
+		if strings.TrimSpace(s) == "" {
+			d.add(line, fmt.Sprintf("capabilities.shell.read[%d] is empty", i), "remove the empty entry")
+			continue
+		}
+		abs := filepath.Clean(capsulePath(p.c.Dir, s))
+		if _, err := os.Stat(abs); err != nil {
+			d.add(line, fmt.Sprintf("capabilities.shell.read entry %q does not exist (looked for %s)", s, abs),
+				"create it, write its path absolute or relative to the capsule directory, or remove the entry")
+			continue
+		}
+		out = append(out, abs)
+	}
+	return out
+}
+
 func (p *capsuleParser) capabilities(v *yaml.Node) {
 	d, c := p.d, &p.c.Capabilities
 	allow := func(path string, dst *AllowList, check func(v *yaml.Node, i int, s string), extra ...yamlField) yamlField {
@@ -660,6 +691,8 @@ func (p *capsuleParser) capabilities(v *yaml.Node) {
 			yamlField{"timeout_secs", func(_, v *yaml.Node) { c.Shell.TimeoutSecs = d.countOr0(v, "capabilities.shell.timeout_secs") }},
 			yamlField{"memory_mb", func(_, v *yaml.Node) { c.Shell.MemoryMB = d.countOr0(v, "capabilities.shell.memory_mb") }},
 			yamlField{"output_kb", func(_, v *yaml.Node) { c.Shell.OutputKB = d.countOr0(v, "capabilities.shell.output_kb") }},
+			yamlField{"read", func(_, v *yaml.Node) { c.Shell.Read = p.readPaths(v) }},
+			yamlField{"network", func(_, v *yaml.Node) { c.Shell.Network, _ = d.flag(v, "capabilities.shell.network") }},
 		),
 		allow("capabilities.spawn", &c.Spawn, nil),
 		{"plan", func(_, v *yaml.Node) {

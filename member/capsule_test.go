@@ -214,6 +214,21 @@ capabilities:
 			},
 		},
 		{
+			name: "shell read and network",
+			yaml: `name: w
+script: {command: [a]}
+capabilities:
+  shell:
+    read: [/etc, no-such-dir, ""]
+    network: maybe
+`,
+			want: []string{
+				`/w/murmur.yaml:5: capabilities.shell.read entry "no-such-dir" does not exist (looked for /w/no-such-dir); create it, write its path absolute or relative to the capsule directory, or remove the entry`,
+				`/w/murmur.yaml:5: capabilities.shell.read[2] is empty; remove the empty entry`,
+				`/w/murmur.yaml:6: capabilities.shell.network must be true or false, not "maybe"; write network: true or network: false`,
+			},
+		},
+		{
 			name: "artifact names",
 			yaml: `name: w
 script: {command: [a]}
@@ -687,6 +702,20 @@ func TestCapsuleScriptRelative(t *testing.T) {
 	data := "name: w\ninference:\n  driver: l\n  choices: {l: {driver: script, script: s.yaml}}\n"
 	if _, err := ParseCapsule(filepath.Join(dir, "murmur.yaml"), []byte(data)); err != nil {
 		t.Errorf("ParseCapsule: %v", err)
+	}
+}
+
+func TestCapsuleShellReadAndNetwork(t *testing.T) {
+	dir := t.TempDir()
+	os.MkdirAll(filepath.Join(dir, "data", "sets"), 0o755)
+	data := "name: w\nscript: {command: [a]}\ncapabilities:\n  shell: {read: [data/sets, ./data/../data, /usr/share], network: true}\n"
+	c, err := ParseCapsule(filepath.Join(dir, "murmur.yaml"), []byte(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{filepath.Join(dir, "data", "sets"), filepath.Join(dir, "data"), "/usr/share"}
+	if diff := cmp.Diff(want, c.Capabilities.Shell.Read); diff != "" || !c.Capabilities.Shell.Network {
+		t.Errorf("read (-want +got):\n%s\nnetwork: %v", diff, c.Capabilities.Shell.Network)
 	}
 }
 

@@ -1,11 +1,14 @@
 package member
 
 import (
+	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"runtime"
-	"strconv"
+	"slices"
 	"strings"
 	"syscall"
 
@@ -14,28 +17,179 @@ import (
 )
 
 // ConfineCommand is the hidden first argument that makes the mur binary the confining helper: it sets
-// the command's limits and write confinement on itself, then executes the command in its place.
+// the command's limits and its Landlock rules on itself, then executes the command in its place.
 const ConfineCommand = "_confine"
 
-// The helper's instructions, in its environment; it removes them before executing the command.
-const (
-	envConfineWrite   = "MUR_CONFINE_WRITE" // directories the command may write, separated by ':'
-	envConfineMem     = "MUR_CONFINE_MEM"   // the address-space limit in bytes; 0 or unset: none
-	envConfineLock    = "MUR_CONFINE_LANDLOCK"
-	envConfineCgroups = "MUR_CONFINE_CGROUPS" // cgroup directories to join before executing, separated by ':'
-)
+// envConfine carries the helper's instructions (a confineSpec as JSON) in its environment; the helper
+// removes it before executing the command.
+const envConfine = "MUR_CONFINE"
 
-// LandlockAvailable reports whether the kernel enforces Landlock, so confinement can be applied.
-func LandlockAvailable() bool {
-	v, err := llsys.LandlockGetABIVersion()
-	return err == nil && v >= 1
+// confineSpec is what the helper sets up before it executes a command.
+type confineSpec struct {
+	// Landlock applies the rule set fsRules computes (and the TCP rules unless Network); false leaves
+	// the filesystem and the network as this user has them.
+	Landlock bool `json:"landlock,omitempty"`
+	// Read lists paths the command may read and execute, besides the system ones (systemReadPaths).
+	Read []string `json:"read,omitempty"`
+	// Write lists paths the command may read, write, create in and remove from.
+	Write []string `json:"write,omitempty"`
+	// Deny lists paths no rule may reach: a Read or Write path that contains one is granted as its
+	// parts that do not (Landlock has no deny rule).
+	Deny []string `json:"deny,omitempty"`
+	// Network keeps TCP; without it, a Landlock of ABI 4 or later refuses every TCP bind and connect.
+	Network bool `json:"network,omitempty"`
+	// Mem is the address-space limit in bytes; 0: none.
+	Mem uint64 `json:"mem,omitempty"`
+	// Cgroups are the cgroup directories to join before executing (cgroup v1 ones).
+	Cgroups []string `json:"cgroups,omitempty"`
 }
 
-// restrictThread confines the calling thread, and so the program it executes: read and execute
-// everywhere, write only under the given directories and to /dev/null, /dev/zero and /dev/full. Only
-// this thread is restricted (not the whole process, as the library's RestrictPaths does): that works the
-// same when the helper is PID 1 of a PID namespace, where restricting every thread does not.
-func restrictThread(write []string) error {
+// systemReadPaths are the directories programs need to run, read and executed by every confined
+// command; those missing on a host are left out.
+var systemReadPaths = []string{"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc"}
+
+// The device nodes a confined command may use: the first three read and written, the others read.
+var (
+	deviceRW   = []string{"/dev/null", "/dev/zero", "/dev/full"}
+	deviceRead = []string{"/dev/urandom", "/dev/random"}
+)
+
+// fsAccess is a class of Landlock rights a rule grants.
+type fsAccess int
+
+const (
+	accessRead   fsAccess = iota // read and execute
+	accessWrite                  // everything
+	accessDevice                 // read and write an existing file
+)
+
+func (a fsAccess) String() string {
+	return [...]string{"read", "write", "device"}[a]
+}
+
+// fsRule grants one class of rights beneath one path.
+type fsRule struct {
+	Path   string
+	Access fsAccess
+}
+
+// LandlockAvailable reports whether the kernel enforces Landlock, so confinement can be applied.
+func LandlockAvailable() bool { return landlockABI() >= 1 }
+
+// landlockABI is the kernel's Landlock ABI version; 0 when it has none (or a seccomp filter hides it).
+func landlockABI() int {
+	v, err := llsys.LandlockGetABIVersion()
+	if err != nil {
+		return 0
+	}
+	return v
+}
+
+// landlockTCPABI is the first Landlock ABI with rules for TCP bind and connect (Linux 6.7).
+const landlockTCPABI = 4
+
+// fsRules computes the rules of a confined command: the system directories, spec's Read and Write
+// paths, the device nodes and procSelf (the command's own /proc entry; "" for none), every one with
+// its symbolic links resolved. A path inside a Deny path is kept: it is granted on purpose, and is
+// narrower (the workdir inside the data directory). A path equal to a Deny path is dropped, and one
+// that contains a Deny path is replaced by its entries that are not on the way to it, recursively, so
+// the rules reach everything beneath it but the Deny path; symbolic links among those entries are left
+// out, so none can lead back to it. Missing system, device and Read paths are left out; a missing Write
+// path is an error.
+func fsRules(spec confineSpec, procSelf string) ([]fsRule, error) {
+	var deny []string
+	for _, d := range spec.Deny {
+		if d == "" {
+			continue
+		}
+		if r, err := filepath.EvalSymlinks(d); err == nil {
+			d = r
+		}
+		deny = append(deny, filepath.Clean(d))
+	}
+	var out []fsRule
+	var errs []error
+	add := func(path string, access fsAccess, required bool) {
+		resolved, err := filepath.EvalSymlinks(path)
+		if err != nil {
+			if required {
+				errs = append(errs, fmt.Errorf("%s: %w", path, err))
+			}
+			return
+		}
+		out = append(out, carve(resolved, access, deny)...)
+	}
+	for _, p := range systemReadPaths {
+		add(p, accessRead, false)
+	}
+	if spec.Network {
+		// Name resolution reads it, and it is often a link out of /etc (into /run).
+		add("/etc/resolv.conf", accessRead, false)
+	}
+	for _, p := range spec.Read {
+		add(p, accessRead, false)
+	}
+	for _, p := range spec.Write {
+		add(p, accessWrite, true)
+	}
+	for _, p := range deviceRW {
+		add(p, accessDevice, false)
+	}
+	for _, p := range deviceRead {
+		add(p, accessRead, false)
+	}
+	if procSelf != "" {
+		add(procSelf, accessRead, false)
+	}
+	return out, errors.Join(errs...)
+}
+
+// within reports whether path is dir or beneath it; both are clean and absolute.
+func within(path, dir string) bool {
+	return path == dir || dir == "/" || strings.HasPrefix(path, dir+"/")
+}
+
+// carve grants path, less every deny path it contains.
+func carve(path string, access fsAccess, deny []string) []fsRule {
+	inside := false
+	for _, d := range deny {
+		if d == path {
+			return nil
+		}
+		if within(d, path) {
+			inside = true
+		}
+	}
+	if !inside {
+		return []fsRule{{Path: path, Access: access}}
+	}
+	entries, err := os.ReadDir(path)
+	if err != nil {
+		return nil
+	}
+	var out []fsRule
+	for _, e := range entries {
+		if e.Type()&fs.ModeSymlink != 0 {
+			continue
+		}
+		out = append(out, carve(filepath.Join(path, e.Name()), access, deny)...)
+	}
+	return out
+}
+
+// The Landlock rights of each access class, for a directory and for any other file.
+const (
+	llRead = llsys.AccessFSExecute | llsys.AccessFSReadFile | llsys.AccessFSReadDir
+	llFile = llsys.AccessFSExecute | llsys.AccessFSReadFile | llsys.AccessFSWriteFile | llsys.AccessFSTruncate |
+		llsys.AccessFSIoctlDev
+)
+
+// restrictThread confines the calling thread, and so the program it executes, to rules; without
+// network, it may neither bind nor connect a TCP socket (Landlock ABI 4), nor reach an abstract Unix
+// socket made outside it (ABI 6). It may never signal a process outside it (ABI 6). Only this thread
+// is restricted (not the whole process, as the library's RestrictPaths does): that works the same when
+// the helper is PID 1 of a PID namespace, where restricting every thread does not.
+func restrictThread(rules []fsRule, network bool) error {
 	abi, err := llsys.LandlockGetABIVersion()
 	if err != nil {
 		return err
@@ -43,45 +197,32 @@ func restrictThread(write []string) error {
 	all := uint64(llsys.AccessFSExecute | llsys.AccessFSWriteFile | llsys.AccessFSReadFile | llsys.AccessFSReadDir |
 		llsys.AccessFSRemoveDir | llsys.AccessFSRemoveFile | llsys.AccessFSMakeChar | llsys.AccessFSMakeDir |
 		llsys.AccessFSMakeReg | llsys.AccessFSMakeSock | llsys.AccessFSMakeFifo | llsys.AccessFSMakeBlock | llsys.AccessFSMakeSym)
-	file := uint64(llsys.AccessFSReadFile | llsys.AccessFSWriteFile)
 	if abi >= 2 {
 		all |= llsys.AccessFSRefer
 	}
 	if abi >= 3 {
 		all |= llsys.AccessFSTruncate
-		file |= llsys.AccessFSTruncate
 	}
 	if abi >= 5 {
 		all |= llsys.AccessFSIoctlDev
-		file |= llsys.AccessFSIoctlDev
 	}
-	read := uint64(llsys.AccessFSExecute | llsys.AccessFSReadFile | llsys.AccessFSReadDir)
-	fd, err := llsys.LandlockCreateRuleset(&llsys.RulesetAttr{HandledAccessFS: all}, 0)
+	attr := llsys.RulesetAttr{HandledAccessFS: all}
+	if !network && abi >= landlockTCPABI {
+		attr.HandledAccessNet = llsys.AccessNetBindTCP | llsys.AccessNetConnectTCP
+	}
+	if abi >= 6 {
+		attr.Scoped = llsys.ScopeSignal
+		if !network {
+			attr.Scoped |= llsys.ScopeAbstractUnixSocket
+		}
+	}
+	fd, err := llsys.LandlockCreateRuleset(&attr, 0)
 	if err != nil {
 		return err
 	}
 	defer syscall.Close(fd)
-	add := func(path string, access uint64, optional bool) error {
-		pfd, err := syscall.Open(path, unix.O_PATH|syscall.O_CLOEXEC, 0)
-		if err != nil {
-			if optional {
-				return nil
-			}
-			return fmt.Errorf("%s: %w", path, err)
-		}
-		defer syscall.Close(pfd)
-		return llsys.LandlockAddPathBeneathRule(fd, &llsys.PathBeneathAttr{AllowedAccess: access, ParentFd: pfd}, 0)
-	}
-	if err := add("/", read, false); err != nil {
-		return err
-	}
-	for _, d := range write {
-		if err := add(filepath.Clean(d), all, false); err != nil {
-			return err
-		}
-	}
-	for _, f := range []string{"/dev/null", "/dev/zero", "/dev/full"} {
-		if err := add(f, file, true); err != nil {
+	for _, r := range rules {
+		if err := addRule(fd, r, all); err != nil {
 			return err
 		}
 	}
@@ -89,6 +230,43 @@ func restrictThread(write []string) error {
 		return err
 	}
 	return llsys.LandlockRestrictSelf(fd, 0)
+}
+
+// addRule adds one rule to the ruleset fd, with the rights of its class that the kernel handles and
+// that fit the file's type. A path that is gone, or is now a symbolic link, is skipped.
+func addRule(fd int, r fsRule, handled uint64) error {
+	pfd, err := syscall.Open(r.Path, unix.O_PATH|unix.O_NOFOLLOW|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		if r.Access == accessWrite {
+			return fmt.Errorf("%s: %w", r.Path, err)
+		}
+		return nil
+	}
+	defer syscall.Close(pfd)
+	var st syscall.Stat_t
+	if err := syscall.Fstat(pfd, &st); err != nil {
+		return fmt.Errorf("%s: %w", r.Path, err)
+	}
+	if st.Mode&syscall.S_IFMT == syscall.S_IFLNK {
+		return nil
+	}
+	var access uint64
+	switch r.Access {
+	case accessRead:
+		access = llRead
+	case accessWrite:
+		access = handled
+	case accessDevice:
+		access = llFile &^ llsys.AccessFSExecute
+	}
+	if st.Mode&syscall.S_IFMT != syscall.S_IFDIR {
+		access &= llFile
+	}
+	access &= handled
+	if err := llsys.LandlockAddPathBeneathRule(fd, &llsys.PathBeneathAttr{AllowedAccess: access, ParentFd: pfd}, 0); err != nil {
+		return fmt.Errorf("%s (%s): %w", r.Path, r.Access, err)
+	}
+	return nil
 }
 
 // ConfineMain runs the helper: args are the command's absolute path, its argv[0], then its arguments.
@@ -100,43 +278,28 @@ func ConfineMain(args []string) int {
 	}
 	path, argv := args[0], args[1:]
 	var env []string
-	var write []string
-	var mem uint64
-	var cgroups []string
-	lock := false
+	var spec confineSpec
 	for _, kv := range os.Environ() {
 		k, v, _ := strings.Cut(kv, "=")
-		switch k {
-		case envConfineWrite:
-			for _, d := range strings.Split(v, ":") {
-				if d != "" {
-					write = append(write, d)
-				}
-			}
-		case envConfineMem:
-			mem, _ = strconv.ParseUint(v, 10, 64)
-		case envConfineLock:
-			lock = v == "1"
-		case envConfineCgroups:
-			for _, d := range strings.Split(v, ":") {
-				if d != "" {
-					cgroups = append(cgroups, d)
-				}
-			}
-		default:
+		if k != envConfine {
 			env = append(env, kv)
+			continue
+		}
+		if err := json.Unmarshal([]byte(v), &spec); err != nil {
+			fmt.Fprintln(os.Stderr, "mur _confine: reading its instructions:", err)
+			return 126
 		}
 	}
 	// Joined before the command executes, so nothing it starts is ever outside them. "0" is this
 	// process, whatever its number in a PID namespace.
-	for _, d := range cgroups {
+	for _, d := range spec.Cgroups {
 		if err := os.WriteFile(filepath.Join(d, "cgroup.procs"), []byte("0"), 0); err != nil {
 			fmt.Fprintln(os.Stderr, "mur _confine: joining the command's cgroup:", err)
 			return 126
 		}
 	}
-	if mem > 0 {
-		lim := &syscall.Rlimit{Cur: mem, Max: mem}
+	if spec.Mem > 0 {
+		lim := &syscall.Rlimit{Cur: spec.Mem, Max: spec.Mem}
 		if err := syscall.Setrlimit(syscall.RLIMIT_AS, lim); err != nil {
 			fmt.Fprintln(os.Stderr, "mur _confine: memory limit:", err)
 			return 126
@@ -144,13 +307,46 @@ func ConfineMain(args []string) int {
 	}
 	// Landlock restricts a thread and what it executes; this thread is the one that calls execve.
 	runtime.LockOSThread()
-	if lock {
-		if err := restrictThread(write); err != nil {
-			fmt.Fprintln(os.Stderr, "mur _confine: write confinement:", err)
+	if spec.Landlock {
+		// The command executes as this process: its own /proc entry is this one's.
+		self := fmt.Sprintf("/proc/%d", os.Getpid())
+		if pid, err := os.Readlink("/proc/self"); err == nil {
+			self = filepath.Join("/proc", pid) // the PID in /proc's namespace, not in the command's
+		}
+		rules, err := fsRules(spec, self)
+		if err == nil {
+			err = restrictThread(rules, spec.Network)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "mur _confine: confinement:", err)
 			return 126
 		}
 	}
 	err := syscall.Exec(path, argv, env)
 	fmt.Fprintf(os.Stderr, "mur _confine: %s: %v\n", path, err)
 	return 126
+}
+
+// encode returns the spec as the helper's environment entry.
+func (c confineSpec) encode() string {
+	b, _ := json.Marshal(c)
+	return envConfine + "=" + string(b)
+}
+
+// secretFree returns env without the entries that may carry a token: MUR_…TOKEN… names, and any value
+// holding one of the secrets given. A command's environment is built from scratch; this is the guard
+// that keeps it so when someone adds to it.
+func secretFree(env []string, secrets ...string) []string {
+	return slices.DeleteFunc(slices.Clone(env), func(kv string) bool {
+		k, v, _ := strings.Cut(kv, "=")
+		if strings.HasPrefix(k, "MUR_") && strings.Contains(k, "TOKEN") {
+			return true
+		}
+		for _, s := range secrets {
+			if s != "" && strings.Contains(v, s) {
+				return true
+			}
+		}
+		return false
+	})
 }

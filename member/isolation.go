@@ -23,6 +23,10 @@ type isolation struct {
 	// CLONE_NEWPID as root; CLONE_NEWUSER|CLONE_NEWPID (the user mapped to itself) otherwise; 0 when
 	// neither works here.
 	pidNS uintptr
+	// netNS is the clone flags that, added to pidNS, give a command a network namespace of its own as
+	// well (with only a loopback interface, down): CLONE_NEWNET, with CLONE_NEWUSER where only a user
+	// namespace allows it; 0 when no network namespace can be made here.
+	netNS uintptr
 	// killBase is a cgroup v2 directory the runtime may make children in; each command runs in a child
 	// of its own, and cgroup.kill ends everything in it. "" when there is none.
 	killBase string
@@ -37,19 +41,28 @@ type isolation struct {
 // treeKill reports whether ending a command reaches processes that left its process group.
 func (i isolation) treeKill() bool { return i.pidNS != 0 || i.killBase != "" }
 
-// probeIsolation finds out what this host allows: it starts true (from the trusted PATH) in a PID namespace and makes (and
-// removes) a probe cgroup.
+// probeIsolation finds out what this host allows: it starts true (from the trusted PATH) in a PID
+// namespace, then in a PID and a network namespace, and makes (and removes) a probe cgroup.
 func probeIsolation() isolation {
 	var iso isolation
 	trueBin, err := resolveShell("true")
-	for _, flags := range pidNSFlags() {
+	starts := func(flags uintptr) bool {
 		if err != nil {
-			break // nothing to start: no namespace is assumed
+			return false // nothing to start: no namespace is assumed
 		}
 		cmd := exec.Command(trueBin)
 		cmd.SysProcAttr = pidNSAttr(flags)
-		if cmd.Run() == nil {
+		return cmd.Run() == nil
+	}
+	for _, flags := range pidNSFlags() {
+		if starts(flags) {
 			iso.pidNS = flags
+			break
+		}
+	}
+	for _, flags := range netNSFlags(iso.pidNS) {
+		if starts(iso.pidNS | flags) {
+			iso.netNS = flags
 			break
 		}
 	}
@@ -87,8 +100,21 @@ func pidNSFlags() []uintptr {
 	return []uintptr{syscall.CLONE_NEWUSER | syscall.CLONE_NEWPID}
 }
 
+// netNSFlags lists the clone flags to add to the PID namespace flags pid (0: none) for a network
+// namespace, the plainest first.
+func netNSFlags(pid uintptr) []uintptr {
+	var out []uintptr
+	if pid&syscall.CLONE_NEWUSER != 0 || os.Geteuid() == 0 {
+		out = append(out, syscall.CLONE_NEWNET)
+	}
+	if pid&syscall.CLONE_NEWUSER == 0 {
+		out = append(out, syscall.CLONE_NEWUSER|syscall.CLONE_NEWNET)
+	}
+	return out
+}
+
 // pidNSAttr is the SysProcAttr of a command started in its own process group and, with flags, its own
-// PID namespace; in a new user namespace the user and group map to themselves, so files keep their owners.
+// PID (and network) namespace; in a new user namespace the user and group map to themselves, so files keep their owners.
 func pidNSAttr(flags uintptr) *syscall.SysProcAttr {
 	a := &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL, Cloneflags: flags}
 	if flags&syscall.CLONE_NEWUSER != 0 {

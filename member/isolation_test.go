@@ -95,3 +95,46 @@ func TestCgroupsAreRemoved(t *testing.T) {
 		}
 	}
 }
+
+func TestConfinementFindings(t *testing.T) {
+	shell := &Capsule{Path: "/x/murmur.yaml", Inference: &Inference{}}
+	shell.Capabilities.Shell.Allow = []string{"sh"}
+	script := &Capsule{Path: "/x/murmur.yaml", Script: &ScriptSpec{Command: []string{"./a.sh"}}}
+	off := *script
+	off.Capabilities.Shell.Confine = ptrTo(false)
+	netOK := *script
+	netOK.Capabilities.Shell.Network = true
+	all := isolation{pidNS: syscall.CLONE_NEWPID, netNS: syscall.CLONE_NEWNET, killBase: "/c", memBase: "/c"}
+	noNet := all
+	noNet.netNS = 0
+	for _, tc := range []struct {
+		name string
+		c    *Capsule
+		abi  int
+		iso  isolation
+		want []string
+	}{
+		{"everything", shell, 7, all, nil},
+		{"no Landlock", shell, 0, all, []string{CodeShellOpen, CodeShellReads}},
+		{"no Landlock, no namespaces", shell, 0, isolation{}, []string{CodeShellOpen, CodeShellReads, CodeShellReach, CodeShellMemory, CodeShellNetwork}},
+		// A script command has no memory limit unless memory_mb sets one: nothing to warn about.
+		{"script, nothing", script, 0, isolation{}, []string{CodeShellOpen, CodeShellReads, CodeShellReach, CodeShellNetwork}},
+		{"Landlock TCP rules stand in for the namespace", script, 4, noNet, nil},
+		{"Landlock without TCP rules", script, 3, noNet, []string{CodeShellNetwork}},
+		{"confine: false", &off, 7, noNet, []string{CodeShellOpen, CodeShellReads, CodeShellNetwork}},
+		{"network granted", &netOK, 3, noNet, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var got []string
+			for _, f := range confinementFindings(tc.c, "m", tc.abi, tc.iso) {
+				if !strings.HasPrefix(f.Message, "/x/murmur.yaml: ") || f.Member != "m" {
+					t.Errorf("%s does not name the capsule and member: %+v", f.Code, f)
+				}
+				got = append(got, f.Code)
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("codes (-want +got):\n%s", diff)
+			}
+		})
+	}
+}

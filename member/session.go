@@ -75,6 +75,9 @@ type Config struct {
 	Store     *Store
 	// RecordsRoot is the project's records directory; the session's records go in RecordsRoot/<session id>.
 	RecordsRoot string
+	// DataDir is the formation's data directory (tokens, task stores); "" when there is none. Commands
+	// never read it, nor RecordsRoot, except their own workdir.
+	DataDir string
 	// WorkDir is the session's working directory; created when missing.
 	WorkDir string
 	// RuntimeRoot holds the sessions' runtime directories: RuntimeRoot/<session id>/tools/<name>/murmur.yaml.
@@ -95,10 +98,11 @@ type Config struct {
 	// Peers overrides how peers' doors are reached (tests); nil means over HTTP with this member's
 	// credential.
 	Peers Peers
-	// ConfineHelper is an executable that runs `ConfineCommand path name args…` (mur itself); shell
-	// binaries run through it to get their memory limit and write confinement. "" runs them directly.
+	// ConfineHelper is an executable that runs `ConfineCommand path name args…` (mur itself); every
+	// command (shell binaries, a script capsule's command, done_check) runs through it to get its memory
+	// limit and its Landlock rules. "" runs them directly.
 	ConfineHelper string
-	// isolate finds what the host allows around shell commands; nil probes it (probeIsolation). Tests
+	// isolate finds what the host allows around commands; nil probes it (probeIsolation). Tests
 	// set it to take one mechanism away.
 	isolate func() isolation
 }
@@ -138,7 +142,7 @@ type Session struct {
 	calls      *taskCalls // the running agent task's member calls
 	peers      Peers
 	background map[string]*bgCommand // by work id, for the rest of the session
-	iso        isolation             // what this host puts around shell commands; set at Start
+	iso        isolation             // what this host puts around commands; set at Start
 
 	base    context.Context
 	stopAll context.CancelFunc
@@ -190,11 +194,17 @@ func Start(cfg Config) (*Session, error) {
 		s.drivers = drivers
 		s.choice = cfg.Capsule.Inference.Driver
 	}
-	if cfg.Capsule.IsAgent() && len(cfg.Capsule.Capabilities.Shell.Allow) > 0 {
+	if runsCommands(cfg.Capsule) {
 		if cfg.isolate == nil {
 			cfg.isolate = probeIsolation
 		}
 		s.iso = cfg.isolate()
+		for _, p := range cfg.Capsule.Capabilities.Shell.Read {
+			if d := s.secretGrant(p); d != "" {
+				s.log.Warn("capabilities.shell.read lists a path inside the data or records directory; commands may not read it",
+					"path", p, "directory", d, "capsule", cfg.Capsule.Path)
+			}
+		}
 	}
 	if cfg.WorkDir != "" {
 		if err := os.MkdirAll(cfg.WorkDir, 0o700); err != nil {

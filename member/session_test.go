@@ -35,7 +35,7 @@ func newSession(t *testing.T, files map[string]string) *testSession {
 	return s
 }
 
-func (s *testSession) run(t *testing.T, text string, o Origin) *a2a.Task {
+func (s *testSession) run(t testing.TB, text string, o Origin) *a2a.Task {
 	t.Helper()
 	task, err := s.Send(context.Background(), &a2a.Message{MessageID: "m", Role: a2a.RoleUser, Parts: []a2a.Part{a2a.TextPart(text)}}, o)
 	if err != nil {

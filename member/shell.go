@@ -4,13 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/murmur-run/murmur/runtimetools"
@@ -72,17 +69,19 @@ func (s *Session) ShellAllowed(name string) bool {
 	return slices.Contains(s.cfg.Capsule.Capabilities.Shell.Allow, name)
 }
 
-// confined reports whether shell commands run under the write confinement.
+// confined reports whether commands run under their Landlock rules.
 func (s *Session) confined() bool {
 	c := s.cfg.Capsule.Capabilities.Shell.Confine
 	return (c == nil || *c) && s.cfg.ConfineHelper != "" && LandlockAvailable()
 }
 
 // RunShell runs one allowed binary by its absolute path, in the workdir, with a clean environment, its
-// time and memory limits, and (unless the capsule turned it off) no write access outside the workdir and
-// its temp dir. The command runs in a process group of its own and, as root, in a PID namespace of its
-// own, so killing it kills every process it started, a setsid escaper included. With
-// lifecycle.shell_grace_secs, a command still running after the grace period moves to the background.
+// time and memory limits, and (unless the capsule turned it off) its Landlock rules: read only the
+// system directories, the capsule directory and capabilities.shell.read, write only the workdir, no
+// network unless granted. The command runs in a process group of its own and, where the host allows,
+// in a PID namespace of its own, so killing it kills every process it started, a setsid escaper
+// included. With lifecycle.shell_grace_secs, a command still running after the grace period moves to
+// the background.
 func (s *Session) RunShell(ctx context.Context, path, name string, args []string, stdin string) (runtimetools.ShellRun, error) {
 	g := s.cfg.Capsule.Capabilities.Shell
 	grace := time.Duration(0)
@@ -100,46 +99,11 @@ func (s *Session) RunShell(ctx context.Context, path, name string, args []string
 	if g.MemoryMB > 0 {
 		memMB = g.MemoryMB
 	}
-	work := s.workdir()
-	tmp := filepath.Join(work, ".tmp")
-	if err := os.MkdirAll(tmp, 0o700); err != nil {
-		return runtimetools.ShellRun{}, err
-	}
-	env := []string{"PATH=" + strings.Join(trustedPath, ":"), "HOME=" + work, "TMPDIR=" + tmp, "LANG=C.UTF-8"}
 	id := newWorkID()
-	memBytes := uint64(memMB) << 20
-	if s.cfg.ConfineHelper == "" {
-		memBytes = 0 // unconfined (tests): no helper to apply a limit or join a v1 cgroup
-	}
-	cg, err := newCgroupSet(s.iso, id, memBytes)
-	if err != nil {
-		return runtimetools.ShellRun{}, err
-	}
-	var cmd *exec.Cmd
-	if s.cfg.ConfineHelper != "" {
-		cmd = exec.Command(s.cfg.ConfineHelper, append([]string{ConfineCommand, path, name}, args...)...)
-		lock := "0"
-		if s.confined() {
-			lock = "1"
-		}
-		rlimit := memBytes
-		if cg.mem != "" {
-			rlimit = 0 // the kernel holds the whole tree to it, and says when it stepped in
-		}
-		cmd.Env = append(env, envConfineWrite+"="+work+":"+tmp, fmt.Sprintf("%s=%d", envConfineMem, rlimit),
-			envConfineLock+"="+lock, envConfineCgroups+"="+strings.Join(cg.extra, ":"))
-	} else {
-		cmd = exec.Command(path, args...)
-		cmd.Args[0] = name
-		cmd.Env = env
-	}
-	cmd.Dir = work
-	cmd.Stdin = strings.NewReader(stdin)
 	out := &shellOutput{buf: tail{max: s.shellOutputLimit()}}
 	if grace > 0 {
 		f, err := os.OpenFile(s.logPath(id), os.O_CREATE|os.O_WRONLY|os.O_EXCL, 0o600)
 		if err != nil {
-			cg.remove()
 			return runtimetools.ShellRun{}, err
 		}
 		out.log = f
@@ -154,40 +118,17 @@ func (s *Session) RunShell(ctx context.Context, path, name string, args []string
 			out.err = err
 		}
 	}
-	// Both streams share one pipe of our own, so the order read is the order written, and the pipe's
-	// identity tells which leftover processes still hold the command's output.
-	discard := func() {
+	// Both streams share one pipe, so the order read is the order written.
+	p, err := s.start(program{id: id, path: path, name: name, args: args, stdin: strings.NewReader(stdin),
+		stdout: out, stderr: out, memMB: memMB})
+	if err != nil {
 		closeLog()
 		if out.log != nil {
 			os.Remove(out.log.Name())
 		}
-		cg.remove()
-	}
-	pr, pw, err := os.Pipe()
-	if err != nil {
-		discard()
 		return runtimetools.ShellRun{}, err
 	}
-	cmd.Stdout, cmd.Stderr = pw, pw
-	// A process group of its own, and where the host allows, a PID namespace (when the command, its PID
-	// 1, ends, the kernel kills every process it started) and a cgroup (cgroup.kill ends them all).
-	cmd.SysProcAttr = pidNSAttr(s.iso.pidNS)
-	if cg.fd >= 0 {
-		cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, cg.fd
-	}
-	err = cmd.Start()
-	pw.Close()
-	if err != nil {
-		pr.Close()
-		discard()
-		return runtimetools.ShellRun{}, err
-	}
-	copied := make(chan struct{})
-	go func() {
-		io.Copy(out, pr)
-		close(copied)
-	}()
-	c := &bgCommand{id: id, name: name, started: time.Now(), pid: cmd.Process.Pid, cg: cg, out: out, logPath: s.logPath(id), done: make(chan struct{})}
+	c := &bgCommand{id: id, name: name, started: time.Now(), pid: p.pid, cg: p.cg, out: out, logPath: s.logPath(id), done: make(chan struct{})}
 	timedOut := make(chan struct{})
 	var limitTimer *time.Timer
 	if limit > 0 {
@@ -197,50 +138,23 @@ func (s *Session) RunShell(ctx context.Context, path, name string, args []string
 		})
 	}
 	go func() {
-		cmd.Wait()
+		<-p.exited
 		if limitTimer != nil {
 			limitTimer.Stop()
 		}
-		// Whatever it left behind goes with it. Where the host lets the runtime reach every process the
-		// command started, they end at once; otherwise they get lingerWait to let go of the output.
-		var lingering bool
-		if s.iso.treeKill() {
-			lingering = cg.holdsPipe(pr)
-			c.kill()
-		} else {
-			select {
-			case <-copied:
-			case <-time.After(lingerWait):
-				lingering = true
-			}
-			c.kill()
-		}
-		select {
-		case <-copied:
-		case <-time.After(lingerWait): // a process out of reach still holds the pipe: stop reading it
-		}
-		pr.Close()
-		<-copied
-		oom := cg.oomKilled()
-		if err := cg.remove(); err != nil {
-			s.log.Warn("removing a shell command's cgroup", "work_id", id, "err", err)
-		}
+		<-p.done
 		c.mu.Lock()
 		c.ended = time.Now()
-		if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-			c.exitCode = 128 + int(ws.Signal())
-		} else {
-			c.exitCode = cmd.ProcessState.ExitCode()
-		}
+		c.exitCode = p.exitCode
 		select {
 		case <-timedOut:
 			c.limit = fmt.Sprintf("its time limit of %s (capabilities.shell.timeout_secs)", limit)
 		default:
-			if oom {
+			if p.oom {
 				c.limit = fmt.Sprintf("its memory limit of %d MB (capabilities.shell.memory_mb)", memMB)
 			}
 		}
-		c.lingering = lingering
+		c.lingering = p.lingering
 		c.mu.Unlock()
 		closeLog()
 		close(c.done)

@@ -42,6 +42,8 @@ const (
 	CodeShellOpen      = "W-SHELL-002" // shell commands run without the write confinement
 	CodeShellReach     = "W-SHELL-003" // processes that leave a command's process group outlive it
 	CodeShellMemory    = "W-SHELL-004" // the memory limit is an address-space limit the runtime cannot attribute
+	CodeShellReads     = "W-SHELL-005" // commands may read every file the user can: no Landlock, or confine: false
+	CodeShellNetwork   = "W-SHELL-006" // commands keep the network without capabilities.shell.network: no way to cut it off
 )
 
 // CheckFormation stages every member of r (or only those named) without starting anything and returns
@@ -114,15 +116,9 @@ func CheckCapsule(c *Capsule, memberName string, getenv func(string) string) []F
 				out = append(out, Finding{Code: CodeShellMissing, Member: memberName, Message: fmt.Sprintf("%s: %v", c.Path, err)})
 			}
 		}
-		switch {
-		case c.Capabilities.Shell.Confine != nil && !*c.Capabilities.Shell.Confine:
-			out = append(out, Finding{Code: CodeShellOpen, Member: memberName, Message: fmt.Sprintf(
-				"%s: capabilities.shell.confine is false: shell commands may write anywhere this user can", c.Path)})
-		case !LandlockAvailable():
-			out = append(out, Finding{Code: CodeShellOpen, Member: memberName, Message: fmt.Sprintf(
-				"%s: this kernel does not enforce Landlock, so shell commands run without the write confinement", c.Path)})
-		}
-		out = append(out, isolationFindings(c, memberName, probeIsolation())...)
+	}
+	if runsCommands(c) {
+		out = append(out, confinementFindings(c, memberName, landlockABI(), probeIsolation())...)
 	}
 	if c.IsAgent() {
 		for _, name := range c.Inference.ChoiceOrder {
@@ -152,6 +148,56 @@ func CheckCapsule(c *Capsule, memberName string, getenv func(string) string) []F
 		}
 	}
 	return out
+}
+
+// confinementFindings warns about what the host (its Landlock ABI, abi, 0 for none, and iso) or the
+// capsule leaves out of a command's confinement.
+func confinementFindings(c *Capsule, memberName string, abi int, iso isolation) []Finding {
+	var out []Finding
+	off := c.Capabilities.Shell.Confine != nil && !*c.Capabilities.Shell.Confine
+	switch {
+	case off:
+		out = append(out, Finding{Code: CodeShellOpen, Member: memberName, Message: fmt.Sprintf(
+			"%s: capabilities.shell.confine is false: %s may write anywhere this user can", c.Path, commandsOf(c))},
+			Finding{Code: CodeShellReads, Member: memberName, Message: fmt.Sprintf(
+				"%s: capabilities.shell.confine is false: %s may read anything this user can, the formation's tokens and task stores, the records and $HOME included", c.Path, commandsOf(c))})
+	case abi == 0:
+		out = append(out, Finding{Code: CodeShellOpen, Member: memberName, Message: fmt.Sprintf(
+			"%s: this kernel does not enforce Landlock, so %s %s without the write confinement", c.Path, commandsOf(c), verb(c, "run"))},
+			Finding{Code: CodeShellReads, Member: memberName, Message: fmt.Sprintf(
+				"%s: this kernel does not enforce Landlock (or a seccomp filter hides it), so %s may read anything this user can, the formation's tokens and task stores, the records and $HOME included; run mur on Linux 5.13 or later with Landlock enabled", c.Path, commandsOf(c))})
+	}
+	limited := c.IsAgent() && len(c.Capabilities.Shell.Allow) > 0 || c.Capabilities.Shell.MemoryMB > 0
+	for _, f := range isolationFindings(c, memberName, iso) {
+		if f.Code != CodeShellMemory || limited { // without a memory limit there is nothing to apply
+			out = append(out, f)
+		}
+	}
+	if !c.Capabilities.Shell.Network && iso.netNS == 0 && (off || abi < landlockTCPABI) {
+		out = append(out, Finding{Code: CodeShellNetwork, Member: memberName, Message: fmt.Sprintf(
+			"%s: this host gives mur no network namespace and %s, so %s %s the network although capabilities.shell.network is not true: the formation's doors and anything else this host reaches; run mur as root, allow unprivileged user namespaces, or use Linux 6.7 or later with Landlock",
+			c.Path, map[bool]string{true: "capabilities.shell.confine is false", false: "this kernel's Landlock has no TCP rules"}[off], commandsOf(c), verb(c, "keep"))})
+	}
+	return out
+}
+
+// commandsOf names what a capsule runs, for findings.
+func commandsOf(c *Capsule) string {
+	switch {
+	case !c.IsAgent():
+		return "the script command"
+	case len(c.Capabilities.Shell.Allow) > 0:
+		return "shell commands"
+	}
+	return "lifecycle.done_check's command"
+}
+
+// verb agrees a verb with commandsOf(c): "shell commands run", "the script command runs".
+func verb(c *Capsule, v string) string {
+	if c.IsAgent() && len(c.Capabilities.Shell.Allow) > 0 {
+		return v
+	}
+	return v + "s"
 }
 
 // isolationFindings warns about what this host does not let mur put around a capsule's shell commands.
