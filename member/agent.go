@@ -154,6 +154,11 @@ func (s *Session) runAgent(ctx context.Context, t *a2a.Task, text string) (strin
 				continue
 			}
 		}
+		// SPEC: a task that answers in text while a member it called gave no answer completes, and names
+		// those members in metadata.murmur.noAnswerBelow, so its caller reads the answer with a gap line.
+		if below := NoAnswerBelow(tc.latest()); len(below) > 0 {
+			murmurMeta(t)["noAnswerBelow"] = noAnswerBelowMeta(below)
+		}
 		return answer, nil
 	}
 }

@@ -118,6 +118,15 @@ func NoAnswerBelow(latest []CallOutcome) []NoAnswer {
 	return out
 }
 
+// noAnswerBelowMeta is names as metadata.murmur.noAnswerBelow holds them: [{member, status}, …].
+func noAnswerBelowMeta(names []NoAnswer) []map[string]any {
+	out := make([]map[string]any, 0, len(names))
+	for _, n := range names {
+		out = append(out, map[string]any{"member": n.Member, "status": n.Status})
+	}
+	return out
+}
+
 // reportedBelow is c's Below when SPEC reads it, for a completed or no_answer call, and nil otherwise.
 func reportedBelow(c CallOutcome) []NoAnswer {
 	if c.Status != outcomeCompleted && c.Status != outcomeNoAnswer {

@@ -63,11 +63,7 @@ func (s *Session) execute(ctx context.Context, r *runningTask) {
 		errors.As(err, &na)
 		meta := murmurMeta(t)
 		meta["noAnswer"] = true
-		below := make([]map[string]any, 0, len(na.below))
-		for _, b := range na.below {
-			below = append(below, map[string]any{"member": b.Member, "status": b.Status})
-		}
-		meta["noAnswerBelow"] = below
+		meta["noAnswerBelow"] = noAnswerBelowMeta(na.below)
 		err = s.finishLocked(store, t, a2a.TaskStateFailed, na.reason, nil)
 	case err != nil:
 		err = s.finishLocked(store, t, a2a.TaskStateFailed, err.Error(), nil)

@@ -244,6 +244,42 @@ func TestEndWithoutAnswerDownAChain(t *testing.T) {
 	}
 }
 
+// SPEC, end-without-answer's last paragraph: a task that answers in text while a member it called gave
+// no answer completes, its GetTask result carries metadata.murmur.noAnswerBelow, and its caller reads its
+// answer with the gap line.
+func TestAnswerWithAGapDownAChain(t *testing.T) {
+	fx := startFormation(t, map[string]string{
+		"roster.yaml": "formation: f\nmembers:\n  - {name: lead, capsule: ./lead, listen: '127.0.0.1:0'}\n  - {name: worker, capsule: ./worker, listen: '127.0.0.1:0'}\n  - {name: helper, capsule: ./helper, listen: '127.0.0.1:0'}\n" +
+			"reach:\n  - {from: lead, to: [worker]}\n  - {from: worker, to: [helper]}\n",
+		"lead/murmur.yaml":   agentOf("lead"),
+		"lead/script.yaml":   "rules:\n  - match: ''\n    turns:\n      - call: [{tool: call-member, input: {member: worker, task: '{{.task}}'}}]\n      - say: waiting\n      - say: '{{.message}}'\n",
+		"worker/murmur.yaml": agentOf("worker"),
+		"worker/script.yaml": "rules:\n  - match: ''\n    turns:\n      - call: [{tool: call-member, input: {member: helper, task: '{{.task}}'}}]\n      - say: waiting\n      - say: my own guess, without helper\n",
+		"helper/murmur.yaml": "name: helper\nscript: {command: [sh, -c, 'echo helper is broken >&2; exit 3']}\n",
+	}, Tokens{Operator: "op", Formation: "fm"})
+	got := answerOf(fx.ask(t, "lead", "do the thing"))
+	call := regexp.MustCompile(`mcl_[0-9a-z]{26}`).FindString(got)
+	want := "[call-member] call " + call + " to worker ended completed:\n" +
+		"<untrusted-content source=member:worker>\n" +
+		"my own guess, without helper\n" +
+		"</untrusted-content>\n\n" +
+		"[call-member] worker (call " + call + ") answered without an answer from helper (failed): any part of its answer that stands in for theirs is worker's own, not theirs.\n\n" +
+		"[call-member] Every call this task made has ended. Answer the task with the answers you have and say plainly which part has no answer, or call a member again if another attempt could succeed."
+	if got != want {
+		t.Errorf("what lead's model received:\n%s\nwant:\n%s", got, want)
+	}
+	page, err := fx.c["worker"].ListTasks(context.Background(), &a2a.ListTasksRequest{})
+	if err != nil || len(page.Tasks) != 1 {
+		t.Fatalf("worker's tasks: %v %v", page, err)
+	}
+	wt := page.Tasks[0]
+	m := wt.Metadata["murmur"].(map[string]any)
+	below, _ := json.Marshal(m["noAnswerBelow"])
+	if wt.Status.State != a2a.TaskStateCompleted || m["noAnswer"] != nil || string(below) != `[{"member":"helper","status":"failed"}]` {
+		t.Errorf("worker's task %s %v, want completed with helper in noAnswerBelow", wt.Status.State, m)
+	}
+}
+
 func TestTheModelNeverSeesTheDoorOrTheToken(t *testing.T) {
 	buf := make([]byte, 16)
 	rand.Read(buf)
