@@ -351,7 +351,7 @@ func (s *Session) dispatch(ctx context.Context, task string, call ToolCall) Tool
 		}
 		res = r
 	} else {
-		res = runtimetools.Refused(runtimetools.Unstaged(call.Name, s.tools.Names()))
+		res = runtimetools.Refused(runtimetools.Unstaged(call.Name, s.tools.Names(), s.cfg.Capsule.declaresUnbuilt(call.Name)))
 	}
 	s.cfg.Metrics.ToolCalls.WithLabelValues(call.Name, res.Status).Inc()
 	s.cfg.Metrics.ToolDuration.WithLabelValues(call.Name).Observe(time.Since(start).Seconds())

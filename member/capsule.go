@@ -1276,3 +1276,46 @@ func scriptPath(dir, name string) string {
 	}
 	return filepath.Join(dir, name)
 }
+
+// unbuilt is a murmur.yaml declaration of something this build of mur does not provide yet.
+type unbuilt struct{ key, what string }
+
+// unbuiltDeclarations lists what c declares that this build does not provide yet (staging warns with
+// W-CAP-030), in file order.
+func (c *Capsule) unbuiltDeclarations() []unbuilt {
+	var out []unbuilt
+	if c.Transport == TransportProcess {
+		out = append(out, unbuilt{"transport: process", "the process transport (an external harness)"})
+	}
+	if len(c.Tools) > 0 {
+		out = append(out, unbuilt{"tools:", "tool artifacts"})
+	}
+	if len(c.Skills) > 0 {
+		out = append(out, unbuilt{"skills:", "skills"})
+	}
+	if len(c.Capabilities.Spawn.Allow) > 0 {
+		out = append(out, unbuilt{"capabilities.spawn.allow", "delegate-task"})
+	}
+	if c.Capabilities.Plan.Submit {
+		out = append(out, unbuilt{"capabilities.plan.submit", "submit-plan"})
+	}
+	if i := c.Capabilities.Install; len(i.Tool)+len(i.Skill)+len(i.From) > 0 {
+		out = append(out, unbuilt{"capabilities.install", "pull-artifact and remove-artifact"})
+	}
+	return out
+}
+
+// declaresUnbuilt reports whether c declares the grant of the runtime-provided tool name, which this
+// build does not provide yet.
+func (c *Capsule) declaresUnbuilt(name string) bool {
+	switch name {
+	case "delegate-task":
+		return len(c.Capabilities.Spawn.Allow) > 0
+	case "submit-plan":
+		return c.Capabilities.Plan.Submit
+	case "pull-artifact", "remove-artifact":
+		i := c.Capabilities.Install
+		return len(i.Tool)+len(i.Skill)+len(i.From) > 0
+	}
+	return false
+}

@@ -42,6 +42,7 @@ const (
 	CodeShellOpen      = "W-SHELL-002" // shell commands run without the write confinement
 	CodeShellReach     = "W-SHELL-003" // processes that leave a command's process group outlive it
 	CodeShellMemory    = "W-SHELL-004" // the memory limit is an address-space limit the runtime cannot attribute
+	CodeNotBuilt       = "W-CAP-030"   // a declaration of something this build does not provide yet
 	CodeShellReads     = "W-SHELL-005" // commands may read every file the user can: no Landlock, or confine: false
 	CodeShellNetwork   = "W-SHELL-006" // commands keep the network without capabilities.shell.network: no way to cut it off
 )
@@ -109,6 +110,10 @@ func CheckCapsule(c *Capsule, memberName string, getenv func(string) string) []F
 					c.Path, name)})
 			}
 		}
+	}
+	for _, d := range c.unbuiltDeclarations() {
+		out = append(out, Finding{Code: CodeNotBuilt, Member: memberName, Message: fmt.Sprintf(
+			"%s: %s is declared, but this build of mur does not provide %s yet; the declaration has no effect", c.Path, d.key, d.what)})
 	}
 	if c.IsAgent() && len(c.Capabilities.Shell.Allow) > 0 {
 		for _, name := range c.Capabilities.Shell.Allow {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"regexp"
 	"strconv"
 	"strings"
@@ -92,11 +93,13 @@ func (t *BackgroundCommand) Run(ctx context.Context, call Call) (Result, error) 
 	}
 	secs := DefaultWaitSecs
 	if raw, ok := in["wait_secs"]; ok {
-		n, err := strconv.ParseInt(string(bytes.TrimSpace(raw)), 10, 64)
-		if err != nil || n < 0 {
+		// A JSON number with no fraction is a whole number however it is written: 5, 5.0, 5e0.
+		num := bytes.TrimSpace(raw)
+		f, err := strconv.ParseFloat(string(num), 64)
+		if err != nil || !json.Valid(num) || len(num) == 0 || (num[0] != '-' && (num[0] < '0' || num[0] > '9')) || f < 0 || f != math.Trunc(f) {
 			return Refused(fmt.Sprintf("wait_secs `%s` is not a whole number of seconds", bytes.TrimSpace(raw))), nil
 		}
-		secs = int(min(n, MaxWaitSecs))
+		secs = int(min(f, MaxWaitSecs))
 	}
 	if !t.Commands.Known(id) {
 		return Refused(fmt.Sprintf("no background command with work id `%s` in this session", id)), nil

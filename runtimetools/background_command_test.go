@@ -33,6 +33,8 @@ func TestBackgroundCommandRefusals(t *testing.T) {
 		{`{"operation":"kill","work_id":"` + wrk + `"}`, "operation `kill` is not one of the accepted operations: status, wait, stop"},
 		{`{"operation":"wait","work_id":"` + wrk + `","wait_secs":1.5}`, "wait_secs `1.5` is not a whole number of seconds"},
 		{`{"operation":"wait","work_id":"` + wrk + `","wait_secs":"10"}`, "wait_secs `\"10\"` is not a whole number of seconds"},
+		{`{"operation":"wait","work_id":"` + wrk + `","wait_secs":-1}`, "wait_secs `-1` is not a whole number of seconds"},
+		{`{"operation":"wait","work_id":"` + wrk + `","wait_secs":1e400}`, "wait_secs `1e400` is not a whole number of seconds"},
 	} {
 		res, _ := tool.Run(context.Background(), Call{Input: json.RawMessage(tc.input)})
 		if res.Status != StatusRefused || res.Output != tc.want {
@@ -57,6 +59,13 @@ func TestBackgroundCommandText(t *testing.T) {
 	}
 	if res.Status != StatusOK || len(rec.recs) != 1 || rec.recs[0]["type"] != "background_command" {
 		t.Errorf("%s, records %v", res.Status, rec.recs)
+	}
+	// A whole number is whole however JSON writes it.
+	for in, want := range map[string]string{"7.0": "waited_secs: 7\n", "5e1": "waited_secs: 50\n", "0.0": "waited_secs: 0\n"} {
+		res, _ = tool.Run(context.Background(), Call{Input: json.RawMessage(`{"operation":"wait","work_id":"` + wrk + `","wait_secs":` + in + `}`)})
+		if res.Status != StatusOK || !strings.Contains(res.Output, want) {
+			t.Errorf("wait_secs %s: %s\n%s", in, res.Status, res.Output)
+		}
 	}
 	// Over the cap: taken as 600.
 	res, _ = tool.Run(context.Background(), Call{Input: json.RawMessage(`{"operation":"wait","work_id":"` + wrk + `","wait_secs":9000}`)})
