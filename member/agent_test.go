@@ -417,16 +417,19 @@ func TestSessionEndsAtItsDeadline(t *testing.T) {
 	if err := s.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
-	ends := 0
+	var types []string
 	for _, r := range records(t, s.Session) {
 		if r["type"] == "session_end" {
-			ends++
-			if r["reason"] != "deadline" {
+			// The task the deadline stopped failed, and it decides the session's exit status.
+			if r["reason"] != "deadline" || r["exit_status"] != "failed" {
 				t.Errorf("session_end %v", r)
 			}
 		}
+		if r["type"] == "task_end" || r["type"] == "session_end" {
+			types = append(types, r["type"].(string))
+		}
 	}
-	if ends != 1 {
-		t.Errorf("%d session_end records, want 1", ends)
+	if diff := cmp.Diff([]string{"task_end", "task_end", "session_end"}, types); diff != "" {
+		t.Errorf("session_end is not once, after the tasks the deadline ended (-want +got):\n%s", diff)
 	}
 }

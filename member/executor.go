@@ -73,6 +73,7 @@ func (s *Session) execute(ctx context.Context, r *runningTask) {
 	if err != nil {
 		s.log.Error("storing the task's end", "task", r.id, "err", err)
 	}
+	s.writeDeadlineEndLocked()
 }
 
 // finishLocked moves t to a terminal state, stores it, counts it and writes its record. With an answer,
@@ -103,22 +104,26 @@ func (s *Session) finishLocked(ctx context.Context, t *a2a.Task, state a2a.TaskS
 		m.TaskDuration.WithLabelValues(string(state)).Observe(now.Sub(at).Seconds())
 		delete(s.submitted, t.ID)
 	}
+	// One record type per question: every task that ends writes task_end (how it ended: state and
+	// exit_status); a failed one first writes task_failed (why: its reason). A no_answer task writes no
+	// task_failed (SPEC) and its reason rides its task_end, and it never decides session_end.exit_status.
 	fields := map[string]any{"state": string(state), "exit_status": stateWord(state)}
 	if running != nil {
 		fields["runningCommands"] = running
 	}
-	typ := "task_end"
 	noAnswer := murmurMeta(t)["noAnswer"] == true
+	var errs []error
 	switch {
 	case noAnswer:
 		fields["exit_status"] = "no_answer"
 		fields["reason"] = text
 	case state == a2a.TaskStateFailed:
-		typ = "task_failed"
-		fields["reason"] = text
+		errs = append(errs, s.records.Write("task_failed", string(t.ID), map[string]any{"reason": text}))
+		s.lastExit = stateWord(state)
+	default:
+		s.lastExit = stateWord(state)
 	}
-	var errs []error
-	errs = append(errs, s.records.Write(typ, string(t.ID), fields))
+	errs = append(errs, s.records.Write("task_end", string(t.ID), fields))
 	switch {
 	case answer != nil:
 		errs = append(errs, s.records.WriteResult(*answer))

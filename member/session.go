@@ -138,6 +138,9 @@ type Session struct {
 	spend      int64
 	context    *runtimetools.ContextSnapshot
 	noticeSent bool
+	lastExit   string // the exit_status of the latest task that decides session_end's; "" before one
+	// endAtDeadline is the session_end the deadline writes once the task it stopped has ended.
+	endAtDeadline map[string]any
 	timer      *time.Timer
 	calls      *taskCalls // the running agent task's member calls
 	peers      Peers
@@ -543,8 +546,11 @@ func (s *Session) Close(ctx context.Context) error {
 		errs = append(errs, fmt.Errorf("member %s: the running task did not stop in time; the store marks it failed at the next start", s.cfg.Member))
 	}
 	if !expired {
+		s.mu.Lock()
+		exit := s.exitStatusLocked()
+		s.mu.Unlock()
 		errs = append(errs, s.records.Write("session_end", "", map[string]any{
-			"reason": "closed", "elapsed_secs": int64(s.cfg.Now().Sub(s.started) / time.Second),
+			"reason": "closed", "exit_status": exit, "elapsed_secs": int64(s.cfg.Now().Sub(s.started) / time.Second),
 		}))
 	}
 	errs = append(errs, s.records.Close())
@@ -570,12 +576,36 @@ func (s *Session) expire() {
 		}
 	}
 	s.queue = nil
+	s.endAtDeadline = map[string]any{"reason": "deadline", "deadline": at}
 	if r := s.running; r != nil {
+		// The running task's end decides the exit status: session_end follows it.
 		r.cancel(errSessionDeadline)
+		return
 	}
-	s.records.Write("session_end", "", map[string]any{
-		"reason": "deadline", "deadline": at, "elapsed_secs": int64(s.cfg.Now().Sub(s.started) / time.Second),
-	})
+	s.writeDeadlineEndLocked()
+}
+
+// writeDeadlineEndLocked writes the session_end of a session that reached its deadline, once no task
+// runs. s.mu is held.
+func (s *Session) writeDeadlineEndLocked() {
+	if s.endAtDeadline == nil {
+		return
+	}
+	fields := s.endAtDeadline
+	s.endAtDeadline = nil
+	fields["exit_status"] = s.exitStatusLocked()
+	fields["elapsed_secs"] = int64(s.cfg.Now().Sub(s.started) / time.Second)
+	s.records.Write("session_end", "", fields)
+}
+
+// exitStatusLocked is session_end's exit_status: the exit_status of the latest task that ended
+// completed, failed or canceled, "none" when no task has. A task that ended without an answer never
+// decides it (SPEC), nor does a rejected one, which never ran. s.mu is held.
+func (s *Session) exitStatusLocked() string {
+	if s.lastExit == "" {
+		return "none"
+	}
+	return s.lastExit
 }
 
 func (s *Session) loop() {

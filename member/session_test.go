@@ -159,16 +159,24 @@ func TestRecords(t *testing.T) {
 				t.Errorf("tools_declared of a script capsule (-want +got):\n%s", diff)
 			}
 		case "task_end":
-			if r["task"] != string(ok.ID) || r["state"] != "TASK_STATE_COMPLETED" {
+			// Every task that ends writes task_end: how it ended.
+			if !(r["task"] == string(ok.ID) && r["state"] == "TASK_STATE_COMPLETED" && r["exit_status"] == "completed") &&
+				!(r["task"] == string(bad.ID) && r["state"] == "TASK_STATE_FAILED" && r["exit_status"] == "failed") {
 				t.Errorf("task_end %v", r)
 			}
 		case "task_failed":
+			// A failed one also writes task_failed: why.
 			if r["task"] != string(bad.ID) || r["reason"] != "script sh exited with status 4" {
 				t.Errorf("task_failed %v", r)
 			}
+		case "session_end":
+			// The latest task that ended decides the session's exit status.
+			if r["exit_status"] != "failed" || r["reason"] != "closed" {
+				t.Errorf("session_end %v", r)
+			}
 		}
 	}
-	want := []string{"session_start", "task_start", "task_end", "task_start", "task_failed", "session_end"}
+	want := []string{"session_start", "task_start", "task_end", "task_start", "task_failed", "task_end", "session_end"}
 	if diff := cmp.Diff(want, types); diff != "" {
 		t.Errorf("record types (-want +got):\n%s", diff)
 	}

@@ -1,6 +1,7 @@
 package member
 
 import (
+	"context"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -41,5 +42,14 @@ func TestSummariesInToolCallRecords(t *testing.T) {
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("tool_call records (-want +got):\n%s", diff)
+	}
+	// SPEC: "A no_answer task never decides session_end.exit_status".
+	if err := s.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range records(t, s.Session) {
+		if r["type"] == "session_end" && r["exit_status"] != "none" {
+			t.Errorf("session_end %v: its only task ended without an answer, so no task decided its exit status", r)
+		}
 	}
 }
