@@ -141,11 +141,11 @@ type Session struct {
 	lastExit   string // the exit_status of the latest task that decides session_end's; "" before one
 	// endAtDeadline is the session_end the deadline writes once the task it stopped has ended.
 	endAtDeadline map[string]any
-	timer      *time.Timer
-	calls      *taskCalls // the running agent task's member calls
-	peers      Peers
-	background map[string]*bgCommand // by work id, for the rest of the session
-	iso        isolation             // what this host puts around commands; set at Start
+	timer         *time.Timer
+	calls         *taskCalls // the running agent task's member calls
+	peers         Peers
+	background    map[string]*bgCommand // by work id, for the rest of the session
+	iso           isolation             // what this host puts around commands; set at Start
 
 	base    context.Context
 	stopAll context.CancelFunc
