@@ -4,7 +4,6 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -688,26 +687,4 @@ func TestCapsuleScriptRelative(t *testing.T) {
 	if _, err := ParseCapsule(filepath.Join(dir, "murmur.yaml"), []byte(data)); err != nil {
 		t.Errorf("ParseCapsule: %v", err)
 	}
-}
-
-func FuzzParseCapsule(f *testing.F) {
-	for _, p := range []string{"testdata/capsule/full/murmur.yaml", "testdata/capsule/agent/murmur.yaml"} {
-		b, err := os.ReadFile(p)
-		if err != nil {
-			f.Fatal(err)
-		}
-		f.Add(b)
-	}
-	f.Add([]byte("name: w\nscript: &a {command: [a]}\ncontrol: *a\n"))
-	f.Fuzz(func(t *testing.T, data []byte) {
-		c, err := ParseCapsule("/w/murmur.yaml", data)
-		if (c == nil) == (err == nil) {
-			t.Fatalf("ParseCapsule returned capsule %v and error %v", c, err)
-		}
-		for _, e := range unjoin(err) {
-			if e != nil && !strings.HasPrefix(e.Error(), "/w/murmur.yaml") {
-				t.Errorf("error %q does not start with the file", e)
-			}
-		}
-	})
 }
