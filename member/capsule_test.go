@@ -21,6 +21,13 @@ func TestParseCapsuleErrors(t *testing.T) {
 		want []string
 	}{
 		{
+			name: "a quote left open from the first line is named there, not past the file's end",
+			yaml: "name: 'w\nscript: {command: [a]}\n\n",
+			want: []string{
+				`/w/murmur.yaml:1: not valid YAML: found unexpected end of stream; fix the syntax there: indent with spaces only, and quote text that holds ": " or starts with one of {[*&!|>%@'"`,
+			},
+		},
+		{
 			name: "unknown key in inference",
 			yaml: `name: w
 inference:
