@@ -136,7 +136,7 @@ func startChaosFormation(t *testing.T, rosterPath, dataDir string, stderr io.Wri
 		urls := map[string]string{}
 		sc := bufio.NewScanner(out)
 		for sc.Scan() {
-			if m := re.FindStringSubmatch(sc.Text()); m != nil {
+			if m := re.FindStringSubmatch(sc.Text()); m != nil && len(urls) < members {
 				urls[m[1]] = m[2]
 				if len(urls) == members {
 					ready <- urls
