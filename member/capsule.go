@@ -1,6 +1,7 @@
 package member
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -923,6 +924,9 @@ func (d *yamlDoc) root(data []byte, example string) *yaml.Node {
 		if m := yamlLineRE.FindStringSubmatch(err.Error()); m != nil {
 			line, _ = strconv.Atoi(m[1])
 			msg = m[2]
+			if line > yamlLastLine(data) {
+				line = yamlOpenedLine(data)
+			}
 		}
 		d.add(line, "not valid YAML: "+msg,
 			"fix the syntax there: indent with spaces only, and quote text that holds \": \" or starts with one of {[*&!|>%@'\"")
@@ -943,6 +947,39 @@ func (d *yamlDoc) root(data []byte, example string) *yaml.Node {
 		return nil
 	}
 	return n
+}
+
+// yamlLastLine returns the number of the last line of data as YAML counts lines: it breaks them at \n,
+// \r, \r\n, NEL, LS and PS, and a break that ends the file starts no line.
+func yamlLastLine(data []byte) int {
+	n, prev := 1, rune(0)
+	for _, c := range string(data) {
+		switch {
+		case c == '\n' && prev == '\r':
+		case c == '\n', c == '\r', c == '\u0085', c == '\u2028', c == '\u2029':
+			n++
+		}
+		prev = c
+	}
+	if strings.ContainsRune("\n\r\u0085\u2028\u2029", prev) {
+		n--
+	}
+	return max(n, 1)
+}
+
+// yamlOpenedLine finds the line of a syntax error that yaml.v3 put past the end of data. It does that
+// when the construct left open at the end of the file (a quoted scalar, a flow collection) began on the
+// first line: the error then has no context line, and names where the file ends. The line where the
+// construct began is the last of the shortest run of lines from the top that fails to parse.
+func yamlOpenedLine(data []byte) int {
+	lines := bytes.SplitAfter(data, []byte("\n"))
+	for k := 1; k <= len(lines) && k <= 5000; k++ {
+		var n yaml.Node
+		if yaml.Unmarshal(bytes.Join(lines[:k], nil), &n) != nil {
+			return k
+		}
+	}
+	return yamlLastLine(data)
 }
 
 // maxExpandedNodes bounds the values a file may hold once its aliases are expanded, so that a few

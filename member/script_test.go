@@ -244,6 +244,13 @@ func TestParseScriptErrors(t *testing.T) {
 		want []string
 	}{
 		{
+			name: "a quote left open from the first line is named there, not past the file's end",
+			yaml: "rules: \"oops\n  - match: x\n",
+			want: []string{
+				`/w/script.yaml:1: not valid YAML: found unexpected end of stream; fix the syntax there: indent with spaces only, and quote text that holds ": " or starts with one of {[*&!|>%@'"`,
+			},
+		},
+		{
 			name: "unknown key in rule",
 			yaml: `rules:
   - match: ''

@@ -123,7 +123,14 @@ func (p *parser) syntax(data []byte, err error) {
 // starts (its "context"), which can be far above the mistake, so this finds the shortest run of the file's
 // lines from there on that already fails to parse: its last line is where the mistake is. A prefix ends
 // no block early that the mistake's own block did not, so the answer is never above the decoder's.
+// When the block left open at the end of the file began on its first line, yaml.v3 has no context line
+// and names the line after the file's end instead; the search then starts at the top.
 func problemLine(data []byte, reported int) int {
+	last := lastLine(data)
+	from := reported
+	if from > last {
+		from, reported = 1, last
+	}
 	lines := bytes.SplitAfter(data, []byte("\n"))
 	if len(lines[len(lines)-1]) == 0 {
 		lines = lines[:len(lines)-1]
@@ -131,7 +138,7 @@ func problemLine(data []byte, reported int) int {
 	if len(lines) > 5000 {
 		return reported
 	}
-	for k := max(reported, 1); k <= len(lines); k++ {
+	for k := max(from, 1); k <= len(lines); k++ {
 		dec := yaml.NewDecoder(bytes.NewReader(bytes.Join(lines[:k], nil)))
 		for {
 			var n yaml.Node
@@ -145,6 +152,24 @@ func problemLine(data []byte, reported int) int {
 		}
 	}
 	return reported
+}
+
+// lastLine returns the number of the last line of data as YAML counts lines: it breaks them at \n, \r,
+// \r\n, NEL, LS and PS, and a break that ends the file starts no line.
+func lastLine(data []byte) int {
+	n, prev := 1, rune(0)
+	for _, c := range string(data) {
+		switch {
+		case c == '\n' && prev == '\r':
+		case c == '\n', c == '\r', c == '\u0085', c == '\u2028', c == '\u2029':
+			n++
+		}
+		prev = c
+	}
+	if strings.ContainsRune("\n\r\u0085\u2028\u2029", prev) {
+		n--
+	}
+	return max(n, 1)
 }
 
 // field is one key of a mapping with its value.

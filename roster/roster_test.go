@@ -80,6 +80,11 @@ func TestParseErrors(t *testing.T) {
 			want: []string{"$DIR/roster.yaml:3: not valid YAML: found character that cannot start any token; " + yamlFix},
 		},
 		{
+			name: "a quote left open from the first line is named there, not past the file's end",
+			yaml: "formation: 't\nmembers:\n  - {name: lead, capsule: ./lead}\n",
+			want: []string{"$DIR/roster.yaml:1: not valid YAML: found unexpected end of stream; " + yamlFix},
+		},
+		{
 			name: "unquoted star",
 			yaml: twoMembers + "reach:\n  - {from: lead, to: [*]}\n",
 			want: []string{"$DIR/roster.yaml:8: not valid YAML: did not find expected alphabetic or numeric character; " + yamlFix},
