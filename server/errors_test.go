@@ -89,6 +89,8 @@ func TestBadRequestsGetTheirOwnErrors(t *testing.T) {
 		{"batch", `[` + validSend + `,` + validSend + `]`, nil, 200, -32600, "null", "batch requests are not served", ""},
 		{"not an object", `"SendMessage"`, nil, 200, -32600, "null", "must be a JSON object", ""},
 		{"object id", `{"jsonrpc":"2.0","id":{"a":1},"method":"GetTask","params":{"id":"x"}}`, nil, 200, -32600, "null", `"id" must be a string or a number`, ""},
+		{"fraction id", `{"jsonrpc":"2.0","id":1.5,"method":"GetTask","params":{"id":"x"}}`, nil, 200, -32600, "null", `"id" 1.5 is not a whole number from 0 to 18446744073709551615: use such a number, or a string`, ""},
+		{"negative id", `{"jsonrpc":"2.0","id":-1,"method":"GetTask","params":{"id":"x"}}`, nil, 200, -32600, "null", `"id" -1 is not a whole number`, ""},
 		{"no id", `{"jsonrpc":"2.0","method":"GetTask","params":{"id":"x"}}`, nil, 200, -32600, "null", "notifications are not served", ""},
 		{"wrong jsonrpc version", `{"jsonrpc":"1.0","id":3,"method":"GetTask","params":{"id":"x"}}`, nil, 200, -32600, "3", `"jsonrpc" must be "2.0"`, ""},
 		{"unknown method", `{"jsonrpc":"2.0","id":"a","method":"DoMagic","params":{}}`, nil, 200, -32601, `"a"`, `method "DoMagic" not found`, ""},

@@ -82,6 +82,9 @@ func (d *fuzzDoor) expand(params []byte) []byte {
 }
 
 // fuzzRequest is one request as the fuzz targets send it.
+// fuzzPeer is the peer credential of "caller", whom the fixture's roster lets reach the door.
+var fuzzPeer = peerToken("caller", "trusted")
+
 type fuzzRequest struct {
 	body        []byte
 	token       string // "" sends no Authorization header
@@ -90,14 +93,14 @@ type fuzzRequest struct {
 }
 
 func (r fuzzRequest) authenticated() bool {
-	return r.token == testOperatorToken || r.token == testFormationToken
+	return r.token == testOperatorToken || r.token == fuzzPeer
 }
 
 // variant decodes the variant byte of FuzzDoorRequest: bits 0-1 the token, 2-3 the Content-Type,
 // 4-5 the A2A-Version header, bit 6 pads the body beyond the door's limit.
 func variant(body []byte, v uint8) fuzzRequest {
 	r := fuzzRequest{body: body}
-	r.token = [...]string{testOperatorToken, testFormationToken, "", "not-a-token"}[v&3]
+	r.token = [...]string{testOperatorToken, fuzzPeer, "", testFormationToken}[v&3]
 	r.contentType = [...]string{"application/json", "application/json; charset=utf-8", "text/plain", ""}[v>>2&3]
 	switch v >> 4 & 3 {
 	case 1:
@@ -337,7 +340,7 @@ func FuzzDoorRequest(f *testing.F) {
 // count returns the number of tasks in the door's store.
 func (d *fuzzDoor) count(t *testing.T) int {
 	t.Helper()
-	page, err := d.session.List(context.Background(), member.ListQuery{PageSize: 1})
+	page, err := d.session.List(context.Background(), member.ListQuery{PageSize: 1}, member.OperatorScope())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -389,7 +392,7 @@ func fuzzParams(f *testing.F, method a2a.Method, seeds []string, check func(d *f
 		body, id := d.envelope(method, params)
 		token := testOperatorToken
 		if peer {
-			token = testFormationToken
+			token = fuzzPeer
 		}
 		a := d.do(t, fuzzRequest{body: body, token: token, contentType: "application/json"})
 		if len(body) > fuzzMaxBody {
@@ -503,7 +506,7 @@ func (d *fuzzDoor) checkSendResult(t *testing.T, params []byte, a rpcAnswer) {
 		t.Fatalf("configuration.historyLength %d, but %d messages of history came back", *c.HistoryLength, len(task.History))
 	}
 	// The door acknowledged the task: it is stored.
-	got, err := d.session.Get(context.Background(), task.ID, nil)
+	got, err := d.session.Get(context.Background(), task.ID, nil, member.OperatorScope())
 	if err != nil {
 		t.Fatalf("task %s was acknowledged but is not in the store: %v", task.ID, err)
 	}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"mime"
 	"net/http"
 	"strconv"
@@ -160,6 +161,13 @@ func (d *Door) handle(r *http.Request) (method string, id json.RawMessage, resul
 	}
 	if len(envelope.ID) > 0 && envelope.ID[0] != '"' && envelope.ID[0] != 'n' && (envelope.ID[0] < '0' || envelope.ID[0] > '9') && envelope.ID[0] != '-' {
 		return fail(a2a.ErrInvalidRequest.With(`"id" must be a string or a number`))
+	}
+	if len(envelope.ID) > 0 && (envelope.ID[0] == '-' || envelope.ID[0] >= '0' && envelope.ID[0] <= '9') {
+		// JSON-RPC discourages fractions; sourcegraph/jsonrpc2 keeps a numeric id as an unsigned integer.
+		if _, err := strconv.ParseUint(string(envelope.ID), 10, 64); err != nil {
+			return fail(a2a.ErrInvalidRequest.With(fmt.Sprintf(`"id" %s is not a whole number from 0 to %d: use such a number, or a string`,
+				a2a.CutID(string(envelope.ID)), uint64(math.MaxUint64))))
+		}
 	}
 	var req jsonrpc2.Request
 	if err := json.Unmarshal(trimmed, &req); err != nil {
