@@ -53,3 +53,12 @@ func (c *taskCache) put(id a2a.TaskID, body []byte) {
 		delete(c.byID, last.Value.(*cacheEntry).id)
 	}
 }
+
+func (c *taskCache) remove(id a2a.TaskID) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e, ok := c.byID[id]; ok {
+		c.order.Remove(e)
+		delete(c.byID, id)
+	}
+}
