@@ -39,7 +39,10 @@ var ErrStoreNotFound = fmt.Errorf("member: task not in the store: %w", a2a.ErrTa
 //
 // A Store is safe for concurrent use. Writes go through one connection, in call order, because
 // SQLite admits one writer at a time and queueing in database/sql is cheaper and fairer than
-// SQLite's busy handler; reads use a pool of their own and run beside the writer (WAL).
+// SQLite's busy handler; reads use a pool of their own and run beside the writer (WAL). Two
+// goroutines write in the background, without an fsync of their own and giving way to the writes
+// someone waits for: the batch writer of CreateBatched, and the retention sweeper (Sweep). Close
+// stops both.
 type Store struct {
 	write *sql.DB
 	read  *sql.DB
