@@ -18,6 +18,8 @@ import (
 
 	"github.com/agnivade/levenshtein"
 	"gopkg.in/yaml.v3"
+
+	"github.com/murmur-run/murmur/roster"
 )
 
 // CapsuleFile is the name of a capsule's configuration inside its directory.
@@ -72,6 +74,9 @@ type Capsule struct {
 	AfterTask      string // "" or "sleep"
 	Tools          []string
 	Skills         []string
+	// Store is the store: block: how this member's task store keeps ended tasks. A field it does not set
+	// comes from the roster's store: block, then from roster.DefaultRetention.
+	Store roster.StoreSettings
 
 	lines map[string]int
 }
@@ -285,6 +290,7 @@ var capsuleMisplaced = map[string]string{
 	"agent_settings":   "control",
 	"shell_grace_secs": "lifecycle", "deadline_notice_secs": "lifecycle", "delegation_deadline_secs": "lifecycle",
 	"max_task_reopens": "lifecycle", "keep_working": "lifecycle", "done_check": "lifecycle",
+	"retention": "store",
 }
 
 type capsuleParser struct {
@@ -374,6 +380,7 @@ func (p *capsuleParser) top(n *yaml.Node) {
 		}},
 		{"tools", func(_, v *yaml.Node) { c.Tools = p.artifacts(v, "tools", "local/bash or local/bash@1.2.0") }},
 		{"skills", func(_, v *yaml.Node) { c.Skills = p.artifacts(v, "skills", "local/style or local/style@1.0.0") }},
+		{"store", func(_, v *yaml.Node) { p.store(v) }},
 	})
 
 	// Cross-key checks and defaults.
@@ -843,6 +850,43 @@ func (p *capsuleParser) lifecycle(v *yaml.Node) {
 			}
 		}},
 	})
+}
+
+// store reads store.retention: how long, and how many, ended tasks this member's store keeps.
+func (p *capsuleParser) store(v *yaml.Node) {
+	d, r := p.d, &p.c.Store.Retention
+	d.fields(v, "store", []yamlField{{"retention", func(_, v *yaml.Node) {
+		d.fields(v, "store.retention", []yamlField{
+			{"max_age", func(_, v *yaml.Node) {
+				s, ok := d.text(v, "store.retention.max_age")
+				if !ok {
+					return
+				}
+				age, err := time.ParseDuration(s)
+				switch {
+				case err != nil:
+					d.add(v.Line, fmt.Sprintf("store.retention.max_age %q is not a duration", s),
+						"write a number with a unit, such as max_age: 168h for a week or max_age: 24h (h is the largest unit)")
+				case age < time.Second:
+					d.add(v.Line, fmt.Sprintf("store.retention.max_age %q is shorter than a second", s),
+						"write at least 1s, such as max_age: 168h, or remove the key to keep the roster's (or the default of a week)")
+				default:
+					r.MaxAge = age
+				}
+			}},
+			{"max_tasks", func(_, v *yaml.Node) {
+				n, ok := d.countInt(v, "store.retention.max_tasks")
+				switch {
+				case !ok:
+				case n == 0:
+					d.add(v.Line, "store.retention.max_tasks is 0, so no ended task could be kept",
+						"write at least 1, such as max_tasks: 10000, or remove the key to keep the roster's (or the default of 10000)")
+				default:
+					r.MaxTasks = n
+				}
+			}},
+		})
+	}}})
 }
 
 // artifacts reads a list of artifact names, scope/name[@version].

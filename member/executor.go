@@ -25,6 +25,7 @@ func (s *Session) execute(ctx context.Context, r *runningTask) {
 	t, err := s.cfg.Store.Get(store, r.id)
 	if err != nil {
 		s.log.Error("task vanished from the store before it ran", "task", r.id, "err", err)
+		s.admit.release()
 		return
 	}
 	s.mu.Lock()
@@ -93,7 +94,10 @@ func (s *Session) finishLocked(ctx context.Context, t *a2a.Task, state a2a.TaskS
 	if len(running) > 0 {
 		murmurMeta(t)["runningCommands"] = running
 	}
-	if err := s.cfg.Store.Update(ctx, t); err != nil {
+	err := s.cfg.Store.Update(ctx, t)
+	// The task leaves the session whether or not its end was stored: it runs and waits no more.
+	s.admit.release()
+	if err != nil {
 		return err
 	}
 	s.notifyLocked()

@@ -120,10 +120,15 @@ type Session struct {
 	drivers map[string]Driver
 	log     *slog.Logger
 
+	// admit decides, without mu, whether a new task enters; a rejection never waits for mu or the disk.
+	admit *admission
+
 	mu        sync.Mutex
 	running   *runningTask
-	queue     []a2a.TaskID
-	changed   chan struct{} // closed and replaced on every task change
+	queue     []a2a.TaskID        // in order of admission, including tasks still being stored
+	unstored  map[a2a.TaskID]bool // admitted tasks whose Create has not returned; the executor waits for them
+	storing   sync.WaitGroup      // Sends between admission and the end of their Create; Close waits for them
+	changed   chan struct{}       // closed and replaced on every task change
 	closed    bool
 	choice    string                   // the driver choice the next inference call uses
 	unapplied string                   // a choice switched to that no inference call has used yet
@@ -185,6 +190,8 @@ func Start(cfg Config) (*Session, error) {
 		log:        cfg.Logger.With("member", cfg.Member),
 		changed:    make(chan struct{}),
 		submitted:  map[a2a.TaskID]time.Time{},
+		unstored:   map[a2a.TaskID]bool{},
+		admit:      newAdmission(cfg.Capsule),
 		background: map[string]*bgCommand{},
 		kick:       make(chan struct{}, 1),
 		done:       make(chan struct{}),
@@ -308,10 +315,13 @@ func (s *Session) Ping(ctx context.Context) error {
 	return s.cfg.Store.Ping(ctx)
 }
 
-// Send takes a message. Without a taskId it creates a task, stores it and returns it as acknowledged:
-// TASK_STATE_SUBMITTED (it runs as soon as the session is free), or TASK_STATE_REJECTED when the session
-// is busy and does not queue. A message naming an existing task is refused: murmur's tasks take one
-// message.
+// Send takes a message. Without a taskId it creates a task and returns it as acknowledged:
+// TASK_STATE_SUBMITTED, stored with an fsync before Send returns (it runs as soon as the session is
+// free, in order of admission), or TASK_STATE_REJECTED when the session is busy (and does not queue, or
+// its queue is full), closed or past its deadline. A rejection is decided without the session's lock
+// and waits for no disk: the store keeps it later, in a batch (Store.CreateBatched), or not at all when
+// the batch writer's buffer is full. A message naming an existing task is refused: murmur's tasks take
+// one message.
 func (s *Session) Send(ctx context.Context, msg *a2a.Message, origin Origin) (*a2a.Task, error) {
 	if msg.TaskID != "" {
 		scope := OperatorScope()
@@ -356,39 +366,79 @@ func (s *Session) Send(ctx context.Context, msg *a2a.Message, origin Origin) (*a
 		History:   []a2a.Message{in},
 		Metadata:  map[string]any{"murmur": meta},
 	}
-	c := s.cfg.Capsule
+	refusal, ok := s.admit.take()
+	if !ok {
+		return s.reject(t, refusal, now), nil
+	}
+	s.mu.Lock()
+	if s.closed || s.expired {
+		// Close or the deadline came between take and here; the refusal they set says which.
+		s.mu.Unlock()
+		s.admit.release()
+		refusal, _ := s.admit.take()
+		return s.reject(t, refusal, now), nil
+	}
+	// The task takes its place in the queue now, so the queue stays in order of admission; the executor
+	// starts it once it is stored.
+	s.queue = append(s.queue, id)
+	s.unstored[id] = true
+	s.submitted[id] = now
+	s.cfg.Metrics.TasksActive.Inc()
+	s.storing.Add(1)
+	s.mu.Unlock()
+	defer s.storing.Done()
+
+	err := s.cfg.Store.Create(ctx, t)
+
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	busy := s.running != nil || len(s.queue) > 0
-	queueSize := c.QueueSize
-	if queueSize <= 0 {
-		queueSize = defaultQueueSize
-	}
-	switch {
-	case s.expired:
-		s.setStatus(t, a2a.TaskStateRejected, fmt.Sprintf(DeadlineReject, s.deadline.UTC().Format(time.RFC3339)), now)
-	case s.closed:
-		s.setStatus(t, a2a.TaskStateRejected, ShutdownReject, now)
-	case busy && (c.TaskAcceptance != "queue" || len(s.queue) >= queueSize):
-		s.setStatus(t, a2a.TaskStateRejected, BusyMessage, now)
-	}
-	if err := s.cfg.Store.Create(ctx, t); err != nil {
+	delete(s.unstored, id)
+	i := slices.Index(s.queue, id)
+	if err != nil {
+		if i >= 0 {
+			s.queue = slices.Delete(s.queue, i, i+1)
+		}
+		delete(s.submitted, id)
+		s.cfg.Metrics.TasksActive.Dec()
+		s.admit.release()
+		s.kickLocked()
 		return nil, err
 	}
-	if t.Status.State == a2a.TaskStateRejected {
-		s.cfg.Metrics.TasksTotal.WithLabelValues(string(a2a.TaskStateRejected)).Inc()
-		s.cfg.Metrics.TaskDuration.WithLabelValues(string(a2a.TaskStateRejected)).Observe(0)
+	if i < 0 {
+		// Close or the deadline emptied the queue while the task was being stored: it ends as the tasks
+		// that were queued then did.
+		var ferr error
+		if s.expired {
+			ferr = s.finishLocked(context.WithoutCancel(ctx), t, a2a.TaskStateFailed, fmt.Sprintf(DeadlineFail, s.deadline.UTC().Format(time.RFC3339)), nil)
+		} else {
+			ferr = s.finishLocked(context.WithoutCancel(ctx), t, a2a.TaskStateCanceled, ShutdownCancel, nil)
+		}
+		if ferr != nil {
+			s.log.Error("storing the end of a task the session ended while it was stored", "task", id, "err", ferr)
+		}
 		return t, nil
 	}
-	s.cfg.Metrics.TasksActive.Inc()
-	s.submitted[id] = now
-	s.queue = append(s.queue, id)
 	s.notifyLocked()
+	s.kickLocked()
+	return t, nil
+}
+
+// reject ends t rejected with text and hands it to the store's batch writer: a rejection takes no lock
+// and waits for no disk. When the writer's buffer is full the rejection is answered but not kept.
+func (s *Session) reject(t *a2a.Task, text string, now time.Time) *a2a.Task {
+	s.setStatus(t, a2a.TaskStateRejected, text, now)
+	s.cfg.Store.CreateBatched(t)
+	s.cfg.Metrics.TasksTotal.WithLabelValues(string(a2a.TaskStateRejected)).Inc()
+	s.cfg.Metrics.TaskDuration.WithLabelValues(string(a2a.TaskStateRejected)).Observe(0)
+	return t
+}
+
+// kickLocked wakes the executor. s.mu is held.
+func (s *Session) kickLocked() {
 	select {
 	case s.kick <- struct{}{}:
 	default:
 	}
-	return t, nil
 }
 
 // Get returns a stored task in scope with at most historyLength of its most recent messages (nil: all;
@@ -477,7 +527,7 @@ func (s *Session) Cancel(ctx context.Context, id a2a.TaskID, scope Scope) (*a2a.
 		return nil, err
 	}
 	s.mu.Lock()
-	if i := slices.Index(s.queue, id); i >= 0 {
+	if i := slices.Index(s.queue, id); i >= 0 && !s.unstored[id] {
 		s.queue = slices.Delete(s.queue, i, i+1)
 		t, err := s.cfg.Store.Get(ctx, id)
 		if err == nil {
@@ -526,18 +576,23 @@ func (s *Session) Close(ctx context.Context) error {
 		return nil
 	}
 	s.closed = true
+	s.admit.refuse(ShutdownReject)
 	expired := s.expired
 	if s.timer != nil {
 		s.timer.Stop()
 	}
 	var errs []error
 	for _, id := range s.queue {
+		if s.unstored[id] {
+			continue // its Send ends it once it is stored
+		}
 		if t, err := s.cfg.Store.Get(ctx, id); err == nil {
 			errs = append(errs, s.finishLocked(ctx, t, a2a.TaskStateCanceled, ShutdownCancel, nil))
 		}
 	}
 	s.queue = nil
 	s.mu.Unlock()
+	s.storing.Wait()
 	s.stopAll()
 	s.killBackground()
 	select {
@@ -567,8 +622,12 @@ func (s *Session) expire() {
 	}
 	s.expired = true
 	at := s.deadline.UTC().Format(time.RFC3339)
+	s.admit.refuse(fmt.Sprintf(DeadlineReject, at))
 	ctx := context.Background()
 	for _, id := range s.queue {
+		if s.unstored[id] {
+			continue // its Send ends it once it is stored
+		}
 		if t, err := s.cfg.Store.Get(ctx, id); err == nil {
 			if err := s.finishLocked(ctx, t, a2a.TaskStateFailed, fmt.Sprintf(DeadlineFail, at), nil); err != nil {
 				s.log.Error("storing a task's end at the deadline", "task", id, "err", err)
@@ -631,7 +690,7 @@ func (s *Session) loop() {
 func (s *Session) next() (context.Context, *runningTask, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if len(s.queue) == 0 || s.base.Err() != nil || s.expired {
+	if len(s.queue) == 0 || s.unstored[s.queue[0]] || s.base.Err() != nil || s.expired {
 		return nil, nil, false
 	}
 	ctx, cancel := context.WithCancelCause(s.base)

@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -16,9 +17,11 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/murmur-run/murmur/a2a"
+	"github.com/murmur-run/murmur/roster"
 
 	_ "modernc.org/sqlite" // the "sqlite" database/sql driver
 )
@@ -36,14 +39,41 @@ var ErrStoreNotFound = fmt.Errorf("member: task not in the store: %w", a2a.ErrTa
 //
 // A Store is safe for concurrent use. Writes go through one connection, in call order, because
 // SQLite admits one writer at a time and queueing in database/sql is cheaper and fairer than
-// SQLite's busy handler; reads use a pool of their own and run beside the writer (WAL).
+// SQLite's busy handler; reads use a pool of their own and run beside the writer (WAL). Two
+// goroutines write in the background, without an fsync of their own and giving way to the writes
+// someone waits for: the batch writer of CreateBatched, and the retention sweeper (Sweep). Close
+// stops both.
 type Store struct {
 	write *sql.DB
 	read  *sql.DB
 	now   func() time.Time
+	log   *slog.Logger
 
 	wmu   sync.Mutex // held across each write and its cache update, so the cache follows commit order
 	cache *taskCache
+	// writing, when set (tests), is called with wmu held before each write transaction commits, with
+	// what it is ("create", "update", "recover", "batch", "sweep") and the rows it writes or removes.
+	writing func(op string, rows int)
+
+	fg        foreground // the writes someone waits for; background writes give way to them
+	batch     batcher    // tasks handed to CreateBatched, waiting for the batch writer
+	retention roster.Retention
+	arrivals  atomic.Int64  // tasks stored since the last sweep began
+	sweepKick chan struct{} // wakes the sweeper early; capacity 1
+
+	stop      context.CancelFunc // ends the background goroutines: the batch writer drains and returns
+	closeOnce sync.Once
+	bg        sync.WaitGroup // the batch writer and the sweeper
+}
+
+// StoreConfig is what a store is given beyond its path. The zero value is valid.
+type StoreConfig struct {
+	// Retention says which ended tasks the store keeps; its zero fields take roster.DefaultRetention's.
+	Retention roster.Retention
+	// Now is the clock of task ages and creation times; nil means time.Now.
+	Now func() time.Time
+	// Logger receives what the background writer and sweeper cannot return to anyone; nil discards it.
+	Logger *slog.Logger
 }
 
 // cachedTasks and cachedBytes bound the tasks whose JSON the store keeps in memory, in number and in
@@ -75,11 +105,19 @@ var schema = []string{
 	`ALTER TABLE tasks ADD COLUMN caller TEXT NOT NULL DEFAULT '';
 	UPDATE tasks SET caller = '?' WHERE json_extract(task, '$.metadata.murmur.origin') = 'peer';
 	CREATE INDEX tasks_caller ON tasks (caller, seq);`,
+	// Retention finds ended tasks by their last status time.
+	`CREATE INDEX tasks_ended ON tasks (state, status_ts);`,
 }
 
-// OpenStore opens the task store at path, creating the file (mode 0600), its parent directory
-// (mode 0700) and the schema as needed. A store written by a newer program is refused.
+// OpenStore opens the task store at path with the default StoreConfig; see OpenStoreWith.
 func OpenStore(path string) (*Store, error) {
+	return OpenStoreWith(path, StoreConfig{})
+}
+
+// OpenStoreWith opens the task store at path, creating the file (mode 0600), its parent directory
+// (mode 0700) and the schema as needed, and starts its batch writer and its retention sweeper, which
+// Close stops. A store written by a newer program is refused.
+func OpenStoreWith(path string, cfg StoreConfig) (*Store, error) {
 	abs, err := filepath.Abs(path)
 	if err != nil {
 		return nil, fmt.Errorf("member: task store %s: %w", path, err)
@@ -116,13 +154,32 @@ func OpenStore(path string) (*Store, error) {
 		read.Close()
 		return nil, fmt.Errorf("member: task store %s: %w", abs, err)
 	}
-	return &Store{write: write, read: read, now: time.Now, cache: newTaskCache(cachedTasks, cachedBytes)}, nil
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	s := &Store{
+		write: write, read: read, now: cfg.Now, log: cfg.Logger, cache: newTaskCache(cachedTasks, cachedBytes),
+		batch:     newBatcher(),
+		retention: cfg.Retention.Or(roster.DefaultRetention),
+		sweepKick: make(chan struct{}, 1),
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	s.stop = stop
+	s.bg.Go(func() { s.writeBatches(ctx) })
+	s.bg.Go(func() { s.sweepLoop(ctx) })
+	return s, nil
 }
 
 // openDB opens a pool on the file at abs whose every connection gets the store's pragmas.
 func openDB(abs, extra string) (*sql.DB, error) {
 	q := url.Values{}
-	for _, p := range []string{"busy_timeout(5000)", "journal_mode(WAL)", "synchronous(FULL)", "foreign_keys(ON)"} {
+	// journal_size_limit: once a checkpoint has emptied the write-ahead log, the next write truncates it
+	// to this size, so the log shrinks back after a burst (a flood of rejections, a large sweep).
+	for _, p := range []string{"busy_timeout(5000)", "journal_mode(WAL)", "synchronous(FULL)", "foreign_keys(ON)",
+		"journal_size_limit(" + strconv.Itoa(walSizeLimit) + ")"} {
 		q.Add("_pragma", p)
 	}
 	// A file: URI, so that a '?' or '#' in the path is escaped rather than read as the query.
@@ -167,8 +224,17 @@ func migrate(db *sql.DB) (err error) {
 	return tx.Commit()
 }
 
-// Close closes the store. Methods called after Close fail.
+// walSizeLimit is the journal_size_limit: the size, in bytes, the write-ahead log is cut back to.
+const walSizeLimit = 4 << 20
+
+// Close stops the background goroutines, after the batch writer has written every task handed to
+// CreateBatched, and closes the store. Methods called after Close fail; CreateBatched keeps nothing.
 func (s *Store) Close() error {
+	s.closeOnce.Do(func() {
+		s.batch.close()
+		s.stop()
+		s.bg.Wait()
+	})
 	return errors.Join(s.read.Close(), s.write.Close())
 }
 
@@ -194,16 +260,16 @@ func (s *Store) Create(ctx context.Context, t *a2a.Task) error {
 	if ts := t.Status.Timestamp; ts != nil {
 		created = ts.Time
 	}
-	caller := taskCaller(t)
+	s.fg.begin()
+	defer s.fg.end()
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
-	_, err = s.write.ExecContext(ctx,
-		`INSERT INTO tasks (id, context_id, state, status_ts, created, caller, task) VALUES (?, ?, ?, ?, ?, ?, ?)`,
-		string(t.ID), t.ContextID, string(t.Status.State), statusMillis(t), created.UnixMilli(), caller, body)
-	if err != nil {
-		return fmt.Errorf("member: storing task %s: %w", t.ID, err)
+	s.hook("create", 1)
+	if err := insertTask(ctx, s.write, t, body, created); err != nil {
+		return err
 	}
-	s.cache.put(t.ID, caller, body)
+	s.cache.put(t.ID, taskCaller(t), body)
+	s.arrived(1)
 	return nil
 }
 
@@ -214,6 +280,29 @@ func taskCaller(t *a2a.Task) string {
 	return c
 }
 
+// execer is what insertTask writes through: the write pool, or a transaction of it.
+type execer interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+}
+
+// insertTask is the one INSERT of a task row, for Create and the batch writer.
+func insertTask(ctx context.Context, db execer, t *a2a.Task, body []byte, created time.Time) error {
+	_, err := db.ExecContext(ctx,
+		`INSERT INTO tasks (id, context_id, state, status_ts, created, caller, task) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+		string(t.ID), t.ContextID, string(t.Status.State), statusMillis(t), created.UnixMilli(), taskCaller(t), body)
+	if err != nil {
+		return fmt.Errorf("member: storing task %s: %w", t.ID, err)
+	}
+	return nil
+}
+
+// hook calls the test's write hook, if any. wmu is held.
+func (s *Store) hook(op string, rows int) {
+	if s.writing != nil {
+		s.writing(op, rows)
+	}
+}
+
 // Update replaces the stored task whose id is t's with t. The error wraps ErrStoreNotFound (and so
 // a2a.ErrTaskNotFound) when the store has no such task.
 func (s *Store) Update(ctx context.Context, t *a2a.Task) error {
@@ -221,8 +310,11 @@ func (s *Store) Update(ctx context.Context, t *a2a.Task) error {
 	if err != nil {
 		return fmt.Errorf("member: storing task %s: %w", t.ID, err)
 	}
+	s.fg.begin()
+	defer s.fg.end()
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
+	s.hook("update", 1)
 	res, err := s.write.ExecContext(ctx,
 		`UPDATE tasks SET context_id = ?, state = ?, status_ts = ?, task = ? WHERE id = ?`,
 		t.ContextID, string(t.Status.State), statusMillis(t), body, string(t.ID))
@@ -262,6 +354,9 @@ func (s *Store) GetJSON(ctx context.Context, id a2a.TaskID) ([]byte, error) {
 func (s *Store) GetWithCaller(ctx context.Context, id a2a.TaskID) (body []byte, caller string, err error) {
 	if body, caller, ok := s.cache.get(id); ok {
 		return body, caller, nil
+	}
+	if p, ok := s.batch.get(id); ok {
+		return p.body, p.caller, nil
 	}
 	err = s.read.QueryRowContext(ctx, `SELECT task, caller FROM tasks WHERE id = ?`, string(id)).Scan(&body, &caller)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -380,6 +475,8 @@ func (s *Store) List(ctx context.Context, q ListQuery) (ListPage, error) {
 // terminal state: the member stopped while it ran or waited, and nothing will finish it. It returns
 // the ids of the tasks it changed, in creation order. Call it once, before the store takes new tasks.
 func (s *Store) Recover(ctx context.Context, now time.Time) (ids []a2a.TaskID, err error) {
+	s.fg.begin()
+	defer s.fg.end()
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
 	type row struct {
@@ -444,6 +541,7 @@ func (s *Store) Recover(ctx context.Context, now time.Time) (ids []a2a.TaskID, e
 		ids = append(ids, t.ID)
 		written[t.ID] = row{taskCaller(t), body}
 	}
+	s.hook("recover", len(tasks))
 	if err := tx.Commit(); err != nil {
 		return nil, fmt.Errorf("member: recovering tasks: %w", err)
 	}

@@ -63,3 +63,12 @@ func (c *taskCache) put(id a2a.TaskID, caller string, body []byte) {
 		delete(c.byID, ce.id)
 	}
 }
+
+func (c *taskCache) remove(id a2a.TaskID) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e, ok := c.byID[id]; ok {
+		c.order.Remove(e)
+		delete(c.byID, id)
+	}
+}

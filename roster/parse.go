@@ -30,7 +30,7 @@ var (
 	namePattern = regexp.MustCompile(`^[a-z][a-z0-9-]*$`)
 	yamlLine    = regexp.MustCompile(`^line (\d+): (.*)$`)
 
-	topKeys    = []string{"formation", "entry", "members", "reach"}
+	topKeys    = []string{"formation", "entry", "members", "reach", "store"}
 	memberKeys = []string{"name", "capsule", "listen", "url"}
 	ruleKeys   = []string{"from", "to"}
 )
@@ -269,6 +269,10 @@ func (p *parser) roster(root *yaml.Node, r *Roster) {
 
 	if f, ok := top["reach"]; ok {
 		r.Reach = p.reach(f, ms)
+	}
+
+	if f, ok := top["store"]; ok {
+		r.Store = p.store(f)
 	}
 }
 

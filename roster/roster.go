@@ -18,6 +18,7 @@ type Roster struct {
 	Entry     string   // "" when not set; else must name a member
 	Members   []Member // roster order
 	Reach     []Rule
+	Store     StoreSettings // the store: block; zero fields are not set
 }
 
 // Member is one entry of members: in roster.yaml, with its defaults filled in.

@@ -114,7 +114,7 @@ func TestParseErrors(t *testing.T) {
 			yaml: "formation: t\nmembrs:\n  - {name: lead, capsule: ./lead}\n",
 			want: []string{
 				"$DIR/roster.yaml:1: members is missing; add members: with one entry per member, such as members: [{name: lead, capsule: ./lead}]",
-				`$DIR/roster.yaml:2: unknown key "membrs" at the top level; did you mean "members"? known keys: formation, entry, members, reach`,
+				`$DIR/roster.yaml:2: unknown key "membrs" at the top level; did you mean "members"? known keys: formation, entry, members, reach, store`,
 			},
 		},
 		{
@@ -193,7 +193,7 @@ func TestParseErrors(t *testing.T) {
 		{
 			name: "a key that is not plain text",
 			yaml: twoMembers + "? [a, b]\n: c\n",
-			want: []string{"$DIR/roster.yaml:7: a key at the top level is a list; write plain names as keys; known keys: formation, entry, members, reach"},
+			want: []string{"$DIR/roster.yaml:7: a key at the top level is a list; write plain names as keys; known keys: formation, entry, members, reach, store"},
 		},
 		{
 			name: "member without name",
@@ -384,7 +384,7 @@ func TestParseErrors(t *testing.T) {
 			name: "every problem, in line order",
 			yaml: "formaton: t\nmembers:\n  - name: lead\n    capsule: ./nowhere\n  - name: lead\n    capsule: ./worker\n    listen: nope\nreach:\n  - {from: lead, to: [lead, nobody]}\n",
 			want: []string{
-				`$DIR/roster.yaml:1: unknown key "formaton" at the top level; did you mean "formation"? known keys: formation, entry, members, reach`,
+				`$DIR/roster.yaml:1: unknown key "formaton" at the top level; did you mean "formation"? known keys: formation, entry, members, reach, store`,
 				"$DIR/roster.yaml:1: formation is missing; add the formation's name at the top level, such as formation: hello",
 				`$DIR/roster.yaml:4: capsule "./nowhere" of member lead does not exist (looked for $DIR/nowhere); create that directory with a murmur.yaml in it, or fix the path: it is relative to $DIR`,
 				`$DIR/roster.yaml:5: member name "lead" is used twice (first at line 3); give each member a name of its own`,

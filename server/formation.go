@@ -125,7 +125,11 @@ func (f *Formation) start(m roster.Member, ln net.Listener) (*RunningMember, err
 		return nil, err
 	}
 	dir := filepath.Join(cfg.DataDir, "members", m.Name)
-	store, err := member.OpenStore(filepath.Join(dir, "tasks.db"))
+	log := cfg.Logger.With("member", m.Name)
+	// The capsule's store.retention overrides the roster's, key by key; the store fills in the defaults.
+	store, err := member.OpenStoreWith(filepath.Join(dir, "tasks.db"), member.StoreConfig{
+		Retention: capsule.Store.Retention.Or(cfg.Roster.Store.Retention), Now: cfg.Now, Logger: log,
+	})
 	if err != nil {
 		ln.Close()
 		return nil, err
@@ -137,7 +141,6 @@ func (f *Formation) start(m roster.Member, ln net.Listener) (*RunningMember, err
 		store.Close()
 		return nil, err
 	}
-	log := cfg.Logger.With("member", m.Name)
 	sess, err := member.Start(member.Config{
 		Member: m.Name, Formation: cfg.Roster.Formation, Capsule: capsule, Store: store,
 		RecordsRoot: cfg.RecordsRoot, DataDir: cfg.DataDir, WorkDir: filepath.Join(dir, "work"), RuntimeRoot: filepath.Join(dir, "run"),

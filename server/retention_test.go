@@ -1,0 +1,68 @@
+package server
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	a2ago "github.com/a2aproject/a2a-go/v2/a2a"
+
+	"github.com/murmur-run/murmur/roster"
+)
+
+// The roster's store.retention reaches every member's store; a capsule's own keys override it.
+func TestFormationThreadsRetentionToTheStores(t *testing.T) {
+	root := t.TempDir()
+	for name, body := range map[string]string{
+		"own/murmur.yaml":   "name: own\nscript: {command: [cat]}\nstore: {retention: {max_tasks: 7}}\n",
+		"plain/murmur.yaml": "name: plain\nscript: {command: [cat]}\n",
+		"roster.yaml": "formation: f\nmembers:\n  - {name: own, capsule: ./own, listen: '127.0.0.1:0'}\n  - {name: plain, capsule: ./plain, listen: '127.0.0.1:0'}\n" +
+			"store:\n  retention: {max_age: 48h, max_tasks: 50}\n",
+	} {
+		os.MkdirAll(filepath.Dir(filepath.Join(root, name)), 0o755)
+		os.WriteFile(filepath.Join(root, name), []byte(body), 0o644)
+	}
+	r, err := roster.Load(filepath.Join(root, "roster.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := StartFormation(FormationConfig{Roster: r, DataDir: filepath.Join(root, "data"),
+		RecordsRoot: filepath.Join(root, "records"), Tokens: Tokens{Operator: "op", Formation: "fm"}, Version: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := f.Shutdown(ctx); err != nil {
+			t.Error(err)
+		}
+	}()
+	want := map[string]roster.Retention{
+		"own":   {MaxAge: 48 * time.Hour, MaxTasks: 7},
+		"plain": {MaxAge: 48 * time.Hour, MaxTasks: 50},
+	}
+	for _, m := range f.Members {
+		if got := m.store.Retention(); got != want[m.Name] {
+			t.Errorf("member %s keeps %+v, want %+v", m.Name, got, want[m.Name])
+		}
+	}
+}
+
+// A rejection is answered at once and GetTask finds it, although the store writes it later in a batch.
+func TestRejectedTaskIsFoundAtOnce(t *testing.T) {
+	f := startDoor(t, map[string]string{"murmur.yaml": gatedScript})
+	c := f.client(testOperatorToken)
+	running := sendTask(t, c, "work", true)
+	f.waitState(c, running.ID, a2ago.TaskStateWorking)
+	rejected := sendTask(t, c, "too many", true)
+	if rejected.Status.State != a2ago.TaskStateRejected {
+		t.Fatalf("a task sent to a busy member is %s", rejected.Status.State)
+	}
+	got, err := c.GetTask(context.Background(), &a2ago.GetTaskRequest{ID: rejected.ID})
+	if err != nil || got.Status.State != a2ago.TaskStateRejected || statusText(got) != "task rejected: capsule is busy" {
+		t.Errorf("GetTask of the rejection: %+v %v", got, err)
+	}
+}
