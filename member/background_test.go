@@ -7,12 +7,14 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 
+	"github.com/murmur-run/murmur/a2a"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"time"
 )
@@ -274,26 +276,49 @@ func TestAnExitArrivesAsACompletionTask(t *testing.T) {
 	}
 }
 
+// A cancel of the task ends a wait at once; the call writes one background_command record, carrying
+// phase background_wait.
 func TestWaitEndsWhenTheTaskIsCanceled(t *testing.T) {
-	s, _ := bgSession(t, "rules:\n  - match: ''\n    turns:\n      - say: unused\n")
-	run, err := s.RunShell(t.Context(), "/bin/sh", "sh", []string{"-c", "sleep 30"}, "")
-	if err != nil || run.Moved == nil {
-		t.Fatal(run, err)
+	s, _ := bgSession(t, "rules:\n  - match: ''\n    turns:\n"+
+		"      - call: [{tool: sh, input: {args: ['-c', 'sleep 30']}}]\n"+
+		"      - call: [{tool: background-command, input: {operation: wait, work_id: '{{(index .results 0).data.work_id}}', wait_secs: 600}}]\n"+
+		"      - say: not reached\n")
+	task, err := s.Send(t.Context(), &a2a.Message{MessageID: "m", Role: a2a.RoleUser, Parts: []a2a.Part{a2a.TextPart("x")}}, Origin{})
+	if err != nil {
+		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(t.Context())
-	go func() { time.Sleep(200 * time.Millisecond); cancel() }()
-	start := time.Now()
-	st := s.bgWait(ctx, "tsk_x", run.Moved.WorkID, 600)
-	if st.State != "running" || time.Since(start) > 10*time.Second {
-		t.Errorf("wait after a cancel: %s after %s", st.State, time.Since(start))
-	}
-	found := false
-	for _, r := range records(t, s.Session) {
-		if r["type"] == "background_command" && r["phase"] == "background_wait" {
-			found = true
+	// The cancel comes once the wait is under way: a goroutine is inside bgWait.
+	for deadline := time.Now().Add(30 * time.Second); !goroutineIn("member.(*Session).bgWait("); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the wait never started")
 		}
 	}
-	if !found {
-		t.Error("no background_wait record for the canceled wait")
+	start := time.Now()
+	if _, err := s.Cancel(t.Context(), task.ID, OperatorScope()); err != nil {
+		t.Fatal(err)
 	}
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	done, err := s.Wait(ctx, task.ID)
+	if err != nil || done.Status.State != a2a.TaskStateCanceled {
+		t.Fatalf("task after the cancel: %v %v", done, err)
+	}
+	if time.Since(start) > 20*time.Second {
+		t.Errorf("the wait ran on for %s after the cancel", time.Since(start))
+	}
+	var got []map[string]any
+	for _, r := range records(t, s.Session) {
+		if r["type"] == "background_command" {
+			got = append(got, r)
+		}
+	}
+	if len(got) != 1 || got[0]["phase"] != "background_wait" || got[0]["operation"] != "wait" || got[0]["state"] != "running" {
+		t.Errorf("background_command records of the canceled wait: %v, want one with phase background_wait", got)
+	}
+}
+
+// goroutineIn reports whether some goroutine of this process is running fn (a name as a stack shows it).
+func goroutineIn(fn string) bool {
+	buf := make([]byte, 1<<20)
+	return strings.Contains(string(buf[:runtime.Stack(buf, true)]), fn)
 }
