@@ -130,21 +130,25 @@ func (s *Session) state(c *bgCommand, waited *int64) runtimetools.BackgroundStat
 	return st
 }
 
-// bgWait waits for a command to exit, up to secs; a cancel of the task ends the wait at once.
+// bgWait waits for a command to exit, up to secs; a cancel of the task ends the wait at once, and the
+// state says so (the call's one record, which background-command writes, then carries phase
+// background_wait).
 func (s *Session) bgWait(ctx context.Context, task, id string, secs int) runtimetools.BackgroundState {
 	c := s.bg(id)
 	start := time.Now()
 	timer := time.NewTimer(time.Duration(secs) * time.Second)
 	defer timer.Stop()
+	canceled := false
 	select {
 	case <-c.done:
 	case <-timer.C:
 	case <-ctx.Done():
-		s.records.Write("background_command", task, map[string]any{"work_id": id, "operation": "wait",
-			"phase": "background_wait", "canceled": true, "waited_secs": int64(time.Since(start) / time.Second)})
+		canceled = true
 	}
 	waited := int64(time.Since(start) / time.Second)
-	return s.state(c, &waited)
+	st := s.state(c, &waited)
+	st.Canceled = canceled
+	return st
 }
 
 // bgStop sends SIGTERM to the command's process group, SIGKILL 2 s later if it has not exited, then

@@ -7,12 +7,14 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 
+	"github.com/murmur-run/murmur/a2a"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"time"
 )
@@ -59,17 +61,64 @@ func TestCommandMovesToTheBackgroundAndIsWaitedFor(t *testing.T) {
 }
 
 func TestStopKillsACommandThatIgnoresSIGTERM(t *testing.T) {
-	s, root := bgSession(t, "rules:\n  - match: ''\n    turns:\n"+
-		"      - call: [{tool: sh, input: {args: ['-c', 'trap \"\" TERM; (trap \"\" TERM; sleep 30; touch late) & sleep 30']}}]\n"+
-		"      - call: [{tool: background-command, input: {operation: stop, work_id: '{{(index .results 0).data.work_id}}'}}]\n"+
-		"      - say: '{{(index .results 0).output}}'\n")
-	got := answer(s.run(t, "x", Origin{}))
+	s, root := stopSession(t, sessionOpts{})
+	id := runInBackground(t, s, root, `trap "" TERM; (trap "" TERM; touch ready-child; sleep 30; touch late) & touch ready; sleep 30`, "ready", "ready-child")
+	got := stop(t, s, id)
 	if !strings.Contains(got, "state: stopped\n") || !strings.Contains(got, "exit_code: 137\nstatus: error\n") {
 		t.Errorf("stop:\n%s", got)
 	}
 	if _, err := os.Stat(filepath.Join(root, "work", "late")); err == nil {
 		t.Error("a process of the stopped command's group survived")
 	}
+}
+
+// stopSession starts an agent that may run sh, whose commands move to the background after a second:
+// a task "run <command>" runs the command and answers with its work id, a task "stop <work id>" stops
+// it and answers with what stop returned. Between the two the test waits until the command is ready,
+// however slow the machine.
+func stopSession(t *testing.T, o sessionOpts) (*testSession, string) {
+	t.Helper()
+	o.confine = true
+	return startSession(t, map[string]string{
+		"murmur.yaml": agentCapsule("capabilities:\n  shell: {allow: [sh]}\nlifecycle: {shell_grace_secs: 1}\n"),
+		"script.yaml": "rules:\n" +
+			"  - match: '^stop (?P<id>wrk_[0-9a-f]+)$'\n    turns:\n" +
+			"      - call: [{tool: background-command, input: {operation: stop, work_id: '{{.id}}'}}]\n" +
+			"      - say: '{{(index .results 0).output}}'\n" +
+			"  - match: '^run (?P<command>(?s:.*))$'\n    turns:\n" +
+			"      - call: [{tool: sh, input: {args: ['-c', '{{.command}}']}}]\n" +
+			"      - say: '{{(index .results 0).data.work_id}}'\n",
+	}, o)
+}
+
+// runInBackground runs command until it moves to the background, then waits until it has created every
+// one of the files ready names in the workdir; it returns the work id.
+func runInBackground(t *testing.T, s *testSession, root, command string, ready ...string) string {
+	t.Helper()
+	id := answer(s.run(t, "run "+command, Origin{}))
+	if !regexp.MustCompile(`^wrk_[0-9a-f]{32}$`).MatchString(id) {
+		t.Fatalf("the command did not move to the background: %q", id)
+	}
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		missing := ""
+		for _, f := range ready {
+			if _, err := os.Stat(filepath.Join(root, "work", f)); err != nil {
+				missing = f
+			}
+		}
+		if missing == "" {
+			return id
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the command never created %s", missing)
+		}
+	}
+}
+
+// stop stops a background command through background-command and returns what it answered.
+func stop(t *testing.T, s *testSession, id string) string {
+	t.Helper()
+	return answer(s.run(t, "stop "+id, Origin{}))
 }
 
 func TestTaskEndNamesRunningCommandsAndTheSessionEndKillsThem(t *testing.T) {
@@ -99,25 +148,30 @@ func TestTaskEndNamesRunningCommandsAndTheSessionEndKillsThem(t *testing.T) {
 	}
 }
 
-// gated is a shell loop that touches file once the workdir holds "go", giving up after 30 s.
+// gated is a shell loop that touches file once the workdir holds "go", giving up after 30 s. It goes
+// inside the double quotes of an outer `sh -c`, so its $ are escaped from that shell; and it writes
+// nothing, so no SIGPIPE ends it once the command's output is closed.
 func gated(file string) string {
-	return "i=0; until [ -e go ] || [ $i -gt 300 ]; do sleep 0.1; i=$((i+1)); done; [ -e go ] && touch " + file
+	return `i=0; until [ -e go ] || [ \$i -gt 300 ]; do sleep 0.1; i=\$((i+1)); done; [ -e go ] && touch ` + file
+}
+
+// escaperReady are the files escaperCommand's children touch once they run.
+const escaperReady = "ready-escaped ready-nohup ready-doublefork"
+
+// escaperCommand starts three children that leave the command's process group (setsid, nohup, a double
+// fork), each touching ready-<name> once it runs and <name> once the workdir holds "go"; then it sleeps.
+func escaperCommand() string {
+	return `setsid sh -c "touch ready-escaped; ` + gated("escaped") + `" & nohup sh -c "touch ready-nohup; ` + gated("nohup") +
+		`" >/dev/null 2>&1 & (sh -c "touch ready-doublefork; ` + gated("doublefork") + `" &) & sleep 30`
 }
 
 // escapers starts a command whose children leave its process group three ways (setsid, nohup, a double
-// fork), stops it, and reports which of them still ran on afterwards.
+// fork), stops it once all three run, and reports which of them still ran on afterwards.
 func escapers(t *testing.T, o sessionOpts) (survivors []string) {
 	t.Helper()
-	o.confine = true
-	s, root := startSession(t, map[string]string{
-		"murmur.yaml": agentCapsule("capabilities:\n  shell: {allow: [sh]}\nlifecycle: {shell_grace_secs: 1}\n"),
-		"script.yaml": "rules:\n  - match: ''\n    turns:\n" +
-			"      - call: [{tool: sh, input: {args: ['-c', 'setsid sh -c \"" + gated("escaped") + "\" & nohup sh -c \"" + gated("nohup") + "\" >/dev/null 2>&1 & (sh -c \"" + gated("doublefork") + "\" &) & sleep 30']}}]\n" +
-			"      - call: [{tool: background-command, input: {operation: stop, work_id: '{{(index .results 0).data.work_id}}'}}]\n" +
-			"      - say: '{{(index .results 0).output}}'\n",
-	}, o)
-	got := answer(s.run(t, "x", Origin{}))
-	if !strings.Contains(got, "state: stopped\n") {
+	s, root := stopSession(t, o)
+	id := runInBackground(t, s, root, escaperCommand(), strings.Fields(escaperReady)...)
+	if got := stop(t, s, id); !strings.Contains(got, "state: stopped\n") {
 		t.Fatalf("stop:\n%s", got)
 	}
 	// Only now may a survivor act, so however slow the machine, nothing it does comes before the stop.
@@ -274,26 +328,154 @@ func TestAnExitArrivesAsACompletionTask(t *testing.T) {
 	}
 }
 
+// A cancel of the task ends a wait at once; the call writes one background_command record, carrying
+// phase background_wait.
 func TestWaitEndsWhenTheTaskIsCanceled(t *testing.T) {
-	s, _ := bgSession(t, "rules:\n  - match: ''\n    turns:\n      - say: unused\n")
-	run, err := s.RunShell(t.Context(), "/bin/sh", "sh", []string{"-c", "sleep 30"}, "")
-	if err != nil || run.Moved == nil {
-		t.Fatal(run, err)
+	s, _ := bgSession(t, "rules:\n  - match: ''\n    turns:\n"+
+		"      - call: [{tool: sh, input: {args: ['-c', 'sleep 30']}}]\n"+
+		"      - call: [{tool: background-command, input: {operation: wait, work_id: '{{(index .results 0).data.work_id}}', wait_secs: 600}}]\n"+
+		"      - say: not reached\n")
+	task, err := s.Send(t.Context(), &a2a.Message{MessageID: "m", Role: a2a.RoleUser, Parts: []a2a.Part{a2a.TextPart("x")}}, Origin{})
+	if err != nil {
+		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(t.Context())
-	go func() { time.Sleep(200 * time.Millisecond); cancel() }()
-	start := time.Now()
-	st := s.bgWait(ctx, "tsk_x", run.Moved.WorkID, 600)
-	if st.State != "running" || time.Since(start) > 10*time.Second {
-		t.Errorf("wait after a cancel: %s after %s", st.State, time.Since(start))
-	}
-	found := false
-	for _, r := range records(t, s.Session) {
-		if r["type"] == "background_command" && r["phase"] == "background_wait" {
-			found = true
+	// The cancel comes once the wait is under way: a goroutine is inside bgWait.
+	for deadline := time.Now().Add(30 * time.Second); !goroutineIn("member.(*Session).bgWait("); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the wait never started")
 		}
 	}
-	if !found {
-		t.Error("no background_wait record for the canceled wait")
+	start := time.Now()
+	if _, err := s.Cancel(t.Context(), task.ID, OperatorScope()); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	done, err := s.Wait(ctx, task.ID)
+	if err != nil || done.Status.State != a2a.TaskStateCanceled {
+		t.Fatalf("task after the cancel: %v %v", done, err)
+	}
+	if time.Since(start) > 20*time.Second {
+		t.Errorf("the wait ran on for %s after the cancel", time.Since(start))
+	}
+	var got []map[string]any
+	for _, r := range records(t, s.Session) {
+		if r["type"] == "background_command" {
+			got = append(got, r)
+		}
+	}
+	if len(got) != 1 || got[0]["phase"] != "background_wait" || got[0]["operation"] != "wait" || got[0]["state"] != "running" {
+		t.Errorf("background_command records of the canceled wait: %v, want one with phase background_wait", got)
+	}
+}
+
+// goroutineIn reports whether some goroutine of this process is running fn (a name as a stack shows it).
+func goroutineIn(fn string) bool {
+	buf := make([]byte, 1<<20)
+	return strings.Contains(string(buf[:runtime.Stack(buf, true)]), fn)
+}
+
+// stopWithoutHandler stops a command that installs no handler for SIGTERM and returns what stop reported.
+func stopWithoutHandler(t *testing.T, o sessionOpts) string {
+	t.Helper()
+	s, root := stopSession(t, o)
+	return stop(t, s, runInBackground(t, s, root, "touch ready; exec sleep 30", "ready"))
+}
+
+// SPEC's stop sends SIGTERM first: a command that installed no handler ends by it (143), not by the
+// SIGKILL two seconds later (137), wherever it runs.
+func TestStopEndsACommandBySIGTERM(t *testing.T) {
+	host := probeIsolation()
+	noPIDNS := host
+	noPIDNS.pidNS = 0
+	for _, tc := range []struct {
+		name string
+		iso  func() isolation
+		skip string
+	}{
+		{"host default", nil, map[bool]string{true: "no PID namespace on this host"}[host.pidNS == 0]},
+		{"no PID namespace", func() isolation { return noPIDNS }, ""},
+		{"process group alone", func() isolation { return isolation{} }, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.skip != "" {
+				t.Skip(tc.skip)
+			}
+			got := stopWithoutHandler(t, sessionOpts{isolate: tc.iso})
+			if !strings.Contains(got, "state: stopped\n") || !strings.Contains(got, "exit_code: 143\nstatus: error\n") {
+				t.Errorf("stop:\n%s", got)
+			}
+		})
+	}
+}
+
+// envParentDeath marks the run of the test binary that TestEscapersEndWithMurWithoutAPIDNamespace starts
+// as mur: the directory it reports in.
+const envParentDeath = "MUR_TEST_PARENT_DEATH"
+
+// Where commands get a cgroup but no PID namespace, nothing is left to write cgroup.kill once mur is
+// killed with SIGKILL, unless the command's init does: it sees its parent die and ends the cgroup.
+func TestEscapersEndWithMurWithoutAPIDNamespace(t *testing.T) {
+	iso := probeIsolation()
+	if iso.killBase == "" {
+		t.Skip("this host gives the runtime no cgroup v2 directory to make cgroups in")
+	}
+	// The cgroup v2 alone: no PID namespace, and no v1 memory cgroup, whose processes the init kills too.
+	iso.pidNS, iso.memBase, iso.memV1 = 0, "", false
+	const started = "escapers running"
+	if dir := os.Getenv(envParentDeath); dir != "" {
+		// As mur: start the escapers, report, and wait to be killed.
+		s, root := stopSession(t, sessionOpts{isolate: func() isolation { return iso }})
+		id := runInBackground(t, s, root, escaperCommand(), strings.Fields(escaperReady)...)
+		if err := os.WriteFile(filepath.Join(dir, "report"), []byte(root+"\n"+id), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(10 * time.Minute)
+		return
+	}
+	dir := t.TempDir()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestEscapersEndWithMurWithoutAPIDNamespace$", "-test.count=1")
+	cmd.Env = append(os.Environ(), envParentDeath+"="+dir)
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	// Should this test end first, so does the member it started.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	var root, id string
+	for deadline := time.Now().Add(120 * time.Second); root == ""; time.Sleep(20 * time.Millisecond) {
+		if b, err := os.ReadFile(filepath.Join(dir, "report")); err == nil {
+			root, id, _ = strings.Cut(string(b), "\n")
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the member never reported its escapers running")
+		}
+	}
+	t.Cleanup(func() { os.RemoveAll(filepath.Dir(root)) })
+	cg := filepath.Join(iso.killBase, "mur-"+id)
+	t.Cleanup(func() {
+		for _, pid := range cgroupPIDs(cg) {
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+		os.Remove(cg)
+	})
+	if n := len(cgroupPIDs(cg)); n < 4 {
+		t.Fatalf("%d processes in the command's cgroup %s, want its init, the command and its three escapers", n, cg)
+	}
+	cmd.Process.Signal(syscall.SIGKILL)
+	cmd.Wait()
+	for deadline := time.Now().Add(60 * time.Second); len(cgroupPIDs(cg)) > 0; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("processes %v outlived mur's SIGKILL in the command's cgroup", cgroupPIDs(cg))
+		}
+	}
+	// Nothing is left to act; whatever the cgroup listing missed would act now.
+	os.WriteFile(filepath.Join(root, "work", "go"), nil, 0o644)
+	time.Sleep(2 * time.Second)
+	for _, f := range []string{"escaped", "nohup", "doublefork"} {
+		if _, err := os.Stat(filepath.Join(root, "work", f)); err == nil {
+			t.Errorf("%s outlived mur's SIGKILL", f)
+		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -16,13 +17,18 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// ConfineCommand is the hidden first argument that makes the mur binary the confining helper: it sets
-// the command's limits and its Landlock rules on itself, then executes the command in its place.
+// ConfineCommand is the hidden first argument that makes the mur binary the confining helper. The
+// helper runs twice per command: first as the command's init (confineInit), the process mur starts,
+// which starts itself again as its one child and stays; that child sets the command's limits and its
+// Landlock rules on itself, then executes the command in its place (confineExec).
 const ConfineCommand = "_confine"
 
 // envConfine carries the helper's instructions (a confineSpec as JSON) in its environment; the helper
 // removes it before executing the command.
 const envConfine = "MUR_CONFINE"
+
+// envConfineExec marks the helper's second run, the one that becomes the command; it is removed too.
+const envConfineExec = "MUR_CONFINE_EXEC"
 
 // confineSpec is what the helper sets up before it executes a command.
 type confineSpec struct {
@@ -42,6 +48,10 @@ type confineSpec struct {
 	Mem uint64 `json:"mem,omitempty"`
 	// Cgroups are the cgroup directories to join before executing (cgroup v1 ones).
 	Cgroups []string `json:"cgroups,omitempty"`
+	// Kill is the command's cgroup v2 directory ("" none), and Parent mur's PID: an init without a PID
+	// namespace that outlives mur writes Kill's cgroup.kill (confineInit).
+	Kill   string `json:"kill,omitempty"`
+	Parent int    `json:"parent,omitempty"`
 }
 
 // systemReadPaths are the directories programs need to run, read and executed by every confined
@@ -187,8 +197,9 @@ const (
 // restrictThread confines the calling thread, and so the program it executes, to rules; without
 // network, it may neither bind nor connect a TCP socket (Landlock ABI 4), nor reach an abstract Unix
 // socket made outside it (ABI 6). It may never signal a process outside it (ABI 6). Only this thread
-// is restricted (not the whole process, as the library's RestrictPaths does): that works the same when
-// the helper is PID 1 of a PID namespace, where restricting every thread does not.
+// is restricted (not the whole process, as the library's RestrictPaths does): that works the same
+// wherever the helper runs, in a PID namespace or not, and the thread is the one that executes the
+// command.
 func restrictThread(rules []fsRule, network bool) error {
 	abi, err := llsys.LandlockGetABIVersion()
 	if err != nil {
@@ -270,38 +281,144 @@ func addRule(fd int, r fsRule, handled uint64) error {
 }
 
 // ConfineMain runs the helper: args are the command's absolute path, its argv[0], then its arguments.
-// It returns only on failure, with the exit code to use (126: could not be confined or executed).
+// As the command's init it exits with the command's exit status (128+N when signal N ended it); as the
+// process that becomes the command it returns only on failure, with 126: the command could not be
+// confined or started.
 func ConfineMain(args []string) int {
 	if len(args) < 2 {
 		fmt.Fprintln(os.Stderr, "mur _confine: needs the command's path and name")
 		return 126
 	}
-	path, argv := args[0], args[1:]
 	var env []string
 	var spec confineSpec
+	second := false
 	for _, kv := range os.Environ() {
 		k, v, _ := strings.Cut(kv, "=")
-		if k != envConfine {
+		switch k {
+		case envConfine:
+			if err := json.Unmarshal([]byte(v), &spec); err != nil {
+				fmt.Fprintln(os.Stderr, "mur _confine: reading its instructions:", err)
+				return 126
+			}
+		case envConfineExec:
+			second = true
+		default:
 			env = append(env, kv)
-			continue
-		}
-		if err := json.Unmarshal([]byte(v), &spec); err != nil {
-			fmt.Fprintln(os.Stderr, "mur _confine: reading its instructions:", err)
-			return 126
 		}
 	}
+	if !second {
+		// The init exits as the command did, at once: os.Exit(0) would first pause for a second in a
+		// race-enabled build (the race detector's end-of-program wait), after every command.
+		syscall.Exit(confineInit(args, spec))
+	}
+	return confineExec(args[0], args[1:], env, spec)
+}
+
+// confineInit is the command's init: the first process of its PID namespace, where the host gives it
+// one. The command must not be that PID 1, which the kernel shields from every signal it installed no
+// handler for, SIGTERM included: stop's SIGTERM would never end `exec sleep`. So the init starts the
+// helper again as its child, in its own process group (mur made it; a signal mur sends the group reaches
+// the command directly), catches every signal itself (the group's SIGTERM, the command's `kill 0`) and
+// drops it, reaps every process that ends up its child, and once the command has exited, exits with the
+// command's status; as PID 1, its exit ends the namespace and every process left in it. Without a PID
+// namespace, it also watches its parent: when mur dies, even by SIGKILL, it kills the command's cgroups
+// and process group, which nothing else is left to do.
+func confineInit(args []string, spec confineSpec) int {
+	// Before anything that can fail or take time: until it is caught, SIGTERM would end the init (where
+	// it is not PID 1) and leave the command without its init.
+	sigs := make(chan os.Signal, 16)
+	signal.Notify(sigs)
+	// Parent death is signalled to the thread that asked for it: this goroutine keeps its thread.
+	runtime.LockOSThread()
+	watch := os.Getpid() != 1
+	parent := spec.Parent
+	if parent == 0 {
+		parent = os.Getppid()
+	}
+	if watch {
+		// mur starts an init without a PID namespace with no parent-death signal of its own, so that
+		// this one, which the init catches, is the only one.
+		if err := unix.Prctl(unix.PR_SET_PDEATHSIG, uintptr(syscall.SIGHUP), 0, 0, 0); err != nil {
+			fmt.Fprintln(os.Stderr, "mur _confine: parent-death signal:", err)
+			return 126
+		}
+		if os.Getppid() != parent {
+			return 128 + int(syscall.SIGKILL) // mur is already gone: start nothing
+		}
+	}
+	// This very binary, even if a newer one has replaced it on disk since; where /proc is not mounted,
+	// the path mur started it by.
+	exe := "/proc/self/exe"
+	if _, err := os.Stat(exe); err != nil {
+		exe = os.Args[0]
+	}
+	pid, err := syscall.ForkExec(exe, append([]string{os.Args[0], ConfineCommand}, args...), &syscall.ProcAttr{
+		Env:   append(os.Environ(), envConfineExec+"=1"),
+		Files: []uintptr{0, 1, 2},
+		// Should the init die first, so does the command.
+		Sys: &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL},
+	})
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "mur _confine: starting %s: %v\n", args[0], err)
+		return 126
+	}
+	// Its stdin is the command's alone: a command that stops reading it is not kept fed through ours.
+	if null, err := os.Open(os.DevNull); err == nil {
+		unix.Dup3(int(null.Fd()), 0, 0)
+		null.Close()
+	}
+	go func() {
+		for range sigs {
+			// A signal to the group reached the command too; any other is not the init's to act on. The
+			// parent-death signal is the one to act on, recognised by the parent being gone.
+			if watch && os.Getppid() != parent {
+				killTree(spec)
+			}
+		}
+	}()
+	for {
+		var ws syscall.WaitStatus
+		wpid, err := syscall.Wait4(-1, &ws, 0, nil)
+		if err == syscall.EINTR {
+			continue
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "mur _confine: waiting for the command:", err)
+			return 126
+		}
+		if wpid != pid {
+			continue // an orphan the init inherited, reaped
+		}
+		if ws.Signaled() {
+			return 128 + int(ws.Signal())
+		}
+		return ws.ExitStatus()
+	}
+}
+
+// killTree ends everything the command started, for an init whose parent died: the processes in its
+// cgroup v1 directories, then its cgroup v2 (cgroup.kill) and its process group, the init with them.
+func killTree(spec confineSpec) {
+	for _, d := range spec.Cgroups {
+		for _, pid := range cgroupPIDs(d) {
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}
+	if spec.Kill != "" {
+		os.WriteFile(filepath.Join(spec.Kill, "cgroup.kill"), []byte("1"), 0)
+	}
+	syscall.Kill(0, syscall.SIGKILL)
+	syscall.Exit(128 + int(syscall.SIGKILL))
+}
+
+// confineExec becomes the command: it joins its cgroups, sets its Landlock rules and its memory limit,
+// then executes it. It returns only on failure.
+func confineExec(path string, argv, env []string, spec confineSpec) int {
 	// Joined before the command executes, so nothing it starts is ever outside them. "0" is this
 	// process, whatever its number in a PID namespace.
 	for _, d := range spec.Cgroups {
 		if err := os.WriteFile(filepath.Join(d, "cgroup.procs"), []byte("0"), 0); err != nil {
 			fmt.Fprintln(os.Stderr, "mur _confine: joining the command's cgroup:", err)
-			return 126
-		}
-	}
-	if spec.Mem > 0 {
-		lim := &syscall.Rlimit{Cur: spec.Mem, Max: spec.Mem}
-		if err := syscall.Setrlimit(syscall.RLIMIT_AS, lim); err != nil {
-			fmt.Fprintln(os.Stderr, "mur _confine: memory limit:", err)
 			return 126
 		}
 	}
@@ -319,6 +436,16 @@ func ConfineMain(args []string) int {
 		}
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "mur _confine: confinement:", err)
+			return 126
+		}
+	}
+	// The address-space limit comes last, so as little as possible runs under it: this process's own
+	// runtime may already use more address space than the limit allows (a race-enabled build always
+	// does), and then fails at its next mapping.
+	if spec.Mem > 0 {
+		lim := &syscall.Rlimit{Cur: spec.Mem, Max: spec.Mem}
+		if err := syscall.Setrlimit(syscall.RLIMIT_AS, lim); err != nil {
+			fmt.Fprintln(os.Stderr, "mur _confine: memory limit:", err)
 			return 126
 		}
 	}

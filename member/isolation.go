@@ -18,8 +18,9 @@ import (
 // ends every process it started and its memory limit is the kernel's to enforce and to report. It is
 // probed once per session (probeIsolation); each field falls back on its own.
 type isolation struct {
-	// pidNS is the clone flags that give a command a PID namespace of its own, in which the command is
-	// PID 1: when it ends, the kernel kills every process it started, setsid escapers included.
+	// pidNS is the clone flags that give a command a PID namespace of its own, whose PID 1 is the
+	// command's init (confineInit): when the command ends, so does the init, and the kernel kills every
+	// process the command started, setsid escapers included.
 	// CLONE_NEWPID as root; CLONE_NEWUSER|CLONE_NEWPID (the user mapped to itself) otherwise; 0 when
 	// neither works here.
 	pidNS uintptr

@@ -62,6 +62,8 @@ func (s *Session) confinement(work string, memBytes uint64, cg *cgroupSet) confi
 		Network:  g.Network,
 		Mem:      memBytes,
 		Cgroups:  cg.extra,
+		Kill:     cg.kill,
+		Parent:   os.Getpid(),
 	}
 	if cg.mem != "" {
 		spec.Mem = 0 // the kernel holds the whole tree to it, and says when it stepped in
@@ -185,14 +187,19 @@ func (s *Session) start(p program) (*proc, error) {
 		readers, pipeWriters = append(readers, r), append(pipeWriters, w)
 	}
 	cmd.Stdout, cmd.Stderr = pipeWriters[0], pipeWriters[len(pipeWriters)-1]
-	// A process group of its own, and where the host allows, a PID namespace (when the command, its PID
-	// 1, ends, the kernel kills every process it started), a network namespace, and a cgroup
-	// (cgroup.kill ends them all).
+	// A process group of its own, and where the host allows, a PID namespace (when its PID 1, the
+	// helper as the command's init, ends with the command, the kernel kills every process it started),
+	// a network namespace, and a cgroup (cgroup.kill ends them all).
 	flags := s.iso.pidNS
 	if !s.cfg.Capsule.Capabilities.Shell.Network {
 		flags |= s.iso.netNS
 	}
 	cmd.SysProcAttr = pidNSAttr(flags)
+	if s.cfg.ConfineHelper != "" && flags&syscall.CLONE_NEWPID == 0 {
+		// The helper, the command's init, watches for mur's death itself and then ends the command's
+		// cgroup and process group; a SIGKILL here would end the init before it could.
+		cmd.SysProcAttr.Pdeathsig = 0
+	}
 	if cg.fd >= 0 {
 		cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, cg.fd
 	}

@@ -189,3 +189,40 @@ func TestShellNameThatResolvesNowhereFailsStaging(t *testing.T) {
 	}
 	_ = a2a.TaskStateCompleted
 }
+
+// A command's exit code is its own, 128+N when signal N ended it, wherever it runs: in a PID namespace a
+// command is not its PID 1, so a signal it sends itself ends it as it would anywhere.
+func TestShellExitCodes(t *testing.T) {
+	host := probeIsolation()
+	noPIDNS := host
+	noPIDNS.pidNS = 0
+	for _, iso := range []struct {
+		name string
+		iso  func() isolation
+		skip bool
+	}{
+		{"host default", nil, host.pidNS == 0},
+		{"no PID namespace", func() isolation { return noPIDNS }, false},
+		{"process group alone", func() isolation { return isolation{} }, false},
+	} {
+		for _, tc := range []struct{ command, want string }{
+			{"exit 3", "exit_code: 3\nstatus: error\n"},
+			{"echo fine", "exit_code: 0\nstatus: ok\n"},
+			{"kill -TERM $$; sleep 5", "exit_code: 143\nstatus: error\n"},
+			{"kill -KILL $$; sleep 5", "exit_code: 137\nstatus: error\n"},
+		} {
+			t.Run(iso.name+"/"+tc.command, func(t *testing.T) {
+				if iso.skip {
+					t.Skip("no PID namespace on this host")
+				}
+				s, _ := startSession(t, map[string]string{
+					"murmur.yaml": agentCapsule("capabilities:\n  shell: {allow: [sh]}\n"),
+					"script.yaml": "rules:\n  - match: ''\n    turns:\n      - call: [{tool: sh, input: {args: ['-c', '" + tc.command + "']}}]\n      - say: '{{(index .results 0).text}}'\n",
+				}, sessionOpts{confine: true, isolate: iso.iso})
+				if got := answer(s.run(t, "x", Origin{})); !strings.Contains(got, tc.want) {
+					t.Errorf("the model received:\n%s\nwant %q", got, tc.want)
+				}
+			})
+		}
+	}
+}

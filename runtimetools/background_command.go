@@ -17,6 +17,8 @@ type BackgroundState struct {
 	State       string // running, exited, stopped
 	ElapsedSecs int64
 	WaitedSecs  *int64 // wait only
+	// Canceled marks a wait that a cancel of the task ended: its record carries phase background_wait.
+	Canceled    bool
 	ExitCode    int    // exited and stopped
 	Status      string // ok or error, exited and stopped
 	WaitError   string
@@ -121,6 +123,10 @@ func (t *BackgroundCommand) Run(ctx context.Context, call Call) (Result, error) 
 	if st.WaitedSecs != nil {
 		rec["waited_secs"] = *st.WaitedSecs
 	}
+	if st.Canceled {
+		rec["phase"], rec["canceled"] = "background_wait", true
+	}
+	// The one record of the call, whatever ended it: Wait writes none of its own.
 	if err := t.Recorder.Write("background_command", call.Task, rec); err != nil {
 		return Result{}, err
 	}
