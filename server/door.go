@@ -41,9 +41,12 @@ type DoorConfig struct {
 	MaxBody  int64 // 0: DefaultMaxBody
 	// BodyBudget bounds the request bodies the door holds at once; 0: DefaultBodyBudget.
 	BodyBudget int64
-	Gatherer   prometheus.Gatherer
-	Registerer prometheus.Registerer // carries the member label
-	Logger     *slog.Logger
+	// RefusalRate is how many refusals a second the door answers at once before it paces them; 0:
+	// DefaultRefusalRate.
+	RefusalRate int
+	Gatherer    prometheus.Gatherer
+	Registerer  prometheus.Registerer // carries the member label
+	Logger      *slog.Logger
 	// ExportRoot is the directory GET /peer-files/{handle} serves this member's shared files from (the
 	// session's ExportRoot); "" when the member exports nothing.
 	ExportRoot string
@@ -56,6 +59,7 @@ type Door struct {
 	cfg     DoorConfig
 	auth    authenticator
 	admit   *admission
+	pacer   *refusalPacer
 	metrics *doorMetrics
 	card    cardBody
 	handler http.Handler
@@ -84,7 +88,8 @@ func NewDoor(cfg DoorConfig) (*Door, error) {
 	if cfg.Roster != nil {
 		formation = cfg.Roster.Formation
 	}
-	d := &Door{cfg: cfg, auth: newAuthenticator(cfg.Tokens, formation), admit: newAdmission(cfg.BodyBudget), metrics: m, card: card}
+	d := &Door{cfg: cfg, auth: newAuthenticator(cfg.Tokens, formation), admit: newAdmission(cfg.BodyBudget),
+		pacer: newRefusalPacer(cfg.RefusalRate, m.paced.Inc), metrics: m, card: card}
 	d.handler = d.routes()
 	return d, nil
 }

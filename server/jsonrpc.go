@@ -113,6 +113,7 @@ func (d *Door) handle(r *http.Request) (method string, id json.RawMessage, resul
 	caller, why := d.auth.authenticate(r)
 	if caller.Principal == Nobody {
 		status = http.StatusUnauthorized
+		d.pacer.pace(r.Context())
 		return fail(a2a.ErrUnauthenticated.With(why))
 	}
 	if ct := r.Header.Get("Content-Type"); !isJSON(ct) {
@@ -315,6 +316,10 @@ func (d *Door) sendMessage(ctx context.Context, caller Caller, req *a2a.SendMess
 	task, err := d.cfg.Executor.Send(ctx, req.Message, origin)
 	if err != nil {
 		return nil, err
+	}
+	if task.Status.State == a2a.TaskStateRejected {
+		release()
+		d.pacer.pace(ctx)
 	}
 	if blocking && !task.Status.State.Terminal() {
 		release()

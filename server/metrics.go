@@ -9,6 +9,7 @@ import (
 type doorMetrics struct {
 	requests *prometheus.CounterVec
 	duration *prometheus.HistogramVec
+	paced    prometheus.Counter
 }
 
 func newDoorMetrics(reg prometheus.Registerer) (*doorMetrics, error) {
@@ -17,8 +18,10 @@ func newDoorMetrics(reg prometheus.Registerer) (*doorMetrics, error) {
 			Help: "JSON-RPC requests to the door, by method and result code (ok, or the JSON-RPC error code)."}, []string{"method", "code"}),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: "mur", Name: "door_request_duration_seconds",
 			Help: "Time the door took to answer a JSON-RPC request.", Buckets: prometheus.ExponentialBuckets(0.0005, 4, 10)}, []string{"method"}),
+		paced: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "mur", Name: "door_refusals_paced_total",
+			Help: "Refusals (rejected tasks, requests without a valid token) the door held back because it was refusing faster than its refusal rate."}),
 	}
-	for _, c := range []prometheus.Collector{m.requests, m.duration} {
+	for _, c := range []prometheus.Collector{m.requests, m.duration, m.paced} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
