@@ -69,10 +69,10 @@ func (s *Store) awaitQuiet(ctx context.Context) bool {
 // batcher holds the tasks handed to CreateBatched until the batch writer commits them.
 type batcher struct {
 	mu      sync.Mutex
-	rows    []batchRow            // waiting for the writer, oldest first
+	rows    []batchRow                 // waiting for the writer, oldest first
 	pending map[a2a.TaskID]pendingTask // waiting or being written: GetJSON answers from here meanwhile
-	bytes   int                   // the JSON held in pending
-	dropped int                   // refused because the buffer was full, since the writer last said so
+	bytes   int                        // the JSON held in pending
+	dropped int                        // refused because the buffer was full, since the writer last said so
 	closed  bool
 	wake    chan struct{} // capacity 1: there is something to write
 }
