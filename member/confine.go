@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"syscall"
+	"unsafe"
 
 	llsys "github.com/landlock-lsm/go-landlock/landlock/syscall"
 	"golang.org/x/sys/unix"
@@ -439,17 +440,30 @@ func confineExec(path string, argv, env []string, spec confineSpec) int {
 			return 126
 		}
 	}
-	// The address-space limit comes last, so as little as possible runs under it: this process's own
-	// runtime may already use more address space than the limit allows (a race-enabled build always
-	// does), and then fails at its next mapping.
-	if spec.Mem > 0 {
-		lim := &syscall.Rlimit{Cur: spec.Mem, Max: spec.Mem}
-		if err := syscall.Setrlimit(syscall.RLIMIT_AS, lim); err != nil {
-			fmt.Fprintln(os.Stderr, "mur _confine: memory limit:", err)
-			return 126
+	// The address-space limit comes last, and nothing is allocated after it: this process's own runtime
+	// may already use more address space than the limit allows (a race-enabled build always does), and
+	// then fails at its next mapping. So execve's arguments are built first and it is called raw.
+	pathp, err := syscall.BytePtrFromString(path)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "mur _confine: %s: %v\n", path, err)
+		return 126
+	}
+	argvp, err := syscall.SlicePtrFromStrings(argv)
+	if err == nil {
+		var envp []*byte
+		if envp, err = syscall.SlicePtrFromStrings(env); err == nil {
+			if spec.Mem > 0 {
+				lim := &syscall.Rlimit{Cur: spec.Mem, Max: spec.Mem}
+				if err := syscall.Setrlimit(syscall.RLIMIT_AS, lim); err != nil {
+					fmt.Fprintln(os.Stderr, "mur _confine: memory limit:", err)
+					return 126
+				}
+			}
+			_, _, errno := syscall.RawSyscall(syscall.SYS_EXECVE, uintptr(unsafe.Pointer(pathp)),
+				uintptr(unsafe.Pointer(&argvp[0])), uintptr(unsafe.Pointer(&envp[0])))
+			err = errno
 		}
 	}
-	err := syscall.Exec(path, argv, env)
 	fmt.Fprintf(os.Stderr, "mur _confine: %s: %v\n", path, err)
 	return 126
 }
