@@ -1,0 +1,102 @@
+package artifact
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+)
+
+// DigestPrefix starts every digest.
+const DigestPrefix = "sha256:"
+
+var digestRE = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
+
+// ValidDigest reports whether s is a digest as Digest writes it.
+func ValidDigest(s string) bool { return digestRE.MatchString(s) }
+
+// Digest returns the payload digest of the artifact directory dir: sha256 over its files in name order,
+// each as its slash-separated path relative to dir, a NUL, its bytes and a NUL, written "sha256:<hex>".
+// Directories count only through the files in them. A symbolic link, a special file (device, pipe,
+// socket) or a name that is not a plain relative path is an error naming it: an artifact is regular
+// files only, so what was digested is what runs.
+func Digest(dir string) (string, error) {
+	fi, err := os.Lstat(dir)
+	switch {
+	case err != nil:
+		return "", &Error{File: dir, Msg: "cannot be read: " + errText(err), Fix: "check the artifact directory"}
+	case !fi.IsDir():
+		return "", &Error{File: dir, Msg: "is " + describeMode(fi.Mode()) + ", not a directory", Fix: "an artifact is a directory of regular files"}
+	}
+	var files []string
+	err = filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return &Error{File: path, Msg: "cannot be read: " + errText(err), Fix: "make it readable"}
+		}
+		if path == dir {
+			return nil
+		}
+		rel, err := filepath.Rel(dir, path)
+		if err != nil || !filepath.IsLocal(rel) {
+			return &Error{File: path, Msg: "is not inside the artifact directory", Fix: "remove it"}
+		}
+		switch t := d.Type(); {
+		case t.IsDir():
+			return nil
+		case t.IsRegular():
+			files = append(files, filepath.ToSlash(rel))
+			return nil
+		default:
+			return &Error{File: path, Msg: "is " + describeMode(t) + "; an artifact holds regular files and directories only",
+				Fix: "replace it with the file it stands for, or remove it"}
+		}
+	})
+	if err != nil {
+		return "", err
+	}
+	// WalkDir's order is per directory ("a" before "a-b", so "a/x" before "a-b"); the digest's is the
+	// byte order of the whole path ("a-b" before "a/x").
+	slices.Sort(files)
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return "", &Error{File: dir, Msg: "cannot be read: " + errText(err), Fix: "check the artifact directory"}
+	}
+	defer root.Close()
+	h := sha256.New()
+	for _, rel := range files {
+		if err := hashFile(h, root, rel); err != nil {
+			return "", &Error{File: filepath.Join(dir, filepath.FromSlash(rel)), Msg: err.Error(), Fix: "make it a readable regular file"}
+		}
+	}
+	return DigestPrefix + hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// hashFile adds path\0bytes\0 to h, through root so that a file swapped for a link since the walk can
+// lead nowhere outside the artifact.
+func hashFile(h io.Writer, root *os.Root, rel string) error {
+	f, err := root.Open(filepath.FromSlash(rel))
+	if err != nil {
+		return errors.New("cannot be read: " + errText(err))
+	}
+	defer f.Close()
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		return errors.New("is no longer a regular file")
+	}
+	if strings.ContainsRune(rel, 0) {
+		return errors.New("has a NUL in its name")
+	}
+	io.WriteString(h, rel)
+	h.Write([]byte{0})
+	if _, err := io.Copy(h, f); err != nil {
+		return fmt.Errorf("cannot be read: %s", errText(err))
+	}
+	h.Write([]byte{0})
+	return nil
+}
