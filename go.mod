@@ -13,6 +13,7 @@ require (
 	github.com/openai/openai-go/v3 v3.102.0
 	github.com/prometheus/client_golang v1.25.0
 	github.com/sourcegraph/jsonrpc2 v0.2.3
+	github.com/tetratelabs/wazero v1.12.0
 	go.uber.org/goleak v1.3.0
 	golang.org/x/mod v0.42.0
 	golang.org/x/sync v0.25.0

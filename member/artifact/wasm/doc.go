@@ -1,0 +1,66 @@
+// Package wasm runs tool artifacts: WebAssembly modules built as WASI preview-1 commands
+// (GOOS=wasip1 GOARCH=wasm is the reference), on github.com/tetratelabs/wazero, pure Go.
+//
+// # The contract with a module
+//
+// One call is one run of the module's _start. The module reads the call's input JSON on stdin and writes
+// one JSON object on stdout, and nothing else there:
+//
+//	{"status": "ok" | "error", "output": "…", "data": …}
+//
+// status is required; output (a string) and data (any JSON) may be left out; another key is an error, so a
+// misspelt key is caught rather than ignored. Anything else on stdout (text, a second value, the wrong
+// shape, nothing at all, more than Config.ResultLimit bytes), a trap, or an exit without a result is not an
+// answer: Run returns a Result whose Failure says what the module did wrong, with the tail of its stderr.
+// When a well-formed result was written the result decides, whatever the exit code (reported beside it).
+//
+// # What a module sees
+//
+//   - Files: the call's workdir, read-write, mounted at "/" and nothing else: "/notes.txt" and
+//     "notes.txt" name the workdir's notes.txt, "/etc/passwd" names workdir/etc/passwd (absent, as a
+//     rule), and ".." stops at the top as it does at a real root (Go and wasi-libc clean it away; a
+//     path_open with ".." in it is refused, EPERM). "/" was chosen over a "/work" mount because
+//     wasi-libc languages (C, Rust) resolve relative paths from "/", so the workdir is where every
+//     language's relative paths land. The mount is an os.Root, not wazero's directory mount: a symbolic
+//     link is followed only while it stays inside the workdir, so a link made by the module (or by a
+//     shell command) cannot lead out of it (EPERM); wazero's own mount follows links anywhere on the host.
+//   - argv is the tool's name alone; the environment is empty (no variable is passed, so nothing of the
+//     host leaks through it; Go's wasip1 runtime then takes "/" as its working directory).
+//   - Clocks are the host's wall and monotonic clocks; random is crypto/rand; a sleep really sleeps and
+//     ends early when the call is stopped. wazero's defaults (a fixed fake clock, a seeded random
+//     source, sleeps that return at once) would surprise a tool author.
+//   - No network: no socket is configured, and WASI preview 1 has no way to make one.
+//
+// # Limits
+//
+// Call.Timeout bounds the run (the module is closed through its context, and a sleeping module wakes);
+// Call.MemoryMB bounds its linear memory, enforced by an allocator handed to wazero for that one
+// instance, so the limit can differ per call and a refused memory.grow is seen, which is how a run that
+// failed after one is told apart from other failures: Result.Stopped says which limit stopped it and
+// Result.Limit says it in words ("its time limit of 5s", "its memory limit of 64 MB"). The result's output
+// is cut to its last Call.OutputLimit bytes, with its whole length in OutputBytes, as shell output is.
+//
+// # Compiled modules
+//
+// A module is compiled once per Runner and digest ("sha256:<hex>" of the module's bytes; checked when the
+// bytes are read, so a wrong digest cannot poison the cache), kept in memory, and shared by every later
+// call: a warm call instantiates without reading or compiling anything. Compile does it ahead of the
+// first call (at staging or a pull), which also refuses there a module that cannot run. With
+// Config.CacheDir, wazero's compilation cache keeps the machine code on disk, so a new Runner (another
+// session, the next process) loads rather than compiles.
+//
+// # Concurrency
+//
+// A Runner is safe for concurrent use: every call gets its own instance (memory, stdio, mount) of the
+// shared compiled module; calls of one digest that arrive while it compiles wait for that one compilation.
+// Several Runners, in one process or several, may share a CacheDir: wazero writes each entry to a temporary
+// file and renames it into place. Close stops the calls in flight (they return ErrClosed), waits for them,
+// and frees the compiled modules.
+//
+// # Errors
+//
+// Run's error (and Compile's) is for a call that could not be made: ErrDigest, ErrInvalidModule (not a
+// WASI command module wazero can compile: a truncated file, another import, no _start), ErrClosed, an
+// unreadable module or workdir, or the caller's context ending (its cause is returned). What the module
+// did is always a Result.
+package wasm

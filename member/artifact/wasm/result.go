@@ -1,0 +1,162 @@
+package wasm
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"unicode/utf8"
+)
+
+// resultShape is the answer a tool writes, as its failures quote it.
+const resultShape = `{"status": "ok"|"error", "output": "…", "data": …}`
+
+// capture is a module's stdout or stderr: the first keep bytes (the result document), the last bytes (for
+// a failure's message), and how many bytes were written in all. Only the module's goroutine writes it,
+// and it is read once the module has ended.
+type capture struct {
+	keep int
+	head []byte
+	tail tail
+	n    int64
+}
+
+func (c *capture) Write(p []byte) (int, error) {
+	c.n += int64(len(p))
+	if room := c.keep - len(c.head); room > 0 {
+		c.head = append(c.head, p[:min(room, len(p))]...)
+	}
+	c.tail.Write(p)
+	return len(p), nil
+}
+
+// text is all that was written when head and tail hold it, else the head, a mark, and the tail.
+func (c *capture) text() string {
+	kept := int64(len(c.head) + len(c.tail.buf))
+	switch {
+	case c.n <= int64(len(c.head)):
+		return string(c.head)
+	case c.n <= kept:
+		return string(c.head) + string(c.tail.buf[kept-c.n:])
+	}
+	return fmt.Sprintf("%s\n… %d bytes left out …\n%s", c.head, c.n-kept, c.tail.buf)
+}
+
+// tail keeps the last max bytes written to it.
+type tail struct {
+	buf []byte
+	max int
+}
+
+func (t *tail) Write(p []byte) (int, error) {
+	if len(p) >= t.max {
+		t.buf = append(t.buf[:0], p[len(p)-t.max:]...)
+		return len(p), nil
+	}
+	t.buf = append(t.buf, p...)
+	if len(t.buf) > t.max {
+		t.buf = append(t.buf[:0], t.buf[len(t.buf)-t.max:]...)
+	}
+	return len(p), nil
+}
+
+func (t *tail) String() string { return string(t.buf) }
+
+// answer fills the result from the module's stdout when it holds a well-formed result, and reports
+// whether it did.
+func (res *Result) answer(stdout *capture, outputLimit int) bool {
+	if stdout.n == 0 || stdout.n > int64(stdout.keep) {
+		return false
+	}
+	doc, err := parseResult(stdout.head)
+	if err != nil {
+		return false
+	}
+	res.Status = doc.status
+	res.OutputBytes = int64(len(doc.output))
+	res.Output = lastBytes(doc.output, outputLimit)
+	res.Data = doc.data
+	return true
+}
+
+// fault says why the module's stdout is not a result.
+func (c *capture) fault(resultLimit, outputLimit int) string {
+	switch {
+	case c.n == 0:
+		return fmt.Sprintf("The module wrote nothing on stdout; a tool writes one JSON object %s there.", resultShape)
+	case c.n > int64(resultLimit):
+		return fmt.Sprintf("The module wrote %d bytes on stdout, more than the %d bytes a result may have.", c.n, resultLimit)
+	}
+	_, err := parseResult(c.head)
+	show := diagTail
+	if outputLimit > 0 {
+		show = min(show, outputLimit)
+	}
+	text := lastBytes(c.tail.String(), show)
+	shown := "all"
+	if int64(len(text)) < c.n {
+		shown = fmt.Sprintf("last %d of %d bytes", len(text), c.n)
+	}
+	return fmt.Sprintf("The module did not write a result on stdout: %v. A tool writes one JSON object %s on stdout and nothing else. Its stdout (%s):\n%s",
+		err, resultShape, shown, text)
+}
+
+type resultDoc struct {
+	status string
+	output string
+	data   json.RawMessage
+}
+
+// parseResult reads a result document strictly: one JSON object, status "ok" or "error", output a
+// string, data anything, no other key.
+func parseResult(b []byte) (resultDoc, error) {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	var v json.RawMessage
+	if err := dec.Decode(&v); err != nil {
+		return resultDoc{}, fmt.Errorf("it is not JSON (%v)", err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return resultDoc{}, errors.New("more follows the first JSON value")
+	}
+	if v[0] != '{' {
+		return resultDoc{}, errors.New("it is JSON but not an object")
+	}
+	var doc struct {
+		Status *string          `json:"status"`
+		Output string           `json:"output"`
+		Data   *json.RawMessage `json:"data"`
+	}
+	dec = json.NewDecoder(bytes.NewReader(v))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&doc); err != nil {
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) {
+			return resultDoc{}, fmt.Errorf("its %q is a JSON %s, not a %s", te.Field, te.Value, te.Type)
+		}
+		return resultDoc{}, fmt.Errorf("it is not of that shape (%v)", err)
+	}
+	switch {
+	case doc.Status == nil:
+		return resultDoc{}, errors.New(`it has no "status"`)
+	case *doc.Status != StatusOK && *doc.Status != StatusError:
+		return resultDoc{}, fmt.Errorf(`its "status" is %q; it must be "ok" or "error"`, *doc.Status)
+	}
+	r := resultDoc{status: *doc.Status, output: doc.Output}
+	if doc.Data != nil && string(*doc.Data) != "null" {
+		r.data = *doc.Data
+	}
+	return r, nil
+}
+
+// lastBytes keeps the last limit bytes of s (all of it for limit <= 0), starting at a character boundary.
+func lastBytes(s string, limit int) string {
+	if limit <= 0 || len(s) <= limit {
+		return s
+	}
+	t := s[len(s)-limit:]
+	for i := 0; i < utf8.UTFMax-1 && len(t) > 0 && !utf8.RuneStart(t[0]); i++ {
+		t = t[1:]
+	}
+	return t
+}

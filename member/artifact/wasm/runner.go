@@ -1,0 +1,481 @@
+package wasm
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/experimental"
+	"github.com/tetratelabs/wazero/experimental/sysfs"
+	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
+	"github.com/tetratelabs/wazero/sys"
+)
+
+// Sentinel errors of Run; each is wrapped with the detail.
+var (
+	// ErrClosed: the Runner was closed before or during the call.
+	ErrClosed = errors.New("the wasm runner is closed")
+	// ErrDigest: the module's bytes do not have the digest the call named.
+	ErrDigest = errors.New("the module's digest does not match")
+	// ErrInvalidModule: the bytes are not a WASI preview-1 command module wazero can compile.
+	ErrInvalidModule = errors.New("not a runnable WASI command module")
+)
+
+// errTimeLimit is the cause of a call's context when its own time limit ended it, which tells it apart
+// from the caller's context ending.
+var errTimeLimit = errors.New("the call's time limit")
+
+// DefaultResultLimit is Config.ResultLimit when it is zero: a result document may be this large.
+const DefaultResultLimit = 4 << 20
+
+// diagTail is how much of stderr (and of stdout that is not a result) a failure shows.
+const diagTail = 4 << 10
+
+const pageBytes = 64 << 10 // a WebAssembly page
+
+// Status values of a result.
+const (
+	StatusOK    = "ok"
+	StatusError = "error"
+)
+
+// Stop is the limit that stopped a module.
+type Stop string
+
+// The limits that stop a module.
+const (
+	StopNone   Stop = ""
+	StopTime   Stop = "time"
+	StopMemory Stop = "memory"
+)
+
+// Config is what a Runner is built from.
+type Config struct {
+	// CacheDir keeps compiled machine code across Runners and processes (wazero's compilation cache; the
+	// session puts it under the data directory). It is created if missing. "" keeps compiled modules in
+	// this Runner's memory only.
+	CacheDir string
+	// ResultLimit is the most a module may write on stdout, in bytes; 0 means DefaultResultLimit.
+	ResultLimit int
+}
+
+// Call is one run of a tool module.
+type Call struct {
+	// Name is the tool's name: the module's argv[0] and the name in errors.
+	Name string
+	// Module holds the module's bytes; when nil they are read from Path, and only on a cold call.
+	Module []byte
+	Path   string
+	// Digest is "sha256:<hex>" of the module's bytes, the key of the compiled-module cache; "" has the
+	// Runner hash the bytes, which then reads them on every call.
+	Digest string
+	// Input is written to the module's stdin.
+	Input []byte
+	// Workdir is the directory the module sees as "/", read-write; it must exist.
+	Workdir string
+	// Timeout stops the module after this long; 0: no limit but the context's.
+	Timeout time.Duration
+	// MemoryMB bounds the module's linear memory; 0: WebAssembly's own 4 GiB.
+	MemoryMB int
+	// OutputLimit keeps the last OutputLimit bytes of the result's output; 0 keeps it whole.
+	OutputLimit int
+}
+
+// Result is what the module did.
+type Result struct {
+	// Status is the module's status when it answered; StatusError when it failed (Failure says how).
+	Status string
+	// Output is the last Call.OutputLimit bytes of the result's output, cut at a character boundary;
+	// OutputBytes its whole length.
+	Output      string
+	OutputBytes int64
+	// Data is the result's data as the module wrote it; nil when absent or null.
+	Data json.RawMessage
+	// Failure is "" when the module answered; otherwise sentences saying what it did wrong, ending with
+	// the tail of its stderr when it wrote any.
+	Failure string
+	// Stopped is the limit that stopped the module, and Limit says it in words for a note:
+	// "its time limit of 5s", "its memory limit of 64 MB".
+	Stopped Stop
+	Limit   string
+	// ExitCode is the module's exit code (0 when it returned from main).
+	ExitCode uint32
+	// Stderr is the module's stderr, its first and last 2 KiB when longer (a runtime's fatal error is at
+	// the top, its stack at the bottom); StderrBytes all it wrote there.
+	Stderr      string
+	StderrBytes int64
+	// Cold is true when this call compiled the module (no compiled copy was in this Runner's memory).
+	Cold bool
+}
+
+// Runner runs tool modules; see the package documentation for its contract.
+type Runner struct {
+	rt          wazero.Runtime
+	cache       wazero.CompilationCache
+	resultLimit int
+
+	life    context.Context // ended by Close, which stops the calls in flight
+	stopAll context.CancelCauseFunc
+
+	mu     sync.Mutex
+	closed bool
+	calls  sync.WaitGroup
+	mods   map[string]*compiled // by digest
+}
+
+// compiled is one module's compilation, shared by the calls of its digest; ready is closed once mod or
+// err is set.
+type compiled struct {
+	ready chan struct{}
+	mod   wazero.CompiledModule
+	err   error
+}
+
+// New builds a Runner: the wazero runtime, with WASI preview 1 and the compilation cache.
+func New(cfg Config) (*Runner, error) {
+	rc := wazero.NewRuntimeConfig().WithCloseOnContextDone(true)
+	var cache wazero.CompilationCache
+	if cfg.CacheDir != "" {
+		var err error
+		if cache, err = wazero.NewCompilationCacheWithDir(cfg.CacheDir); err != nil {
+			return nil, fmt.Errorf("the wasm compilation cache %s: %w", cfg.CacheDir, err)
+		}
+		rc = rc.WithCompilationCache(cache)
+	}
+	ctx := context.Background()
+	rt := wazero.NewRuntimeWithConfig(ctx, rc)
+	if _, err := wasi_snapshot_preview1.Instantiate(ctx, rt); err != nil {
+		rt.Close(ctx)
+		if cache != nil {
+			cache.Close(ctx)
+		}
+		return nil, fmt.Errorf("instantiating WASI preview 1: %w", err)
+	}
+	limit := cfg.ResultLimit
+	if limit <= 0 {
+		limit = DefaultResultLimit
+	}
+	life, stop := context.WithCancelCause(context.Background())
+	return &Runner{rt: rt, cache: cache, resultLimit: limit, life: life, stopAll: stop,
+		mods: map[string]*compiled{}}, nil
+}
+
+// Close stops the calls in flight, waits for them, and frees the runtime and its compiled modules. The
+// compilation cache directory keeps its entries.
+func (r *Runner) Close() error {
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return nil
+	}
+	r.closed = true
+	r.mu.Unlock()
+	r.stopAll(ErrClosed)
+	r.calls.Wait()
+	ctx := context.Background()
+	err := r.rt.Close(ctx) // closes the compiled modules too
+	if r.cache != nil {
+		err = errors.Join(err, r.cache.Close(ctx))
+	}
+	return err
+}
+
+// Compile compiles the call's module unless this Runner has it already; only the call's Name, Module,
+// Path and Digest are used. Staging and a pull call it so that a module that cannot run (ErrInvalidModule,
+// ErrDigest) is refused then, and the first call is warm.
+func (r *Runner) Compile(ctx context.Context, call Call) error {
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return ErrClosed
+	}
+	r.calls.Add(1)
+	r.mu.Unlock()
+	defer r.calls.Done()
+	_, _, err := r.module(ctx, call)
+	return err
+}
+
+// Run runs the module once with the call's input, workdir and limits.
+func (r *Runner) Run(ctx context.Context, call Call) (Result, error) {
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return Result{}, ErrClosed
+	}
+	r.calls.Add(1)
+	r.mu.Unlock()
+	defer r.calls.Done()
+
+	if call.Workdir == "" {
+		return Result{}, fmt.Errorf("wasm tool %s: no workdir given", call.label())
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	defer context.AfterFunc(r.life, func() { cancel(ErrClosed) })()
+
+	cm, cold, err := r.module(ctx, call)
+	if err != nil {
+		return Result{}, err
+	}
+	root, err := os.OpenRoot(call.Workdir)
+	if err != nil {
+		return Result{}, fmt.Errorf("wasm tool %s: opening its workdir: %w", call.label(), err)
+	}
+	defer root.Close()
+
+	res := Result{Cold: cold}
+	if call.MemoryMB > 0 {
+		for _, m := range cm.ExportedMemories() {
+			if need := uint64(m.Min()) * pageBytes; need > uint64(call.MemoryMB)<<20 {
+				res.stop(StopMemory, call, fmt.Sprintf("The module needs %d MB of memory to start, more than its memory limit of %d MB.",
+					(need+(1<<20)-1)>>20, call.MemoryMB))
+				return res, nil
+			}
+		}
+	}
+
+	runCtx := ctx
+	if call.Timeout > 0 {
+		var stop context.CancelFunc
+		runCtx, stop = context.WithTimeoutCause(ctx, call.Timeout, errTimeLimit)
+		defer stop()
+	}
+	mem := &memory{limit: ^uint64(0)}
+	if call.MemoryMB > 0 {
+		mem.limit = uint64(call.MemoryMB) << 20
+	}
+	defer mem.release()
+	stdout := &capture{keep: r.resultLimit, tail: tail{max: diagTail}}
+	stderr := &capture{keep: diagTail / 2, tail: tail{max: diagTail / 2}}
+	name := call.Name
+	if name == "" {
+		name = "tool"
+	}
+	mc := wazero.NewModuleConfig().
+		WithName(""). // anonymous, so instances of one module can run at once
+		WithArgs(name).
+		WithStdin(bytes.NewReader(call.Input)).
+		WithStdout(stdout).
+		WithStderr(stderr).
+		WithFSConfig(wazero.NewFSConfig().(sysfs.FSConfig).WithSysFSMount(&rootFS{root: root}, "/")).
+		WithSysWalltime().
+		WithSysNanotime().
+		WithNanosleep(func(ns int64) { sleep(runCtx, time.Duration(ns)) }).
+		WithRandSource(rand.Reader)
+	mod, err := r.rt.InstantiateModule(experimental.WithMemoryAllocator(runCtx, mem), cm, mc)
+	if mod != nil {
+		mod.Close(context.Background())
+	}
+
+	var exit *sys.ExitError
+	trapped := false
+	switch {
+	case err == nil:
+	case errors.As(err, &exit):
+		res.ExitCode = exit.ExitCode()
+	default:
+		trapped = true
+	}
+	if c := res.ExitCode; c == sys.ExitCodeContextCanceled || c == sys.ExitCodeDeadlineExceeded {
+		// wazero closed the module because a context ended: the caller's (or Close), which is no
+		// result of the module's, or the call's time limit.
+		if ctx.Err() != nil {
+			return Result{}, fmt.Errorf("wasm tool %s: %w", call.label(), context.Cause(ctx))
+		}
+		if context.Cause(runCtx) == errTimeLimit {
+			res.ExitCode = 0
+			res.Stderr, res.StderrBytes = stderr.text(), stderr.n
+			res.stop(StopTime, call, "")
+			return res, nil
+		}
+	}
+	res.Stderr, res.StderrBytes = stderr.text(), stderr.n
+	if !trapped && res.answer(stdout, call.OutputLimit) {
+		return res, nil
+	}
+	if asked := mem.refused.Load(); asked > 0 {
+		res.stop(StopMemory, call, fmt.Sprintf("The module was stopped by its memory limit of %d MB: it asked for %d MB.",
+			call.MemoryMB, (asked+(1<<20)-1)>>20))
+		return res, nil
+	}
+	switch {
+	case trapped:
+		res.fail(fmt.Sprintf("The module failed: %s.", firstLines(err.Error(), 6)))
+	case res.ExitCode != 0 && stdout.n == 0:
+		res.fail(fmt.Sprintf("The module exited with code %d without writing a result.", res.ExitCode))
+	default:
+		res.fail(stdout.fault(r.resultLimit, call.OutputLimit))
+	}
+	return res, nil
+}
+
+// module returns the call's compiled module, compiling it if this Runner has no copy; cold is true for
+// the call that compiled it.
+func (r *Runner) module(ctx context.Context, call Call) (cm wazero.CompiledModule, cold bool, err error) {
+	var code []byte
+	digest := call.Digest
+	if digest == "" {
+		if code, err = call.bytes(); err != nil {
+			return nil, false, err
+		}
+		digest = digestOf(code)
+	}
+	r.mu.Lock()
+	c, ok := r.mods[digest]
+	if !ok {
+		c = &compiled{ready: make(chan struct{})}
+		r.mods[digest] = c
+	}
+	r.mu.Unlock()
+	if ok {
+		select {
+		case <-c.ready:
+			return c.mod, false, c.err
+		case <-ctx.Done():
+			return nil, false, fmt.Errorf("wasm tool %s: %w", call.label(), context.Cause(ctx))
+		}
+	}
+	// The compilation outlives a caller that gives up: the calls waiting for it still want it.
+	c.mod, c.err = r.compile(context.WithoutCancel(ctx), call, code, digest)
+	if c.err != nil {
+		r.mu.Lock()
+		delete(r.mods, digest) // a later call tries again (the file may have been fixed)
+		r.mu.Unlock()
+	}
+	close(c.ready)
+	return c.mod, true, c.err
+}
+
+func (r *Runner) compile(ctx context.Context, call Call, code []byte, digest string) (wazero.CompiledModule, error) {
+	if code == nil {
+		var err error
+		if code, err = call.bytes(); err != nil {
+			return nil, err
+		}
+		if got := digestOf(code); got != digest {
+			return nil, fmt.Errorf("wasm tool %s: %w: the call names %s, the module's bytes are %s", call.label(), ErrDigest, digest, got)
+		}
+	}
+	cm, err := r.rt.CompileModule(ctx, code)
+	if err != nil {
+		return nil, fmt.Errorf("wasm tool %s: %w: %v", call.label(), ErrInvalidModule, err)
+	}
+	if err := commandModule(cm); err != nil {
+		cm.Close(ctx)
+		return nil, fmt.Errorf("wasm tool %s: %w: %v", call.label(), ErrInvalidModule, err)
+	}
+	return cm, nil
+}
+
+// commandModule checks that a compiled module can run here: it imports only WASI preview 1, exports
+// _start, and exports the memory WASI reads and writes.
+func commandModule(cm wazero.CompiledModule) error {
+	for _, f := range cm.ImportedFunctions() {
+		if mod, name, _ := f.Import(); mod != wasi_snapshot_preview1.ModuleName {
+			return fmt.Errorf("it imports %s.%s; a tool module may import only %s", mod, name, wasi_snapshot_preview1.ModuleName)
+		}
+	}
+	if len(cm.ImportedMemories()) > 0 {
+		return errors.New("it imports its memory; a tool module defines and exports its own")
+	}
+	if _, ok := cm.ExportedFunctions()["_start"]; !ok {
+		return errors.New("it exports no _start function: build it as a command (package main, GOOS=wasip1 GOARCH=wasm), not a library or reactor")
+	}
+	if len(cm.ExportedMemories()) == 0 {
+		return errors.New("it exports no memory, which WASI needs")
+	}
+	return nil
+}
+
+// bytes reads the module: its bytes if given, else its file.
+func (c Call) bytes() ([]byte, error) {
+	if c.Module != nil {
+		return c.Module, nil
+	}
+	if c.Path == "" {
+		return nil, fmt.Errorf("wasm tool %s: neither the module's bytes nor its path given", c.label())
+	}
+	b, err := os.ReadFile(c.Path)
+	if err != nil {
+		return nil, fmt.Errorf("wasm tool %s: reading its module: %w", c.label(), err)
+	}
+	return b, nil
+}
+
+// label names the call in errors: its tool name, else its module.
+func (c Call) label() string {
+	switch {
+	case c.Name != "":
+		return c.Name
+	case c.Path != "":
+		return c.Path
+	case c.Digest != "":
+		return c.Digest
+	}
+	return "(unnamed)"
+}
+
+func digestOf(b []byte) string {
+	sum := sha256.Sum256(b)
+	return "sha256:" + hex.EncodeToString(sum[:])
+}
+
+// stop records the limit that stopped the module; msg is the failure's first sentence, "" for the plain one.
+func (res *Result) stop(s Stop, call Call, msg string) {
+	res.Stopped = s
+	switch s {
+	case StopTime:
+		res.Limit = fmt.Sprintf("its time limit of %s", call.Timeout)
+	case StopMemory:
+		res.Limit = fmt.Sprintf("its memory limit of %d MB", call.MemoryMB)
+	}
+	if msg == "" {
+		msg = fmt.Sprintf("The module was stopped by %s.", res.Limit)
+	}
+	res.fail(msg)
+}
+
+// fail makes the result a failure: msg, then the tail of stderr.
+func (res *Result) fail(msg string) {
+	res.Status = StatusError
+	res.Output, res.OutputBytes, res.Data = "", 0, nil
+	if res.StderrBytes > 0 {
+		shown := "all"
+		if res.StderrBytes > diagTail {
+			shown = fmt.Sprintf("the first and last %d of %d bytes", diagTail/2, res.StderrBytes)
+		}
+		msg += fmt.Sprintf("\nIts stderr (%s):\n%s", shown, res.Stderr)
+	}
+	res.Failure = msg
+}
+
+// sleep is a WASI sleep that ends early when the call is stopped, so the module reaches a point where
+// wazero closes it.
+func sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
+}
+
+// firstLines keeps an error's first n lines: a trap carries a long stack trace.
+func firstLines(s string, n int) string {
+	lines := strings.SplitN(s, "\n", n+1)
+	if len(lines) > n {
+		lines = append(lines[:n], "…")
+	}
+	return strings.Join(lines, "\n")
+}
