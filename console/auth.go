@@ -122,33 +122,38 @@ func setSessionCookie(w http.ResponseWriter, id string, secure bool) {
 // foreignOrigin returns a description of the other origin a request comes from, or "" when it comes
 // from the console's own pages (or from no page at all: a link typed or pasted into the address bar).
 func foreignOrigin(r *http.Request) string {
-	if o := r.Header.Get("Origin"); o != "" && o != "null" {
-		u, err := url.Parse(o)
-		if err != nil || !strings.EqualFold(u.Host, r.Host) {
-			return "origin " + o
-		}
-	} else if o == "null" {
-		return "an opaque origin"
-	}
+	// A browser says where a request comes from in Sec-Fetch-Site; that is trusted first.
 	switch site := r.Header.Get("Sec-Fetch-Site"); site {
+	case "same-origin", "none":
+		return ""
 	case "cross-site", "same-site":
-		// A top-level navigation from elsewhere (a link to the console) carries no session cookie
-		// (SameSite=Strict); it may see the login page, nothing else.
-		if r.Method == http.MethodGet && r.Header.Get("Sec-Fetch-Mode") == "navigate" {
+		// A top-level navigation from elsewhere (a link to the console) carries no session cookie from
+		// another site (SameSite=Strict); it may see the login page, nothing else. Same-site pages (another
+		// port of this host) do send the cookie, so their navigations are held to reading too.
+		if r.Method == http.MethodGet && r.Header.Get("Sec-Fetch-Mode") == "navigate" && r.Header.Get("Origin") == "" {
 			return ""
 		}
 		return "a " + site + " page"
 	}
+	// Without it (an older browser, or not a browser): the Origin header, when there is one.
+	if o := r.Header.Get("Origin"); o == "null" {
+		return "an opaque origin"
+	} else if o != "" {
+		u, err := url.Parse(o)
+		if err != nil || !strings.EqualFold(u.Host, r.Host) {
+			return "origin " + o
+		}
+	}
 	return ""
 }
 
-// securityHeaders are sent with every answer: no framing, no other origin's scripts, no referrer (the
-// login URL carries a code), nothing cached.
+// securityHeaders are sent with every answer: no framing, no other origin's scripts, no referrer to other
+// origins (the login URL carries a code), nothing cached.
 func securityHeaders(h http.Header) {
 	h.Set("Content-Security-Policy", "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
 	h.Set("X-Frame-Options", "DENY")
 	h.Set("X-Content-Type-Options", "nosniff")
-	h.Set("Referrer-Policy", "no-referrer")
+	h.Set("Referrer-Policy", "same-origin")
 	h.Set("Cross-Origin-Resource-Policy", "same-origin")
 	h.Set("Cross-Origin-Opener-Policy", "same-origin")
 	h.Set("Cache-Control", "no-store")

@@ -174,7 +174,7 @@ func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if from := foreignOrigin(r); from != "" {
 		c.log.Warn("console: refused a request from another origin", "from", from, "path", r.URL.Path)
 		c.errorPage(w, r, http.StatusForbidden, "Refused: another origin",
-			"The console answers only its own pages. This request came from "+from+", so it was refused and nothing was done.")
+			"The console answers only its own pages. This request came from another origin ("+from+"), so it was refused and nothing was done.")
 		return
 	}
 	c.mux.ServeHTTP(w, r)
