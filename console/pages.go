@@ -703,14 +703,18 @@ type Edge struct {
 func layoutGraph(ms []MemberView, inflight map[string]int) Graph {
 	g := Graph{W: 560, H: 300}
 	n := len(ms)
+	cy := 150.0
+	if n <= 2 {
+		g.H, cy = 140, 70
+	}
 	pos := map[string][2]float64{}
 	for i, m := range ms {
 		var x, y float64
 		switch {
 		case n == 1:
-			x, y = 280, 150
+			x, y = 280, cy
 		case n == 2:
-			x, y = 140+float64(i)*280, 150
+			x, y = 140+float64(i)*280, cy
 		default:
 			a := -math.Pi/2 + 2*math.Pi*float64(i)/float64(n)
 			x, y = 280+200*math.Cos(a), 150+110*math.Sin(a)
@@ -726,11 +730,11 @@ func layoutGraph(ms []MemberView, inflight map[string]int) Graph {
 			if l == 0 {
 				continue
 			}
-			// Start and end at the node's edge (radius 34), and bend apart edges both ways.
+			// Start and end at the node's edge (radius 40), and keep the two directions of a pair apart.
 			ux, uy := dx/l, dy/l
 			ox, oy := -uy*6, ux*6
 			g.Edges = append(g.Edges, Edge{From: m.Name, To: to,
-				X1: a[0] + ux*36 + ox, Y1: a[1] + uy*36 + oy, X2: b[0] - ux*40 + ox, Y2: b[1] - uy*40 + oy,
+				X1: a[0] + ux*42 + ox, Y1: a[1] + uy*42 + oy, X2: b[0] - ux*46 + ox, Y2: b[1] - uy*46 + oy,
 				Active: inflight[m.Name+">"+to]})
 		}
 	}
