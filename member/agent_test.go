@@ -16,6 +16,7 @@ import (
 
 	"github.com/murmur-run/murmur/a2a"
 	"github.com/murmur-run/murmur/member/capsule"
+	"github.com/murmur-run/murmur/member/store"
 	"github.com/murmur-run/murmur/roster"
 )
 
@@ -58,7 +59,7 @@ func startSession(t testing.TB, files map[string]string, o sessionOpts) (*testSe
 	if err != nil {
 		t.Fatal(err)
 	}
-	store, err := OpenStore(filepath.Join(root, "tasks.db"))
+	store, err := store.Open(filepath.Join(root, "tasks.db"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/murmur-run/murmur/a2a"
+	"github.com/murmur-run/murmur/internal/ids"
 	"github.com/murmur-run/murmur/member/capsule"
 	"github.com/murmur-run/murmur/runtimetools"
 )
@@ -208,7 +209,7 @@ func (s *Session) backgroundEnded(c *bgCommand) {
 	}
 	text := fmt.Sprintf("Background command %s (%s) %s with exit code %d. Its output is in %s; background-command with this work id reports it.",
 		c.id, c.name, state, code, c.logPath)
-	s.Send(context.Background(), &a2a.Message{MessageID: a2a.MessageID(newID(prefixMessage)), Role: a2a.RoleUser,
+	s.Send(context.Background(), &a2a.Message{MessageID: a2a.MessageID(ids.New(ids.PrefixMessage)), Role: a2a.RoleUser,
 		Parts: []a2a.Part{a2a.TextPart(text)}}, Origin{Trust: TrustTrusted, Origin: OriginCompletion})
 }
 

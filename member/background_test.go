@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/murmur-run/murmur/a2a"
+	"github.com/murmur-run/murmur/member/store"
 )
 
 // bgSession starts an agent that may run sh, whose commands move to the background after a second.
@@ -315,7 +316,7 @@ func TestAnExitArrivesAsACompletionTask(t *testing.T) {
 	}
 	ctx := t.Context()
 	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		page, _ := s.List(ctx, ListQuery{PageSize: 10}, OperatorScope())
+		page, _ := s.List(ctx, store.ListQuery{PageSize: 10}, OperatorScope())
 		if page.Total == 2 {
 			done, _ := s.Wait(ctx, page.Tasks[0].ID)
 			if murmurMeta(done)["origin"] != OriginCompletion || !strings.HasPrefix(answer(done), "noted: Background command wrk_") ||

@@ -7,6 +7,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/murmur-run/murmur/internal/ids"
 	"github.com/murmur-run/murmur/member/capsule"
 )
 
@@ -80,7 +81,7 @@ func TestCgroupsAreRemoved(t *testing.T) {
 	if iso.killBase == "" && iso.memBase == "" {
 		t.Skip("this host gives the runtime no cgroup")
 	}
-	cg, err := newCgroupSet(iso, newWorkID(), 64<<20)
+	cg, err := newCgroupSet(iso, ids.NewWorkID(), 64<<20)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/murmur-run/murmur/internal/ids"
 	"github.com/murmur-run/murmur/member/capsule"
 )
 
@@ -285,7 +286,7 @@ func (s *Session) capsuleProgram(command []string) (program, error) {
 		path = p
 	}
 	return program{
-		id: newWorkID(), path: path, name: name, args: command[1:],
+		id: ids.NewWorkID(), path: path, name: name, args: command[1:],
 		env: []string{
 			"MUR_MEMBER=" + s.cfg.Member,
 			"MUR_FORMATION=" + s.cfg.Formation,

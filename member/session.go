@@ -16,6 +16,8 @@ import (
 	"github.com/murmur-run/murmur/internal/ids"
 	"github.com/murmur-run/murmur/internal/peercred"
 	"github.com/murmur-run/murmur/member/capsule"
+	"github.com/murmur-run/murmur/member/driver"
+	"github.com/murmur-run/murmur/member/store"
 	"github.com/murmur-run/murmur/roster"
 	"github.com/murmur-run/murmur/runtimetools"
 )
@@ -74,7 +76,7 @@ type Config struct {
 	Member    string // the member's name in its roster
 	Formation string
 	Capsule   *capsule.Capsule
-	Store     *Store
+	Store     *store.Store
 	// RecordsRoot is the project's records directory; the session's records go in RecordsRoot/<session id>.
 	RecordsRoot string
 	// DataDir is the formation's data directory (tokens, task stores); "" when there is none. Commands
@@ -119,7 +121,7 @@ type Session struct {
 	id      string
 	started time.Time
 	records *Records
-	drivers map[string]Driver
+	drivers map[string]driver.Driver
 	log     *slog.Logger
 
 	// admit decides, without mu, whether a new task enters; a rejection never waits for mu or the disk.
@@ -187,7 +189,7 @@ func Start(cfg Config) (*Session, error) {
 	}
 	s := &Session{
 		cfg:        cfg,
-		id:         newID(prefixSession),
+		id:         ids.New(ids.PrefixSession),
 		started:    cfg.Now(),
 		log:        cfg.Logger.With("member", cfg.Member),
 		changed:    make(chan struct{}),
@@ -199,7 +201,7 @@ func Start(cfg Config) (*Session, error) {
 		done:       make(chan struct{}),
 	}
 	if cfg.Capsule.IsAgent() {
-		drivers, err := buildDrivers(cfg.Capsule, cfg.HTTPClient, cfg.Getenv)
+		drivers, err := driver.Build(cfg.Capsule, cfg.HTTPClient, cfg.Getenv)
 		if err != nil {
 			return nil, err
 		}
@@ -350,10 +352,10 @@ func (s *Session) Send(ctx context.Context, msg *a2a.Message, origin Origin) (*a
 		origin.Origin = OriginOperator
 	}
 	now := s.cfg.Now()
-	id := a2a.TaskID(newID(prefixTask))
+	id := a2a.TaskID(ids.New(ids.PrefixTask))
 	contextID := msg.ContextID
 	if contextID == "" {
-		contextID = newID(prefixContext)
+		contextID = ids.New(ids.PrefixContext)
 	}
 	in := *msg
 	in.TaskID, in.ContextID = id, contextID
@@ -462,7 +464,7 @@ func (s *Session) GetJSON(ctx context.Context, id a2a.TaskID, scope Scope) ([]by
 		return nil, err
 	}
 	if !scope.sees(caller) {
-		return nil, notStored(id)
+		return nil, store.NotStored(id)
 	}
 	return body, nil
 }
@@ -473,15 +475,15 @@ func (s *Session) get(ctx context.Context, id a2a.TaskID, scope Scope) (*a2a.Tas
 	if err != nil {
 		return nil, err
 	}
-	return decodeTask(id, body)
+	return store.Decode(id, body)
 }
 
 // List returns one page of the tasks in scope.
-func (s *Session) List(ctx context.Context, q ListQuery, scope Scope) (ListPage, error) {
+func (s *Session) List(ctx context.Context, q store.ListQuery, scope Scope) (store.ListPage, error) {
 	switch {
 	case scope.all:
 	case scope.caller == "":
-		return ListPage{}, nil
+		return store.ListPage{}, nil
 	default:
 		q.Caller = scope.caller
 	}

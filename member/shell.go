@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/murmur-run/murmur/internal/ids"
 	"github.com/murmur-run/murmur/runtimetools"
 )
 
@@ -99,7 +100,7 @@ func (s *Session) RunShell(ctx context.Context, path, name string, args []string
 	if g.MemoryMB > 0 {
 		memMB = g.MemoryMB
 	}
-	id := newWorkID()
+	id := ids.NewWorkID()
 	out := &shellOutput{buf: tail{max: s.shellOutputLimit()}}
 	if grace > 0 {
 		f, err := os.OpenFile(s.logPath(id), os.O_CREATE|os.O_WRONLY|os.O_EXCL, 0o600)

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/murmur-run/murmur/member/capsule"
+	"github.com/murmur-run/murmur/member/driver"
 	"github.com/murmur-run/murmur/roster"
 	"github.com/murmur-run/murmur/runtimetools"
 )
@@ -132,7 +133,7 @@ func CheckCapsule(c *capsule.Capsule, memberName string, getenv func(string) str
 			if ch.Credential == "" {
 				continue
 			}
-			if _, err := ResolveCredential(ch.Credential, getenv); err != nil {
+			if _, err := driver.ResolveCredential(ch.Credential, getenv); err != nil {
 				if name == c.Inference.Driver {
 					out = append(out, Finding{Code: CodeNoCredential, Member: memberName, Message: fmt.Sprintf(
 						"%s: inference.driver %s starts the session, but %v", c.Path, name, err)})
@@ -142,9 +143,9 @@ func CheckCapsule(c *capsule.Capsule, memberName string, getenv func(string) str
 				}
 			}
 		}
-		if _, err := buildDrivers(c, nil, getenv); err != nil {
+		if _, err := driver.Build(c, nil, getenv); err != nil {
 			code := CodeDriverMissing
-			var se *ScriptError
+			var se *driver.ScriptError
 			if errors.As(err, &se) {
 				code = CodeScriptInvalid
 			}

@@ -10,6 +10,7 @@ import (
 	a2ago "github.com/a2aproject/a2a-go/v2/a2a"
 	"github.com/a2aproject/a2a-go/v2/a2aclient"
 	"github.com/google/go-cmp/cmp"
+
 	"github.com/murmur-run/murmur/member"
 )
 

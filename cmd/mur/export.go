@@ -14,10 +14,11 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"gopkg.in/yaml.v3"
+
 	"github.com/murmur-run/murmur/member"
 	"github.com/murmur-run/murmur/roster"
 	"github.com/murmur-run/murmur/server"
-	"gopkg.in/yaml.v3"
 )
 
 // Where things are inside a member's container. The image (Dockerfile) sets MUR_DATA_DIR=/data.

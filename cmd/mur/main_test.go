@@ -4,8 +4,9 @@ import (
 	"os"
 	"testing"
 
-	"github.com/murmur-run/murmur/member"
 	"go.uber.org/goleak"
+
+	"github.com/murmur-run/murmur/member"
 )
 
 // TestMain lets a test run this very binary as mur (MUR_TEST_AS_MUR=1), so the crash test can start
