@@ -16,6 +16,7 @@ import (
 
 	"github.com/murmur-run/murmur/a2a"
 	"github.com/murmur-run/murmur/member/capsule"
+	"github.com/murmur-run/murmur/member/sandbox"
 	"github.com/murmur-run/murmur/member/store"
 	"github.com/murmur-run/murmur/roster"
 )
@@ -37,7 +38,7 @@ type sessionOpts struct {
 	clock   *clock
 	getenv  func(string) string
 	confine bool // commands run through this test binary as the confining helper
-	isolate func() isolation
+	isolate func() sandbox.Isolation
 	roster  string // a roster.yaml for the session, whose member is "m"; "" for none
 	peers   Peers  // how peers' doors are reached, with roster
 	token   string // the formation token

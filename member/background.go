@@ -12,6 +12,7 @@ import (
 	"github.com/murmur-run/murmur/a2a"
 	"github.com/murmur-run/murmur/internal/ids"
 	"github.com/murmur-run/murmur/member/capsule"
+	"github.com/murmur-run/murmur/member/sandbox"
 	"github.com/murmur-run/murmur/runtimetools"
 )
 
@@ -56,7 +57,7 @@ type bgCommand struct {
 	name    string
 	started time.Time
 	pid     int
-	cg      *cgroupSet
+	cg      *sandbox.Cgroups
 	out     *shellOutput
 	logPath string
 	done    chan struct{} // closed once the command has exited and its output is closed
@@ -251,7 +252,7 @@ func (s *Session) killBackground() {
 // kill ends the command's process group and everything in its cgroup.
 func (c *bgCommand) kill() {
 	syscall.Kill(-c.pid, syscall.SIGKILL)
-	c.cg.killAll()
+	c.cg.KillAll()
 }
 
 func (s *Session) logPath(id string) string { return filepath.Join(s.records.Dir(), "logs", id+".log") }

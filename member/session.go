@@ -17,6 +17,8 @@ import (
 	"github.com/murmur-run/murmur/internal/peercred"
 	"github.com/murmur-run/murmur/member/capsule"
 	"github.com/murmur-run/murmur/member/driver"
+	"github.com/murmur-run/murmur/member/sandbox"
+	"github.com/murmur-run/murmur/member/share"
 	"github.com/murmur-run/murmur/member/store"
 	"github.com/murmur-run/murmur/roster"
 	"github.com/murmur-run/murmur/runtimetools"
@@ -108,7 +110,7 @@ type Config struct {
 	ConfineHelper string
 	// isolate finds what the host allows around commands; nil probes it (probeIsolation). Tests
 	// set it to take one mechanism away.
-	isolate func() isolation
+	isolate func() sandbox.Isolation
 }
 
 // Session runs one capsule: it takes tasks through Send, runs them one at a time in submission order,
@@ -123,6 +125,7 @@ type Session struct {
 	records *Records
 	drivers map[string]driver.Driver
 	log     *slog.Logger
+	files   *share.Files // share-file and fetch-peer-file
 
 	// admit decides, without mu, whether a new task enters; a rejection never waits for mu or the disk.
 	admit *admission
@@ -154,7 +157,7 @@ type Session struct {
 	calls         *taskCalls // the running agent task's member calls
 	peers         Peers
 	background    map[string]*bgCommand // by work id, for the rest of the session
-	iso           isolation             // what this host puts around commands; set at Start
+	iso           sandbox.Isolation     // what this host puts around commands; set at Start
 
 	base    context.Context
 	stopAll context.CancelFunc
@@ -208,9 +211,9 @@ func Start(cfg Config) (*Session, error) {
 		s.drivers = drivers
 		s.choice = cfg.Capsule.Inference.Driver
 	}
-	if runsCommands(cfg.Capsule) {
+	if cfg.Capsule.RunsCommands() {
 		if cfg.isolate == nil {
-			cfg.isolate = probeIsolation
+			cfg.isolate = sandbox.Probe
 		}
 		s.iso = cfg.isolate()
 		for _, p := range cfg.Capsule.Capabilities.Shell.Read {
@@ -242,6 +245,9 @@ func Start(cfg Config) (*Session, error) {
 	if s.peers == nil && cfg.Roster != nil {
 		s.peers = newDoorPeers(cfg.Roster, cfg.Member, s.credKey(), cfg.HTTPClient)
 	}
+	s.files = share.New(share.Config{Capsule: cfg.Capsule, Roster: cfg.Roster, Member: cfg.Member,
+		FormationToken: cfg.FormationToken, CredKey: s.credKey(), HTTPClient: cfg.HTTPClient, Now: cfg.Now,
+		Log: s.log, Workdir: s.workdir()})
 	if s.tools, err = s.stageTools(); err != nil {
 		rec.Close()
 		return nil, err
@@ -281,6 +287,10 @@ func Start(cfg Config) (*Session, error) {
 	go s.loop()
 	return s, nil
 }
+
+// ExportRoot is the absolute directory exports.peer_files names, inside the workdir; "" when the capsule
+// exports nothing. The door serves peer files from it.
+func (s *Session) ExportRoot() string { return s.files.ExportRoot() }
 
 // credKey is the key this member's peer credentials are derived with.
 func (s *Session) credKey() peercred.Key {

@@ -14,12 +14,13 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/murmur-run/murmur/a2a"
+	"github.com/murmur-run/murmur/member/sandbox"
 )
 
 // TestMain also lets the test binary be the confining helper of shell commands, as mur is.
 func TestMain(m *testing.M) {
-	if len(os.Args) > 1 && os.Args[1] == ConfineCommand {
-		os.Exit(ConfineMain(os.Args[2:]))
+	if len(os.Args) > 1 && os.Args[1] == sandbox.ConfineCommand {
+		os.Exit(sandbox.ConfineMain(os.Args[2:]))
 	}
 	goleak.VerifyTestMain(m)
 }

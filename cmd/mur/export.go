@@ -16,7 +16,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
-	"github.com/murmur-run/murmur/member"
+	"github.com/murmur-run/murmur/member/stage"
 	"github.com/murmur-run/murmur/roster"
 	"github.com/murmur-run/murmur/server"
 )
@@ -197,8 +197,8 @@ func cmdExport(args []string, getenv func(string) string, stdout, stderr io.Writ
 		return err
 	}
 	// The egress check, as the containers will see it: a finding here is one every container prints too.
-	for _, f := range member.CheckFormation(l.r, nil, getenv) {
-		if f.Code == member.CodeNoEgress {
+	for _, f := range stage.Formation(l.r, nil, getenv) {
+		if f.Code == stage.CodeNoEgress {
 			fmt.Fprintln(stderr, f)
 		}
 	}
