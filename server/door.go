@@ -4,10 +4,12 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/murmur-run/murmur/a2a"
 	"github.com/murmur-run/murmur/member"
+	"github.com/murmur-run/murmur/member/events"
 	"github.com/murmur-run/murmur/roster"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -52,6 +54,13 @@ type DoorConfig struct {
 	ExportRoot string
 	// Now is the clock handles' expiry is checked against; nil means time.Now.
 	Now func() time.Time
+	// Events is the hub the member's session publishes to; with it the door streams
+	// (SendStreamingMessage, SubscribeToTask) and its card says capabilities.streaming. nil: no streaming.
+	Events *events.Hub
+	// StreamKeepAlive is how often an idle stream gets an SSE comment; 0: DefaultKeepAlive.
+	StreamKeepAlive time.Duration
+	// StreamWriteTimeout bounds one write to a stream's client; 0: DefaultStreamWriteTimeout.
+	StreamWriteTimeout time.Duration
 }
 
 // Door is one member's HTTP surface.
@@ -63,6 +72,9 @@ type Door struct {
 	metrics *doorMetrics
 	card    cardBody
 	handler http.Handler
+	// closing is closed by CloseStreams: every stream ends with an error event saying the door shuts down.
+	closing   chan struct{}
+	closeOnce sync.Once
 }
 
 // NewDoor builds a door.
@@ -76,6 +88,13 @@ func NewDoor(cfg DoorConfig) (*Door, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
+	if cfg.StreamKeepAlive <= 0 {
+		cfg.StreamKeepAlive = DefaultKeepAlive
+	}
+	if cfg.StreamWriteTimeout <= 0 {
+		cfg.StreamWriteTimeout = DefaultStreamWriteTimeout
+	}
+	cfg.Card.Capabilities.Streaming = cfg.Events != nil
 	m, err := newDoorMetrics(cfg.Registerer)
 	if err != nil {
 		return nil, err
@@ -89,10 +108,14 @@ func NewDoor(cfg DoorConfig) (*Door, error) {
 		formation = cfg.Roster.Formation
 	}
 	d := &Door{cfg: cfg, auth: newAuthenticator(cfg.Tokens, formation), admit: newAdmission(cfg.BodyBudget),
-		pacer: newRefusalPacer(cfg.RefusalRate, m.paced.Inc), metrics: m, card: card}
+		pacer: newRefusalPacer(cfg.RefusalRate, m.paced.Inc), metrics: m, card: card, closing: make(chan struct{})}
 	d.handler = d.routes()
 	return d, nil
 }
+
+// CloseStreams ends every stream the door serves, each with an error event saying the door shuts down;
+// http.Server.Shutdown does not wait for them otherwise. Register it with RegisterOnShutdown.
+func (d *Door) CloseStreams() { d.closeOnce.Do(func() { close(d.closing) }) }
 
 // ServeHTTP serves the door's routes.
 func (d *Door) ServeHTTP(w http.ResponseWriter, r *http.Request) { d.handler.ServeHTTP(w, r) }

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/murmur-run/murmur/member"
+	"github.com/murmur-run/murmur/member/events"
 	"github.com/murmur-run/murmur/roster"
 )
 
@@ -141,11 +142,13 @@ func (f *Formation) start(m roster.Member, ln net.Listener) (*RunningMember, err
 		store.Close()
 		return nil, err
 	}
+	hub := events.New(events.Config{Now: cfg.Now})
 	sess, err := member.Start(member.Config{
 		Member: m.Name, Formation: cfg.Roster.Formation, Capsule: capsule, Store: store,
 		RecordsRoot: cfg.RecordsRoot, DataDir: cfg.DataDir, WorkDir: filepath.Join(dir, "work"), RuntimeRoot: filepath.Join(dir, "run"),
 		Metrics: metrics, Logger: cfg.Logger, Now: cfg.Now,
 		Roster: cfg.Roster, FormationToken: cfg.Tokens.Formation, ConfineHelper: cfg.ConfineHelper,
+		Events: hub,
 	})
 	if err != nil {
 		ln.Close()
@@ -157,7 +160,7 @@ func (f *Formation) start(m roster.Member, ln net.Listener) (*RunningMember, err
 		Member: m.Name, Roster: cfg.Roster, Executor: sess, Tokens: cfg.Tokens,
 		Card:    NewCard(m.Name, capsule.Description, cfg.Version, url, cfg.Roster.Formation),
 		MaxBody: cfg.MaxBody, Gatherer: reg, Registerer: wrapped, Logger: log,
-		ExportRoot: sess.ExportRoot(), Now: cfg.Now,
+		ExportRoot: sess.ExportRoot(), Now: cfg.Now, Events: hub,
 	})
 	if err != nil {
 		ln.Close()
@@ -166,6 +169,7 @@ func (f *Formation) start(m roster.Member, ln net.Listener) (*RunningMember, err
 		return nil, err
 	}
 	srv := NewHTTPServer(door, log)
+	srv.RegisterOnShutdown(door.CloseStreams)
 	rm := &RunningMember{Name: m.Name, URL: url, Session: sess, store: store, server: srv, ln: ln}
 	f.wg.Go(func() {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {

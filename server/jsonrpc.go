@@ -58,6 +58,14 @@ func (d *Door) serveJSONRPC(w http.ResponseWriter, r *http.Request) {
 	if rpcErr != nil {
 		d.cfg.Logger.Debug("json-rpc error", "method", method, "code", rpcErr.Code, "message", rpcErr.Message)
 	}
+	if st, ok := result.(*stream); ok && rpcErr == nil {
+		d.serveStream(w, r, id, st)
+		return
+	}
+	if rpcErr != nil && status == http.StatusOK && isStreaming(method) && d.cfg.Events != nil {
+		writeStreamError(w, id, rpcErr)
+		return
+	}
 	writeResponse(w, status, response{JSONRPC: "2.0", ID: id, Result: result, Error: rpcErr})
 }
 
@@ -266,6 +274,22 @@ func (d *Door) call(ctx context.Context, caller Caller, method a2a.Method, param
 		}
 		return d.cfg.Executor.Cancel(ctx, req.ID, scope)
 	case a2a.MethodSendStreamingMessage, a2a.MethodSubscribeToTask:
+		if d.cfg.Events != nil && method == a2a.MethodSendStreamingMessage {
+			var req a2a.SendMessageRequest
+			if err := decodeParams(params, &req); err != nil {
+				return nil, err
+			}
+			release()
+			return d.sendStreamingMessage(ctx, caller, &req, scope)
+		}
+		if d.cfg.Events != nil {
+			var req a2a.SubscribeToTaskRequest
+			if err := decodeParams(params, &req); err != nil {
+				return nil, err
+			}
+			release()
+			return d.subscribeToTask(ctx, &req, scope)
+		}
 		return nil, a2a.ErrUnsupportedOperation.With(fmt.Sprintf(
 			"%s needs streaming, which this door's agent card does not declare; use SendMessage and GetTask", method))
 	case a2a.MethodCreatePushConfig, a2a.MethodGetPushConfig, a2a.MethodListPushConfigs, a2a.MethodDeletePushConfig:
@@ -291,23 +315,33 @@ func checkTaskID(field string, id a2a.TaskID, what string) error {
 	return nil
 }
 
-func (d *Door) sendMessage(ctx context.Context, caller Caller, req *a2a.SendMessageRequest, release func()) (any, error) {
+// checkSend checks the params of SendMessage and SendStreamingMessage before anything is sent.
+func (d *Door) checkSend(req *a2a.SendMessageRequest) error {
 	if err := validateMessage(req.Message); err != nil {
-		return nil, err
+		return err
 	}
 	if req.Message.TaskID != "" {
 		if err := checkTaskID("message.taskId", req.Message.TaskID, ""); err != nil {
-			return nil, err
+			return err
 		}
+	}
+	if c := req.Configuration; c != nil {
+		if err := checkHistoryLength("configuration.historyLength", c.HistoryLength); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (d *Door) sendMessage(ctx context.Context, caller Caller, req *a2a.SendMessageRequest, release func()) (any, error) {
+	if err := d.checkSend(req); err != nil {
+		return nil, err
 	}
 	var histLen *int
 	blocking := true
 	if c := req.Configuration; c != nil {
 		blocking = !c.ReturnImmediately
 		histLen = c.HistoryLength
-		if err := checkHistoryLength("configuration.historyLength", histLen); err != nil {
-			return nil, err
-		}
 	}
 	origin, err := d.origin(caller, req.Message)
 	if err != nil {
