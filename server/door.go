@@ -99,7 +99,7 @@ func NewDoor(cfg DoorConfig) (*Door, error) {
 	if err != nil {
 		return nil, err
 	}
-	card, err := newCardBody(cfg.Card)
+	card, err := newCardBody(cfg.Card, cfg.Now())
 	if err != nil {
 		return nil, err
 	}
