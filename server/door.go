@@ -57,6 +57,9 @@ type DoorConfig struct {
 	// Events is the hub the member's session publishes to; with it the door streams
 	// (SendStreamingMessage, SubscribeToTask) and its card says capabilities.streaming. nil: no streaming.
 	Events *events.Hub
+	// Push keeps the member's push notification configs; with it the door serves the four
+	// TaskPushNotificationConfig methods and its card says capabilities.pushNotifications. nil: -32003.
+	Push PushConfigs
 	// StreamKeepAlive is how often an idle stream gets an SSE comment; 0: DefaultKeepAlive.
 	StreamKeepAlive time.Duration
 	// StreamWriteTimeout bounds one write to a stream's client; 0: DefaultStreamWriteTimeout.
@@ -95,6 +98,7 @@ func NewDoor(cfg DoorConfig) (*Door, error) {
 		cfg.StreamWriteTimeout = DefaultStreamWriteTimeout
 	}
 	cfg.Card.Capabilities.Streaming = cfg.Events != nil
+	cfg.Card.Capabilities.PushNotifications = cfg.Push != nil
 	m, err := newDoorMetrics(cfg.Registerer)
 	if err != nil {
 		return nil, err

@@ -302,6 +302,9 @@ func (d *Door) call(ctx context.Context, caller Caller, method a2a.Method, param
 		return nil, a2a.ErrUnsupportedOperation.With(fmt.Sprintf(
 			"%s needs streaming, which this door's agent card does not declare; use SendMessage and GetTask", method))
 	case a2a.MethodCreatePushConfig, a2a.MethodGetPushConfig, a2a.MethodListPushConfigs, a2a.MethodDeletePushConfig:
+		if d.cfg.Push != nil {
+			return d.pushCall(ctx, method, params, scope)
+		}
 		return nil, a2a.ErrPushNotificationNotSupp.With(fmt.Sprintf(
 			"%s needs push notifications, which this door's agent card does not declare; poll GetTask instead", method))
 	case a2a.MethodGetExtendedAgentCard:
@@ -341,8 +344,31 @@ func (d *Door) checkSend(req *a2a.SendMessageRequest) error {
 		if err := checkOutputModes(c.AcceptedOutputModes); err != nil {
 			return err
 		}
+		if pc := c.PushConfig; pc != nil {
+			if d.cfg.Push == nil {
+				return a2a.ErrPushNotificationNotSupp.With("configuration.taskPushNotificationConfig needs push notifications, which this door does not offer; poll GetTask instead")
+			}
+			if err := d.checkPushConfig("configuration.taskPushNotificationConfig.", pc); err != nil {
+				return err
+			}
+			if err := d.cfg.Push.CheckURL(pc.URL); err != nil {
+				return a2a.InvalidParams(a2a.FieldViolation{Field: "configuration.taskPushNotificationConfig.url", Description: err.Error()})
+			}
+		}
 	}
 	return nil
+}
+
+// sendPushConfig stores the push notification config a SendMessage carried, for the task it started.
+func (d *Door) sendPushConfig(ctx context.Context, req *a2a.SendMessageRequest, task *a2a.Task) error {
+	c := req.Configuration
+	if c == nil || c.PushConfig == nil || task.Status.State == a2a.TaskStateRejected {
+		return nil
+	}
+	pc := *c.PushConfig
+	pc.TaskID = task.ID
+	_, err := d.createPushConfig(context.WithoutCancel(ctx), "configuration.taskPushNotificationConfig.", pc)
+	return err
 }
 
 // The media types a member takes in and answers with: a task is given as text and answered as text.
@@ -430,6 +456,9 @@ func (d *Door) sendMessage(ctx context.Context, caller Caller, req *a2a.SendMess
 	}
 	task, err := d.cfg.Executor.Send(ctx, req.Message, origin)
 	if err != nil {
+		return nil, err
+	}
+	if err := d.sendPushConfig(ctx, req, task); err != nil {
 		return nil, err
 	}
 	if task.Status.State == a2a.TaskStateRejected {

@@ -50,6 +50,9 @@ func (d *Door) sendStreamingMessage(ctx context.Context, caller Caller, req *a2a
 	if err != nil {
 		return nil, err
 	}
+	if err := d.sendPushConfig(ctx, req, task); err != nil {
+		return nil, err
+	}
 	var histLen *int
 	if c := req.Configuration; c != nil {
 		histLen = c.HistoryLength

@@ -36,6 +36,8 @@ const (
 	MaxConfigsPerTask = 10
 	// parallel is how many deliveries of one round run at once.
 	parallel = 4
+	// sweepEvery is how often a round looks at every config.
+	sweepEvery = time.Minute
 )
 
 // Config is what a Notifier is given.
@@ -233,6 +235,12 @@ func (n *Notifier) Create(ctx context.Context, c a2a.TaskPushNotificationConfig)
 	return c, nil
 }
 
+// CheckURL checks a webhook URL against the allowlist, as Create does, storing nothing.
+func (n *Notifier) CheckURL(u string) error {
+	_, err := n.cfg.Allow.CheckURL(u)
+	return err
+}
+
 // ErrTooMany is the failure of Create past MaxConfigsPerTask.
 var ErrTooMany = errors.New("too many push notification configs")
 
@@ -284,11 +292,19 @@ func (n *Notifier) Delete(ctx context.Context, task a2a.TaskID, id string) error
 // run takes rounds until Close.
 func (n *Notifier) run(ctx context.Context) {
 	defer close(n.done)
+	// A full round now and then is the safety net of a kick that was lost (a change stored by a writer
+	// that reports to no hub, such as the store's recovery).
+	sweep := time.NewTicker(sweepEvery)
+	defer sweep.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-n.kick:
+		case <-sweep.C:
+			n.mu.Lock()
+			n.overflow = true
+			n.mu.Unlock()
 		}
 		n.round(ctx)
 	}
