@@ -57,6 +57,10 @@ type DoorConfig struct {
 	// Events is the hub the member's session publishes to; with it the door streams
 	// (SendStreamingMessage, SubscribeToTask) and its card says capabilities.streaming. nil: no streaming.
 	Events *events.Hub
+	// Control is the session the control surface (POST /control) changes, with ControlTokens the tokens
+	// that open it; without tokens the route answers 404.
+	Control       Controller
+	ControlTokens []ControlToken
 	// Push keeps the member's push notification configs; with it the door serves the four
 	// TaskPushNotificationConfig methods and its card says capabilities.pushNotifications. nil: -32003.
 	Push PushConfigs

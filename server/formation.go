@@ -39,6 +39,8 @@ type FormationConfig struct {
 	Version       string
 	Logger        *slog.Logger
 	Now           func() time.Time
+	// ControlToken is MUR_CONTROL_TOKEN: a control token every started member's control surface takes.
+	ControlToken string
 	// PushBackoff is the wait after a first failed push delivery (doubling after each further one); 0:
 	// push.DefaultBackoff.
 	PushBackoff time.Duration
@@ -141,6 +143,12 @@ func (f *Formation) start(m roster.Member, ln net.Listener) (*RunningMember, err
 		ln.Close()
 		return nil, err
 	}
+	control, err := LoadControlTokens(capsule, cfg.ControlToken)
+	if err != nil {
+		ln.Close()
+		store.Close()
+		return nil, err
+	}
 	reg, wrapped := NewRegistry(m.Name)
 	metrics, err := member.NewMetrics(wrapped)
 	if err != nil {
@@ -177,6 +185,7 @@ func (f *Formation) start(m roster.Member, ln net.Listener) (*RunningMember, err
 		Card:    NewCard(m.Name, capsule.Description, cfg.Version, url, cfg.Roster.Formation),
 		MaxBody: cfg.MaxBody, Gatherer: reg, Registerer: wrapped, Logger: log,
 		ExportRoot: sess.ExportRoot(), Now: cfg.Now, Events: hub, Push: notifier,
+		Control: sess, ControlTokens: control,
 	})
 	if err != nil {
 		ln.Close()
