@@ -5,9 +5,9 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-)
 
-// SettingInferenceDriver is the one setting control.agent_settings may list (see capsule.go).
+	"github.com/murmur-run/murmur/internal/ids"
+)
 
 // ErrControlRefused is the failure of Control for a change the member does not make: a setting not
 // listed in control.agent_settings, or a value the setting's checks refuse. Its message says why.
@@ -36,7 +36,7 @@ func (s *Session) Control(setting, value, tokenID string) (ControlChange, error)
 		return refuse(fmt.Sprintf("setting %q may not be changed: this capsule's murmur.yaml lists no control.agent_settings", setting))
 	case !slices.Contains(listed, setting):
 		return refuse(fmt.Sprintf("setting %q may not be changed: control.agent_settings lists %s", setting, strings.Join(listed, ", ")))
-	case setting != SettingInferenceDriver || !s.cfg.Capsule.IsAgent():
+	case setting != string(ids.SettingInferenceDriver) || !s.cfg.Capsule.IsAgent():
 		return refuse(fmt.Sprintf("setting %q is not one this member can change", setting))
 	}
 	prev := s.Current()

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/murmur-run/murmur/member"
+	"github.com/murmur-run/murmur/member/capsule"
 )
 
 // ControlToken is one token of the control surface and the id records name it by.
@@ -32,7 +33,7 @@ const EnvControlTokenID = "MUR_CONTROL_TOKEN"
 // LoadControlTokens returns a member's control tokens: fromEnv (MUR_CONTROL_TOKEN) when set, and one per
 // entry of the capsule's control.tokens, read from its token_file. A file that cannot be read or is
 // empty is an error naming it.
-func LoadControlTokens(c *member.Capsule, fromEnv string) ([]ControlToken, error) {
+func LoadControlTokens(c *capsule.Capsule, fromEnv string) ([]ControlToken, error) {
 	var out []ControlToken
 	if v := strings.TrimSpace(fromEnv); v != "" {
 		out = append(out, ControlToken{ID: EnvControlTokenID, Token: v})

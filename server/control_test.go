@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/murmur-run/murmur/member"
+	"github.com/murmur-run/murmur/member/capsule"
 )
 
 const controlledAgent = `name: lead
@@ -112,11 +112,11 @@ func TestControlSurface(t *testing.T) {
 
 func TestControlTokens(t *testing.T) {
 	dir := t.TempDir()
-	c := &member.Capsule{Control: member.Control{Tokens: []member.ControlToken{{ID: "ops", TokenFile: dir + "/missing"}}}}
+	c := &capsule.Capsule{Control: capsule.Control{Tokens: []capsule.ControlToken{{ID: "ops", TokenFile: dir + "/missing"}}}}
 	if _, err := LoadControlTokens(c, "env-tok"); err == nil || !strings.Contains(err.Error(), "control.tokens ops") {
 		t.Errorf("a missing token file: %v", err)
 	}
-	got, err := LoadControlTokens(&member.Capsule{}, " env-tok\n")
+	got, err := LoadControlTokens(&capsule.Capsule{}, " env-tok\n")
 	if err != nil || len(got) != 1 || got[0] != (ControlToken{ID: EnvControlTokenID, Token: "env-tok"}) {
 		t.Errorf("MUR_CONTROL_TOKEN: %v %v", got, err)
 	}

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/murmur-run/murmur/member"
+	"github.com/murmur-run/murmur/member/capsule"
 	"github.com/murmur-run/murmur/member/events"
 	"github.com/murmur-run/murmur/member/push"
 	"github.com/murmur-run/murmur/roster"
@@ -128,7 +129,7 @@ func StartFormation(cfg FormationConfig) (*Formation, error) {
 
 func (f *Formation) start(m roster.Member, ln net.Listener) (*RunningMember, error) {
 	cfg := f.cfg
-	capsule, err := member.LoadCapsule(m.Capsule)
+	capsule, err := capsule.Load(m.Capsule)
 	if err != nil {
 		ln.Close()
 		return nil, err
@@ -243,7 +244,7 @@ func (f *Formation) Shutdown(ctx context.Context) error {
 }
 
 // openPush opens a member's push notifier on its task store's file, with the capsule's push.allow.
-func openPush(path string, capsule *member.Capsule, cfg FormationConfig, reg prometheus.Registerer, log *slog.Logger) (*push.Notifier, error) {
+func openPush(path string, capsule *capsule.Capsule, cfg FormationConfig, reg prometheus.Registerer, log *slog.Logger) (*push.Notifier, error) {
 	allow, err := push.NewAllowlist(capsule.Push.Allow)
 	if err != nil {
 		return nil, err

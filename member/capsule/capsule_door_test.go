@@ -1,4 +1,4 @@
-package member
+package capsule
 
 import (
 	"os"
@@ -11,7 +11,7 @@ func TestPushAllowAndControlTokens(t *testing.T) {
 	load := func(body string) (*Capsule, error) {
 		dir := t.TempDir()
 		os.WriteFile(filepath.Join(dir, "murmur.yaml"), []byte(body), 0o644)
-		return LoadCapsule(dir)
+		return Load(dir)
 	}
 	c, err := load("name: a\nscript: {command: [cat]}\npush: {allow: ['127.0.0.1', '*.example.com', '10.0.0.0/8', '*']}\ncontrol:\n  tokens: [{id: ops, token_file: ops.token}]\n")
 	if err != nil {
