@@ -356,6 +356,12 @@ func (n *Notifier) round(ctx context.Context) {
 	}
 	sem := make(chan struct{}, parallel)
 	var wg sync.WaitGroup
+	var dmu sync.Mutex
+	var done []pending // delivered or given up: recorded together, in one transaction
+	defer func() {
+		wg.Wait()
+		n.markDelivered(done)
+	}()
 	for _, p := range work {
 		n.mu.Lock()
 		f, failed := n.failures[p.key]
@@ -367,10 +373,13 @@ func (n *Notifier) round(ctx context.Context) {
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			n.deliver(ctx, p, f, failed && f.status == p.status)
+			if n.deliver(ctx, p, f, failed && f.status == p.status) {
+				dmu.Lock()
+				done = append(done, p)
+				dmu.Unlock()
+			}
 		})
 	}
-	wg.Wait()
 }
 
 // pending reads the configs whose task's status is not the one they last delivered.
@@ -408,16 +417,16 @@ func (n *Notifier) pending(ctx context.Context, all bool, tasks map[a2a.TaskID]b
 	return out, rows.Err()
 }
 
-// deliver posts the task to one webhook and records the outcome.
-func (n *Notifier) deliver(ctx context.Context, p pending, f failure, again bool) {
+// deliver posts the task to one webhook. It reports whether the status needs no more delivery to this
+// config (delivered, or given up on); a failure is scheduled for a retry.
+func (n *Notifier) deliver(ctx context.Context, p pending, f failure, again bool) bool {
 	err := n.post(ctx, p)
 	if ctx.Err() != nil {
-		return // closing: the delivery stays pending for the next Open
+		return false // closing: the delivery stays pending for the next Open
 	}
 	if err == nil {
-		n.markDelivered(ctx, p)
 		n.report("ok")
-		return
+		return true
 	}
 	if !again {
 		f = failure{status: p.status}
@@ -425,9 +434,8 @@ func (n *Notifier) deliver(ctx context.Context, p pending, f failure, again bool
 	f.attempts++
 	if f.attempts >= n.cfg.MaxAttempts || errors.Is(err, ErrNotAllowed) {
 		n.log.Warn("push: giving up a delivery", "task", p.key.task, "config", p.key.id, "url", p.config.URL, "attempts", f.attempts, "err", err)
-		n.markDelivered(ctx, p)
 		n.report("gave_up")
-		return
+		return true
 	}
 	wait := min(n.cfg.Backoff<<(f.attempts-1), n.cfg.MaxBackoff)
 	wait += time.Duration(rand.Int64N(int64(wait)/4 + 1))
@@ -438,6 +446,7 @@ func (n *Notifier) deliver(ctx context.Context, p pending, f failure, again bool
 	n.mu.Unlock()
 	n.retryAt(f.next)
 	n.report("retry")
+	return false
 }
 
 func (n *Notifier) report(outcome string) {
@@ -446,14 +455,33 @@ func (n *Notifier) report(outcome string) {
 	}
 }
 
-// markDelivered records that p's status needs no more delivery to its config.
-func (n *Notifier) markDelivered(ctx context.Context, p pending) {
+// markDelivered records that each of done's statuses needs no more delivery to its config, in one
+// transaction (one fsync a round). It runs even while the notifier closes: those deliveries were made.
+func (n *Notifier) markDelivered(done []pending) {
+	if len(done) == 0 {
+		return
+	}
 	n.mu.Lock()
-	delete(n.failures, p.key)
+	for _, p := range done {
+		delete(n.failures, p.key)
+	}
 	n.mu.Unlock()
-	if _, err := n.db.ExecContext(ctx, `UPDATE push_configs SET delivered = ? WHERE task_id = ? AND id = ?`,
-		p.status, string(p.key.task), p.key.id); err != nil {
-		n.log.Error("push: recording a delivery", "task", p.key.task, "config", p.key.id, "err", err)
+	err := func() error {
+		tx, err := n.db.Begin()
+		if err != nil {
+			return err
+		}
+		defer tx.Rollback()
+		for _, p := range done {
+			if _, err := tx.Exec(`UPDATE push_configs SET delivered = ? WHERE task_id = ? AND id = ?`,
+				p.status, string(p.key.task), p.key.id); err != nil {
+				return err
+			}
+		}
+		return tx.Commit()
+	}()
+	if err != nil {
+		n.log.Error("push: recording deliveries; they will be made again", "deliveries", len(done), "err", err)
 	}
 }
 

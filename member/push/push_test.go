@@ -69,7 +69,9 @@ func TestAllowlist(t *testing.T) {
 }
 
 // taskDB is a file with the task store's tasks table as the notifier reads it (id, task).
-func taskDB(t *testing.T) (string, *sql.DB) {
+func taskDB(t *testing.T) (string, *sql.DB) { return taskDBAt(t) }
+
+func taskDBAt(t testing.TB) (string, *sql.DB) {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "tasks.db")
 	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=journal_mode(WAL)&_pragma=busy_timeout(5000)")
@@ -84,6 +86,10 @@ func taskDB(t *testing.T) (string, *sql.DB) {
 }
 
 func storeTask(t *testing.T, db *sql.DB, id string, state a2a.TaskState) {
+	storeTaskB(t, db, id, state)
+}
+
+func storeTaskB(t testing.TB, db *sql.DB, id string, state a2a.TaskState) {
 	t.Helper()
 	body, _ := json.Marshal(a2a.Task{ID: a2a.TaskID(id), ContextID: "ctx_1", Status: a2a.TaskStatus{State: state},
 		History: []a2a.Message{{MessageID: "m", Role: a2a.RoleUser, Parts: []a2a.Part{a2a.TextPart("secret question")}}}})
@@ -135,7 +141,7 @@ func (r *receiver) next(t *testing.T) a2a.TaskState {
 	return ""
 }
 
-func open(t *testing.T, path string, cfg Config) *Notifier {
+func open(t testing.TB, path string, cfg Config) *Notifier {
 	t.Helper()
 	cfg.Path = path
 	if cfg.Allow.raw == nil {
