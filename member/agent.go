@@ -194,6 +194,7 @@ func (s *Session) workingStatus(t *a2a.Task, text string) {
 		s.log.Error("storing a working status", "task", t.ID, "err", err)
 	}
 	s.notifyLocked()
+	s.publish(t)
 }
 
 // answersData is the script driver's .answers: the member answers of the latest continuation.
@@ -345,6 +346,8 @@ func (s *Session) dispatch(ctx context.Context, task string, call driver.ToolCal
 	var res runtimetools.Result
 	ran := false
 	if tool, ok := s.tools.Lookup(call.Name); ok {
+		s.toolProgress(task, call, "running")
+		defer func() { s.toolProgress(task, call, res.Status) }()
 		r, err := tool.Run(ctx, runtimetools.Call{ID: call.ID, Name: call.Name, Input: call.Input, Task: task})
 		if err != nil {
 			r = runtimetools.Result{Status: runtimetools.StatusError, Output: err.Error()}

@@ -108,6 +108,9 @@ type Config struct {
 	// command (shell binaries, a script capsule's command, done_check) runs through it to get its memory
 	// limit and its Landlock rules. "" runs them directly.
 	ConfineHelper string
+	// Events is told of every stored task change and of the agent loop's progress (the door's streams,
+	// push notifications); nil tells nobody.
+	Events Publisher
 	// isolate finds what the host allows around commands; nil probes it (probeIsolation). Tests
 	// set it to take one mechanism away.
 	isolate func() sandbox.Isolation
@@ -433,6 +436,7 @@ func (s *Session) Send(ctx context.Context, msg *a2a.Message, origin Origin) (*a
 		return t, nil
 	}
 	s.notifyLocked()
+	s.publish(t)
 	s.kickLocked()
 	return t, nil
 }

@@ -71,6 +71,7 @@ type Capsule struct {
 	Capabilities   Capabilities
 	Exports        Exports
 	Control        Control
+	Push           Push
 	Lifecycle      Lifecycle
 	Deadline       time.Duration // the session's own deadline; 0 = none
 	TaskAcceptance Acceptance
@@ -190,6 +191,7 @@ type Exports struct {
 // Control is the control: block.
 type Control struct {
 	AgentSettings []string
+	Tokens        []ControlToken // control.tokens: the control surface's tokens (capsule_door.go)
 }
 
 // Lifecycle is the lifecycle: block. A nil pointer is a key the file does not set.
@@ -323,7 +325,7 @@ func (p *capsuleParser) top(n *yaml.Node) {
 		{Name: "capabilities", Fn: func(_, v *yaml.Node) { p.capabilities(v) }},
 		{Name: "exports", Fn: func(_, v *yaml.Node) { p.exports(v) }},
 		{Name: "control", Fn: func(_, v *yaml.Node) {
-			d.Fields(v, "control", []yamldoc.Field{{Name: "agent_settings", Fn: func(_, v *yaml.Node) {
+			d.Fields(v, "control", []yamldoc.Field{{Name: "tokens", Fn: func(_, v *yaml.Node) { p.controlTokens(v) }}, {Name: "agent_settings", Fn: func(_, v *yaml.Node) {
 				list, ok := d.Texts(v, "control.agent_settings")
 				if !ok {
 					return
@@ -337,6 +339,7 @@ func (p *capsuleParser) top(n *yaml.Node) {
 				}
 			}}})
 		}},
+		{Name: "push", Fn: func(_, v *yaml.Node) { p.push(v) }},
 		{Name: "lifecycle", Fn: func(_, v *yaml.Node) { p.lifecycle(v) }},
 		{Name: "deadline", Fn: func(_, v *yaml.Node) {
 			s, ok := d.Text(v, "deadline")
