@@ -10,7 +10,7 @@
 //   - The artifact murmur.yaml (Manifest, ParseManifest), strict: unknown keys and wrong types are errors
 //     with file:line and the fix. LoadDir checks a directory: manifest, name and version against the
 //     directory, the payload the role needs, the digest (Digest: sha256 over the files in name order,
-//     path\0bytes\0 each, "sha256:<hex>"; links and special files refused).
+//     each file as its path and its bytes, both length-prefixed, "sha256:<hex>"; links and special files refused).
 //   - murmur.lock (Lock): pins sorted by name and per scope the GitHub owner id first fetched from.
 //     ReadLock/ParseLock read it strictly; UpdateLock changes it under a flock on a sibling file and
 //     writes it atomically (WriteLock), so concurrent sessions lose no pin and a crash leaves the old or
