@@ -311,7 +311,7 @@ func TestListPattern(t *testing.T) {
 	putTool(t, e.global, "local/t00", "2.0.0", 2)
 	putSkill(t, e.project, "local/style", "1.0.0", "x")
 	putSkill(t, e.project, "local/other-skill", "1.0.0", "x") // not in the skill tier: not listed
-	putHook(t, e.project, "local/policy", "1.0.0")             // never pullable: not listed
+	putHook(t, e.project, "local/policy", "1.0.0")            // never pullable: not listed
 	l, err := e.in.List(context.Background(), "local/*")
 	if err != nil {
 		t.Fatal(err)
