@@ -74,6 +74,7 @@ type Capsule struct {
 	AfterTask      string // "" or "sleep"
 	Tools          []string
 	Skills         []string
+	Hooks          []string // policy hooks, scope/name[@version] (DESIGN §10)
 	// Store is the store: block: how this member's task store keeps ended tasks. A field it does not set
 	// comes from the roster's store: block, then from roster.DefaultRetention.
 	Store roster.StoreSettings
@@ -380,6 +381,7 @@ func (p *capsuleParser) top(n *yaml.Node) {
 		}},
 		{"tools", func(_, v *yaml.Node) { c.Tools = p.artifacts(v, "tools", "local/bash or local/bash@1.2.0") }},
 		{"skills", func(_, v *yaml.Node) { c.Skills = p.artifacts(v, "skills", "local/style or local/style@1.0.0") }},
+		{"hooks", func(_, v *yaml.Node) { c.Hooks = p.artifacts(v, "hooks", "local/policy or local/policy@1.0.0") }},
 		{"store", func(_, v *yaml.Node) { p.store(v) }},
 	})
 
