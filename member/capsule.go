@@ -1370,20 +1370,11 @@ func (c *Capsule) unbuiltDeclarations() []unbuilt {
 	if c.Transport == TransportProcess {
 		out = append(out, unbuilt{"transport: process", "the process transport (an external harness)"})
 	}
-	if len(c.Tools) > 0 {
-		out = append(out, unbuilt{"tools:", "tool artifacts"})
-	}
-	if len(c.Skills) > 0 {
-		out = append(out, unbuilt{"skills:", "skills"})
-	}
 	if len(c.Capabilities.Spawn.Allow) > 0 {
 		out = append(out, unbuilt{"capabilities.spawn.allow", "delegate-task"})
 	}
 	if c.Capabilities.Plan.Submit {
 		out = append(out, unbuilt{"capabilities.plan.submit", "submit-plan"})
-	}
-	if i := c.Capabilities.Install; len(i.Tool)+len(i.Skill)+len(i.From) > 0 {
-		out = append(out, unbuilt{"capabilities.install", "pull-artifact and remove-artifact"})
 	}
 	return out
 }
@@ -1396,9 +1387,6 @@ func (c *Capsule) declaresUnbuilt(name string) bool {
 		return len(c.Capabilities.Spawn.Allow) > 0
 	case "submit-plan":
 		return c.Capabilities.Plan.Submit
-	case "pull-artifact", "remove-artifact":
-		i := c.Capabilities.Install
-		return len(i.Tool)+len(i.Skill)+len(i.From) > 0
 	}
 	return false
 }

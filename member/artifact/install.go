@@ -409,7 +409,12 @@ func copyTree(src, dst string) error {
 			return err
 		}
 		defer r.Close()
-		w, err := os.OpenFile(to, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+		// Execute bits are kept: a command hook's program must stay runnable.
+		mode := fs.FileMode(0o644)
+		if fi, err := d.Info(); err == nil && fi.Mode()&0o111 != 0 {
+			mode = 0o755
+		}
+		w, err := os.OpenFile(to, os.O_WRONLY|os.O_CREATE|os.O_EXCL, mode)
 		if err != nil {
 			return err
 		}
@@ -419,4 +424,35 @@ func copyTree(src, dst string) error {
 		}
 		return w.Close()
 	})
+}
+
+// CopyTo copies the artifact a into dir (replaced when it exists) and checks the copy digests as a does:
+// how a session puts the tools murmur.yaml declares into its runtime directory.
+func CopyTo(a *Artifact, dir string) (*Artifact, error) {
+	parent := filepath.Dir(dir)
+	if err := os.MkdirAll(parent, 0o755); err != nil {
+		return nil, err
+	}
+	tmp, err := os.MkdirTemp(parent, "."+filepath.Base(dir)+".copy-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(tmp)
+	if err := copyTree(a.Dir, tmp); err != nil {
+		return nil, fmt.Errorf("copying %s: %w", a.Ref(), err)
+	}
+	d, err := Digest(tmp)
+	if err != nil {
+		return nil, err
+	}
+	if d != a.Digest {
+		return nil, fmt.Errorf("the files of %s changed while they were copied; start again", a.Ref())
+	}
+	os.RemoveAll(dir)
+	if err := os.Rename(tmp, dir); err != nil {
+		return nil, err
+	}
+	c := *a
+	c.Dir = dir
+	return &c, nil
 }
