@@ -1,11 +1,15 @@
 package main
 
 import (
+	"bytes"
+	"context"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // copyDir copies the regular files under src into dst.
@@ -59,6 +63,50 @@ func TestToolsExample(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "local/no-secrets") || !strings.Contains(out, "local/wordcount") {
 		t.Errorf("mur list:\n%s", out)
 	}
+	// The formation runs as the README shows, on a free port.
+	os.Remove(filepath.Join(lead, "murmur.lock"))
+	rosterPath := filepath.Join(dir, "roster.yaml")
+	b, _ := os.ReadFile(rosterPath)
+	os.WriteFile(rosterPath, []byte(strings.ReplaceAll(string(b), "127.0.0.1:7201", freeAddr(t))), 0o644)
+	env := envOf(map[string]string{"MUR_RECORDS_DIR": filepath.Join(dir, "records"), "HOME": dir})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var runOut, runErr syncBuffer
+	done := make(chan error, 1)
+	go func() { done <- run(ctx, []string{"run", "--roster", rosterPath}, env, &runOut, &runErr) }()
+	for deadline := time.Now().Add(60 * time.Second); !strings.Contains(runOut.String(), "/a2a"); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			cancel()
+			t.Fatalf("mur run printed no door:\n%s\n%s", runOut.String(), runErr.String())
+		}
+	}
+	for _, tc := range []struct{ text, want string }{
+		{"count to be or not to be", "6 words, 1 lines"},
+		{"count my secret", "denied by policy local/no-secrets: this formation does not handle secrets"},
+		{"pull local/*", `"matches":[{"artifact":"local/wordcount","runtime":"tool","description":"Counts the words`},
+		{"remove local/wordcount", "not-removable: local/wordcount is declared in murmur.yaml"},
+	} {
+		var sout, serr bytes.Buffer
+		err := run(ctx, []string{"send", "--roster", rosterPath, "--wait", tc.text}, env, &sout, &serr)
+		if err != nil || !strings.Contains(sout.String(), tc.want) {
+			t.Errorf("mur send %q: %v, stdout %q, stderr %q; want %q", tc.text, err, sout.String(), serr.String(), tc.want)
+		}
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil && !errors.Is(err, context.Canceled) {
+			t.Errorf("mur run ended with %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("mur run did not shut down")
+	}
+	// Staging pinned what lead/murmur.yaml declares.
+	code, out, _ = mur(t, "list", "--capsule", lead)
+	if code != 0 || strings.Count(out, "operator") != 2 {
+		t.Errorf("mur list after the run:\n%s", out)
+	}
+
 	// Without the built module the check says what is missing.
 	os.Remove(filepath.Join(dir, ".murmur/store/local/wordcount/1.0.0/tool.wasm"))
 	os.Remove(filepath.Join(lead, "murmur.lock"))
