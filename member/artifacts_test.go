@@ -262,3 +262,29 @@ func TestHooksThroughTheLoop(t *testing.T) {
 		t.Errorf("task_reopened %v", re)
 	}
 }
+
+// TestToolRefreshEveryTurn: under either inference.tool_refresh a pull is in the tool array from the next
+// turn (SPEC: "whatever inference.tool_refresh says"), and only the pull writes tools_refreshed, however
+// often every_turn re-reads.
+func TestToolRefreshEveryTurn(t *testing.T) {
+	for _, mode := range []string{"every_turn", "on_change"} {
+		t.Run(mode, func(t *testing.T) {
+			files := map[string]string{
+				"murmur.yaml": agentCapsule("  tool_refresh: "+mode+"\ncapabilities:\n  install: {tool: ['local/*']}\n"),
+				"script.yaml": "rules:\n  - match: ''\n    turns:\n" +
+					"      - call: [{tool: session-status}]\n" +
+					"      - call: [{tool: pull-artifact, input: {artifact: local/count}}]\n" +
+					"      - call: [{tool: session-status}]\n" +
+					"      - say: '{{join .tools \",\"}}'\n",
+			}
+			storeTool(t, files, "local/count", "1.0.0")
+			s, _ := startSession(t, files, artifactOpts(t))
+			if got := answer(s.run(t, "go", Origin{})); got != "session-status,pull-artifact,remove-artifact,count" {
+				t.Errorf("tools after the pull: %q", got)
+			}
+			if n := len(recordsOf(t, s.Session, "tools_refreshed")); n != 1 {
+				t.Errorf("%d tools_refreshed records, want 1 (the pull's)", n)
+			}
+		})
+	}
+}

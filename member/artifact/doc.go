@@ -19,6 +19,13 @@
 //     unpacked into a temporary directory, never into a store. Finder combines stores and sources.
 //   - The grant (Grant: capabilities.install), the dispatch Allowlist, and Skill sections of the system
 //     prompt.
+//   - Declared artifacts (Declared, StageDeclared): murmur.yaml's tools:, skills: and hooks: resolved,
+//     verified against murmur.lock and pinned with origin operator, as staging and mur check do, each
+//     problem a *DeclaredError with its staging code.
+//   - The Installer: what answers pull-artifact and remove-artifact for one session (it implements
+//     runtimetools.ArtifactPuller and ArtifactRemover): SPEC's checks in order, a refusal writing
+//     nothing, the copy into the runtime directory, the allowlist, and the changes the session collects
+//     before its next inference call (Changes) and the tools removed in it (Removed).
 //
 // Errors: file problems are *Error (FILE:LINE: what is wrong; what to write instead), joined in line
 // order. What pull-artifact and remove-artifact return to the model is a *Refusal whose Error() is the
@@ -27,7 +34,7 @@
 // digest is a *ConflictError (SPEC's "murmur.lock conflict for '<name>': …"); a reserved tool name a
 // *ReservedError (E-CAP-013); a source answering for another owner an *OwnerError (E-REG-010).
 //
-// Concurrency: Allowlist is safe for concurrent use; UpdateLock is safe across goroutines and processes;
-// everything else is plain values or reads the file system without caching. The package keeps no state
+// Concurrency: Allowlist and Installer are safe for concurrent use; UpdateLock is safe across goroutines
+// and processes; everything else is plain values or reads the file system without caching. The package keeps no state
 // of its own: the environment and the home directory are passed in.
 package artifact
