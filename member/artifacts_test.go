@@ -270,7 +270,7 @@ func TestToolRefreshEveryTurn(t *testing.T) {
 	for _, mode := range []string{"every_turn", "on_change"} {
 		t.Run(mode, func(t *testing.T) {
 			files := map[string]string{
-				"murmur.yaml": agentCapsule("  tool_refresh: "+mode+"\ncapabilities:\n  install: {tool: ['local/*']}\n"),
+				"murmur.yaml": agentCapsule("  tool_refresh: " + mode + "\ncapabilities:\n  install: {tool: ['local/*']}\n"),
 				"script.yaml": "rules:\n  - match: ''\n    turns:\n" +
 					"      - call: [{tool: session-status}]\n" +
 					"      - call: [{tool: pull-artifact, input: {artifact: local/count}}]\n" +
