@@ -288,3 +288,28 @@ func TestToolRefreshEveryTurn(t *testing.T) {
 		})
 	}
 }
+
+// TestShellYieldsManifestButAnswersFirst: a tool artifact named like a shell binary describes the name in
+// the inventory (the shell manifest yields to it), and a call is answered by the shell binary, which
+// comes before a WASM artifact (SPEC "Reserved names").
+func TestShellYieldsManifestButAnswersFirst(t *testing.T) {
+	files := map[string]string{
+		"murmur.yaml": agentCapsule("capabilities:\n  shell: {allow: [cat]}\ntools: [local/cat]\n"),
+		"script.yaml": "rules:\n  - match: ''\n    turns:\n      - call: [{tool: cat, input: {stdin: 'from the shell'}}]\n" +
+			"      - say: '{{join .tools \",\"}} | {{(index .results 0).output}}'\n",
+	}
+	storeTool(t, files, "local/cat", "1.0.0")
+	s, root := startSession(t, files, artifactOpts(t))
+	got := answer(s.run(t, "x", Origin{}))
+	if !strings.HasPrefix(got, "cat,session-status | exit_code: 0") || !strings.HasSuffix(got, "from the shell") {
+		t.Errorf("answer %q: want one cat in the tools, answered by the shell binary", got)
+	}
+	m, _ := os.ReadFile(filepath.Join(root, "run", s.ID(), "tools", "cat", "murmur.yaml"))
+	if !strings.Contains(string(m), "name: local/cat") || !strings.Contains(string(m), "implementation: wasm") {
+		t.Errorf("tools/cat/murmur.yaml is not the artifact's:\n%s", m)
+	}
+	specs := s.toolSpecsNow()
+	if len(specs) != 2 || specs[0].Name != "cat" || specs[0].Description != "counts words" {
+		t.Errorf("tool array %+v: want cat described by the artifact", specs)
+	}
+}
