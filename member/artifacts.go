@@ -17,6 +17,7 @@ import (
 
 	"github.com/murmur-run/murmur/member/artifact"
 	"github.com/murmur-run/murmur/member/artifact/wasm"
+	"github.com/murmur-run/murmur/member/capsule"
 	"github.com/murmur-run/murmur/member/hooks"
 	"github.com/murmur-run/murmur/runtimetools"
 )
@@ -26,7 +27,7 @@ import (
 const CodeInstallProcess = "E-CAP-014"
 
 // declaredOf returns what c's murmur.yaml declares.
-func declaredOf(c *Capsule) artifact.Declared {
+func declaredOf(c *capsule.Capsule) artifact.Declared {
 	return artifact.Declared{Tools: c.Tools, Skills: c.Skills, Hooks: c.Hooks}
 }
 
@@ -39,9 +40,9 @@ func artifactStores(projectDir string, getenv func(string) string) []artifact.St
 // artifactFindings checks c's declared artifacts against its stores and murmur.lock, writing nothing:
 // E-CAP-013 for a reserved tool name before anything is read, then E-ART-001/002/003 and
 // E-WIT-LEVEL-001; and E-CAP-014 for capabilities.install under transport: process.
-func artifactFindings(c *Capsule, memberName, projectDir string, getenv func(string) string) []Finding {
+func artifactFindings(c *capsule.Capsule, memberName, projectDir string, getenv func(string) string) []Finding {
 	var out []Finding
-	if i := c.Capabilities.Install; c.Transport == TransportProcess && len(i.Tool)+len(i.Skill)+len(i.From) > 0 {
+	if i := c.Capabilities.Install; c.Transport == capsule.TransportProcess && len(i.Tool)+len(i.Skill)+len(i.From) > 0 {
 		out = append(out, Finding{Code: CodeInstallProcess, Member: memberName, Message: fmt.Sprintf(
 			"%s: capabilities.install is declared under transport: process, where the harness owns its tool list, so pull-artifact and remove-artifact cannot exist; remove capabilities.install, or use transport: http", c.Path)})
 	}
@@ -77,8 +78,8 @@ func trimCodePrefix(s, code string) string {
 
 // CheckCapsuleDir stages the capsule in dir alone, outside a formation, without starting anything: what
 // mur check --capsule prints. Its project store is beside the capsule.
-func CheckCapsuleDir(dir string, getenv func(string) string) (*Capsule, []Finding) {
-	c, err := LoadCapsule(dir)
+func CheckCapsuleDir(dir string, getenv func(string) string) (*capsule.Capsule, []Finding) {
+	c, err := capsule.Load(dir)
 	if err != nil {
 		var out []Finding
 		for _, e := range splitJoined(err) {
@@ -121,14 +122,14 @@ type sessionArtifacts struct {
 func (s *Session) stageArtifacts(runtimeDir string) (*sessionArtifacts, error) {
 	c := s.cfg.Capsule
 	sa := &sessionArtifacts{allow: &artifact.Allowlist{}, declared: map[string]*artifact.Artifact{}, digests: map[string]string{},
-		everyTurn: c.IsAgent() && c.Inference.ToolRefresh == ToolRefreshEveryTurn}
+		everyTurn: c.IsAgent() && c.Inference.ToolRefresh == capsule.ToolRefreshEveryTurn}
 	project := s.cfg.ProjectDir
 	if project == "" {
 		project = c.Dir
 	}
 	stores := artifactStores(project, s.cfg.Getenv)
 	inst := c.Capabilities.Install
-	granted := c.IsAgent() && c.Transport != TransportProcess && len(inst.Tool)+len(inst.Skill)+len(inst.From) > 0
+	granted := c.IsAgent() && c.Transport != capsule.TransportProcess && len(inst.Tool)+len(inst.Skill)+len(inst.From) > 0
 	declared := declaredOf(c)
 	if len(declared.Tools)+len(declared.Skills)+len(declared.Hooks) == 0 && !granted {
 		return sa, nil

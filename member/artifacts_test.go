@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/murmur-run/murmur/member/artifact"
+	"github.com/murmur-run/murmur/member/capsule"
 )
 
 // wordcount is the example tool module (deploy/examples/tools/wordcount), built for wasip1 once per
@@ -143,7 +144,7 @@ func startFailing(t *testing.T, files map[string]string) (*Session, error) {
 		os.MkdirAll(filepath.Dir(filepath.Join(dir, name)), 0o755)
 		os.WriteFile(filepath.Join(dir, name), []byte(body), 0o755)
 	}
-	c, err := LoadCapsule(dir)
+	c, err := capsule.Load(dir)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,8 +8,8 @@ import (
 	"path/filepath"
 	"text/tabwriter"
 
-	"github.com/murmur-run/murmur/member"
 	"github.com/murmur-run/murmur/member/artifact"
+	"github.com/murmur-run/murmur/member/capsule"
 	"github.com/murmur-run/murmur/roster"
 )
 
@@ -29,18 +29,18 @@ func projectDir(capsuleDir, rosterPath string) (string, error) {
 // cmdPull pins one artifact for a capsule as the operator: mur pull --capsule DIR scope/name[@version].
 func cmdPull(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	fs := newFlags("pull", "mur pull --capsule DIR [--roster FILE] scope/name[@version]", stderr)
-	capsule := fs.String("capsule", "", "the capsule directory whose murmur.lock pins the artifact (required)")
+	capsuleDir := fs.String("capsule", "", "the capsule directory whose murmur.lock pins the artifact (required)")
 	rosterPath := fs.String("roster", "", "the formation's roster.yaml: the project store is beside it (default: beside the capsule)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	if *capsule == "" {
+	if *capsuleDir == "" {
 		return usagef("--capsule is required: name the capsule directory whose murmur.lock pins the artifact")
 	}
 	if fs.NArg() != 1 {
-		return usagef("name one artifact to pin, such as mur pull --capsule %s local/tool-edit@1.0.0", *capsule)
+		return usagef("name one artifact to pin, such as mur pull --capsule %s local/tool-edit@1.0.0", *capsuleDir)
 	}
-	c, err := member.LoadCapsule(*capsule)
+	c, err := capsule.Load(*capsuleDir)
 	if err != nil {
 		return usageError{err}
 	}
@@ -95,7 +95,7 @@ func cmdPull(ctx context.Context, args []string, getenv func(string) string, std
 }
 
 // declaresAt reports whether c declares name at some version.
-func declaresAt(c *member.Capsule, name artifact.Name) bool {
+func declaresAt(c *capsule.Capsule, name artifact.Name) bool {
 	for _, list := range [][]string{c.Tools, c.Skills, c.Hooks} {
 		for _, s := range list {
 			if r, err := artifact.ParseRef(s); err == nil && r.Name == name {
@@ -110,14 +110,14 @@ func declaresAt(c *member.Capsule, name artifact.Name) bool {
 // never listed.
 func cmdList(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("list", "mur list [--capsule DIR]", stderr)
-	capsule := fs.String("capsule", ".", "the capsule directory whose murmur.lock to list")
+	capsuleDir := fs.String("capsule", ".", "the capsule directory whose murmur.lock to list")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
 		return usagef("mur list takes no arguments; name the capsule with --capsule DIR")
 	}
-	path := artifact.LockPath(*capsule)
+	path := artifact.LockPath(*capsuleDir)
 	l, err := artifact.ReadLock(path)
 	if err != nil {
 		return usageError{err}

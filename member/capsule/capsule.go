@@ -1,4 +1,4 @@
-package member
+package capsule
 
 import (
 	"errors"
@@ -14,12 +14,13 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/murmur-run/murmur/internal/ids"
 	"github.com/murmur-run/murmur/internal/yamldoc"
 	"github.com/murmur-run/murmur/roster"
 )
 
-// CapsuleFile is the name of a capsule's configuration inside its directory.
-const CapsuleFile = "murmur.yaml"
+// File is the name of a capsule's configuration inside its directory.
+const File = "murmur.yaml"
 
 // DefaultQueueSize is the bound of the task queue of a capsule with task_acceptance: queue that sets no
 // queue_size.
@@ -30,21 +31,28 @@ const (
 	TransportHTTP    = "http"
 	TransportProcess = "process"
 
-	AcceptReject = "reject"
-	AcceptQueue  = "queue"
-
-	AfterTaskSleep = "sleep"
-
 	ToolRefreshEveryTurn = "every_turn"
 	ToolRefreshOnChange  = "on_change"
 
 	DriverScript    = "script"
 	DriverOpenAI    = "openai"
 	DriverAnthropic = "anthropic"
-
-	// SettingInferenceDriver is the one setting control.agent_settings may hand the agent (switch-driver).
-	SettingInferenceDriver = "inference.driver"
 )
+
+// Acceptance is task_acceptance: what a busy member does with a new task.
+type Acceptance string
+
+// The values of task_acceptance.
+const (
+	AcceptReject Acceptance = "reject"
+	AcceptQueue  Acceptance = "queue"
+)
+
+// AfterTaskMode is after_task: what a member does once its queue is empty.
+type AfterTaskMode string
+
+// AfterTaskSleep is after_task: sleep, the one value.
+const AfterTaskSleep AfterTaskMode = "sleep"
 
 // Capsule is a parsed and validated murmur.yaml (DESIGN §4.2). Defaults are filled in: Transport is
 // "http", TaskAcceptance "reject", QueueSize DefaultQueueSize under "queue".
@@ -65,9 +73,9 @@ type Capsule struct {
 	Control        Control
 	Lifecycle      Lifecycle
 	Deadline       time.Duration // the session's own deadline; 0 = none
-	TaskAcceptance string
-	QueueSize      int    // bound of the FIFO of waiting tasks under task_acceptance: queue
-	AfterTask      string // "" or "sleep"
+	TaskAcceptance Acceptance
+	QueueSize      int           // bound of the FIFO of waiting tasks under task_acceptance: queue
+	AfterTask      AfterTaskMode // "" or "sleep"
 	Tools          []string
 	Skills         []string
 	Hooks          []string // policy hooks, scope/name[@version] (DESIGN §10)
@@ -200,41 +208,41 @@ type DoneCheck struct {
 	Limit   int
 }
 
-// CapsuleError is one thing wrong in a murmur.yaml, with the line to change and what to write instead.
-type CapsuleError struct {
+// Error is one thing wrong in a murmur.yaml, with the line to change and what to write instead.
+type Error struct {
 	File string
 	Line int // 0 when the error concerns the whole file
 	Msg  string
 	Fix  string
 }
 
-func (e *CapsuleError) Error() string { return yamldoc.Format(e.File, e.Line, e.Msg, e.Fix) }
+func (e *Error) Error() string { return yamldoc.Format(e.File, e.Line, e.Msg, e.Fix) }
 
-// LoadCapsule reads and validates dir/murmur.yaml. dir may also name the murmur.yaml itself.
-func LoadCapsule(dir string) (*Capsule, error) {
+// Load reads and validates dir/murmur.yaml. dir may also name the murmur.yaml itself.
+func Load(dir string) (*Capsule, error) {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
 		return nil, fmt.Errorf("capsule %s: %w", dir, err)
 	}
-	path := filepath.Join(abs, CapsuleFile)
+	path := filepath.Join(abs, File)
 	if fi, err := os.Stat(abs); err == nil && !fi.IsDir() {
 		path = abs
 	}
 	data, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, &CapsuleError{File: path, Msg: "no murmur.yaml in the capsule directory",
+		return nil, &Error{File: path, Msg: "no murmur.yaml in the capsule directory",
 			Fix: "create it (with name: and inference: or script:), or point the roster's capsule: at the capsule's directory"}
 	}
 	if err != nil {
-		return nil, &CapsuleError{File: path, Msg: "cannot be read: " + err.Error(), Fix: "make the file readable"}
+		return nil, &Error{File: path, Msg: "cannot be read: " + err.Error(), Fix: "make the file readable"}
 	}
-	return ParseCapsule(path, data)
+	return Parse(path, data)
 }
 
-// ParseCapsule parses and validates data as the murmur.yaml at path. Paths the file names (a script
+// Parse parses and validates data as the murmur.yaml at path. Paths the file names (a script
 // driver's script.yaml) are resolved against the directory of path and must exist. Every problem is
-// reported, joined with errors.Join, each a *CapsuleError, in line order.
-func ParseCapsule(path string, data []byte) (*Capsule, error) {
+// reported, joined with errors.Join, each a *Error, in line order.
+func Parse(path string, data []byte) (*Capsule, error) {
 	abs, err := filepath.Abs(path)
 	if err != nil {
 		return nil, fmt.Errorf("capsule %s: %w", path, err)
@@ -242,7 +250,7 @@ func ParseCapsule(path string, data []byte) (*Capsule, error) {
 	d := &yamldoc.Doc{
 		Lines: map[string]int{},
 		Mk: func(line int, msg, fix string) error {
-			return &CapsuleError{File: abs, Line: line, Msg: msg, Fix: fix}
+			return &Error{File: abs, Line: line, Msg: msg, Fix: fix}
 		},
 		Misplaced: capsuleMisplaced,
 		WholeFix:  "write a whole number of 0 or more, such as %s: 10",
@@ -283,7 +291,7 @@ var (
 	envNameRE     = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 	choiceNameRE  = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]*$`)
 	artifactRE    = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]*/[a-z0-9][a-z0-9._-]*(@[0-9A-Za-z][0-9A-Za-z.+_-]*)?$`)
-	exampleModels = map[string]string{DriverOpenAI: "gpt-4.1-mini", DriverAnthropic: "claude-sonnet-4-5"}
+	ExampleModels = map[string]string{DriverOpenAI: "gpt-4.1-mini", DriverAnthropic: "claude-sonnet-4-5"}
 )
 
 func (p *capsuleParser) top(n *yaml.Node) {
@@ -317,9 +325,9 @@ func (p *capsuleParser) top(n *yaml.Node) {
 				}
 				c.Control.AgentSettings = list
 				for i, s := range list {
-					if s != SettingInferenceDriver {
+					if s != string(ids.SettingInferenceDriver) {
 						d.Add(yamldoc.ItemLine(v, i), fmt.Sprintf("control.agent_settings entry %q is not a setting the agent may change", s),
-							"the settings are: "+SettingInferenceDriver+yamldoc.DidYouMean(s, []string{SettingInferenceDriver}))
+							"the settings are: "+string(ids.SettingInferenceDriver)+yamldoc.DidYouMean(s, []string{string(ids.SettingInferenceDriver)}))
 					}
 				}
 			}}})
@@ -343,7 +351,8 @@ func (p *capsuleParser) top(n *yaml.Node) {
 		}},
 		{Name: "task_acceptance", Fn: func(k, v *yaml.Node) {
 			acceptKey = k
-			c.TaskAcceptance, _ = d.Enum(v, "task_acceptance", AcceptReject, AcceptQueue)
+			a, _ := d.Enum(v, "task_acceptance", string(AcceptReject), string(AcceptQueue))
+			c.TaskAcceptance = Acceptance(a)
 		}},
 		{Name: "queue_size", Fn: func(k, v *yaml.Node) {
 			queueKey = k
@@ -357,7 +366,8 @@ func (p *capsuleParser) top(n *yaml.Node) {
 		}},
 		{Name: "after_task", Fn: func(k, v *yaml.Node) {
 			afterKey = k
-			c.AfterTask, _ = d.Enum(v, "after_task", AfterTaskSleep)
+			a, _ := d.Enum(v, "after_task", string(AfterTaskSleep))
+			c.AfterTask = AfterTaskMode(a)
 		}},
 		{Name: "tools", Fn: func(_, v *yaml.Node) { c.Tools = p.artifacts(v, "tools", "local/bash or local/bash@1.2.0") }},
 		{Name: "skills", Fn: func(_, v *yaml.Node) { c.Skills = p.artifacts(v, "skills", "local/style or local/style@1.0.0") }},
@@ -399,7 +409,7 @@ func (p *capsuleParser) top(n *yaml.Node) {
 	} else if !queueSet {
 		c.QueueSize = DefaultQueueSize
 	}
-	if !c.IsAgent() && infKey == nil && slices.Contains(c.Control.AgentSettings, SettingInferenceDriver) {
+	if !c.IsAgent() && infKey == nil && slices.Contains(c.Control.AgentSettings, string(ids.SettingInferenceDriver)) {
 		d.Add(d.Lines["control.agent_settings"], "control.agent_settings lists inference.driver, but a script capsule has no inference: block",
 			"remove inference.driver from control.agent_settings, or make this an agent capsule")
 	}
@@ -543,7 +553,7 @@ func (p *capsuleParser) choice(k, v *yaml.Node, path string) (Choice, bool) {
 	case DriverOpenAI, DriverAnthropic:
 		if ch.Model == "" {
 			d.Add(k.Line, fmt.Sprintf("%s uses driver %s but names no model", path, ch.Driver),
-				"add the model, such as model: "+exampleModels[ch.Driver])
+				"add the model, such as model: "+ExampleModels[ch.Driver])
 		}
 		if scriptVal != nil {
 			d.Add(scriptVal.Line, fmt.Sprintf("%s.script applies only to driver: script, not %s", path, ch.Driver),
@@ -567,7 +577,7 @@ func (p *capsuleParser) scriptFile(v *yaml.Node, path, name string) {
 		d.Add(v.Line, path+".script is empty", "name the script file, such as script: script.yaml, or remove the key to use the embedded default")
 		return
 	}
-	file := scriptPath(p.c.Dir, name)
+	file := ResolvePath(p.c.Dir, name)
 	fi, err := os.Stat(file)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
@@ -631,7 +641,7 @@ func (p *capsuleParser) readPaths(v *yaml.Node) []string {
 			d.Add(line, fmt.Sprintf("capabilities.shell.read[%d] is empty", i), "remove the empty entry")
 			continue
 		}
-		abs := filepath.Clean(capsulePath(p.c.Dir, s))
+		abs := filepath.Clean(ResolvePath(p.c.Dir, s))
 		if _, err := os.Stat(abs); err != nil {
 			d.Add(line, fmt.Sprintf("capabilities.shell.read entry %q does not exist (looked for %s)", s, abs),
 				"create it, write its path absolute or relative to the capsule directory, or remove the entry")
@@ -896,7 +906,7 @@ func (p *capsuleParser) artifacts(v *yaml.Node, path, example string) []string {
 }
 
 // scriptPath resolves a script driver's script: against the capsule directory.
-func scriptPath(dir, name string) string {
+func ResolvePath(dir, name string) string {
 	if filepath.IsAbs(name) {
 		return name
 	}
@@ -904,27 +914,27 @@ func scriptPath(dir, name string) string {
 }
 
 // unbuilt is a murmur.yaml declaration of something this build of mur does not provide yet.
-type unbuilt struct{ key, what string }
+type Unbuilt struct{ Key, What string }
 
 // unbuiltDeclarations lists what c declares that this build does not provide yet (staging warns with
 // W-CAP-030), in file order.
-func (c *Capsule) unbuiltDeclarations() []unbuilt {
-	var out []unbuilt
+func (c *Capsule) UnbuiltDeclarations() []Unbuilt {
+	var out []Unbuilt
 	if c.Transport == TransportProcess {
-		out = append(out, unbuilt{"transport: process", "the process transport (an external harness)"})
+		out = append(out, Unbuilt{"transport: process", "the process transport (an external harness)"})
 	}
 	if len(c.Capabilities.Spawn.Allow) > 0 {
-		out = append(out, unbuilt{"capabilities.spawn.allow", "delegate-task"})
+		out = append(out, Unbuilt{"capabilities.spawn.allow", "delegate-task"})
 	}
 	if c.Capabilities.Plan.Submit {
-		out = append(out, unbuilt{"capabilities.plan.submit", "submit-plan"})
+		out = append(out, Unbuilt{"capabilities.plan.submit", "submit-plan"})
 	}
 	return out
 }
 
 // declaresUnbuilt reports whether c declares the grant of the runtime-provided tool name, which this
 // build does not provide yet.
-func (c *Capsule) declaresUnbuilt(name string) bool {
+func (c *Capsule) DeclaresUnbuilt(name string) bool {
 	switch name {
 	case "delegate-task":
 		return len(c.Capabilities.Spawn.Allow) > 0
