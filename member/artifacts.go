@@ -215,7 +215,11 @@ func (s *Session) stageArtifacts(runtimeDir string) (*sessionArtifacts, error) {
 				return fail(err)
 			}
 			finder.Sources = srcs
-			finder.Fetcher = &artifact.Fetcher{Base: artifact.GitHubBase(s.cfg.Getenv), Client: s.cfg.HTTPClient, TempDir: filepath.Join(runtimeDir, "fetch")}
+			fetchDir := filepath.Join(runtimeDir, "fetch")
+			if err := os.MkdirAll(fetchDir, 0o700); err != nil {
+				return fail(err)
+			}
+			finder.Fetcher = &artifact.Fetcher{Base: artifact.GitHubBase(s.cfg.Getenv), Client: s.cfg.HTTPClient, TempDir: fetchDir}
 		}
 		sa.installer = artifact.NewInstaller(artifact.InstallConfig{Grant: g, Finder: finder, LockPath: artifact.LockPath(c.Dir),
 			ToolsDir: filepath.Join(runtimeDir, "tools"), SkillsDir: filepath.Join(runtimeDir, "skills"),

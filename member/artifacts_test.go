@@ -1,7 +1,13 @@
 package member
 
 import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
+	"crypto/sha256"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -312,5 +318,61 @@ func TestShellYieldsManifestButAnswersFirst(t *testing.T) {
 	specs := s.toolSpecsNow()
 	if len(specs) != 2 || specs[0].Name != "cat" || specs[0].Description != "counts words" {
 		t.Errorf("tool array %+v: want cat described by the artifact", specs)
+	}
+}
+
+// TestPullFromGitHubSource: with install.from: [stores, sources], a version no store holds is fetched
+// from the scope's GitHub source (MUR_GITHUB_BASE serves it from loopback), pinned with its owner, and
+// written to no store.
+func TestPullFromGitHubSource(t *testing.T) {
+	manifest := "name: acme/count\nversion: 1.0.0\nruntime: tool\nimplementation: wasm\nmodule: tool.wasm\ndescription: counts words\n"
+	var archive bytes.Buffer
+	zw := gzip.NewWriter(&archive)
+	tw := tar.NewWriter(zw)
+	for _, f := range []struct{ name, body string }{{"murmur.yaml", manifest}, {"tool.wasm", wordcountModule(t)}} {
+		tw.WriteHeader(&tar.Header{Name: f.name, Mode: 0o644, Size: int64(len(f.body)), Typeflag: tar.TypeReg})
+		tw.Write([]byte(f.body))
+	}
+	tw.Close()
+	zw.Close()
+	sum := sha256.Sum256(archive.Bytes())
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/api/v3/repos/acme/artifacts":
+			fmt.Fprint(w, `{"owner": {"login": "acme", "id": 4242}}`)
+		case "/acme/artifacts/releases/download/count-v1.0.0/artifact.tar.gz":
+			w.Write(archive.Bytes())
+		case "/acme/artifacts/releases/download/count-v1.0.0/artifact.tar.gz.sha256":
+			fmt.Fprintf(w, "%x  artifact.tar.gz\n", sum)
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	global := t.TempDir()
+	files := map[string]string{
+		"murmur.yaml": agentCapsule("capabilities:\n  install: {tool: ['acme/*'], from: [stores, sources]}\n"),
+		"script.yaml": "rules:\n  - match: ''\n    turns:\n      - call: [{tool: pull-artifact, input: {artifact: acme/count@1.0.0}}]\n" +
+			"      - call: [{tool: count, input: {text: 'x y z'}}]\n      - say: '{{(index .results 0).output}}'\n",
+		".murmur/sources.yaml": "acme: github:acme/artifacts\n",
+	}
+	s, _ := startSession(t, files, sessionOpts{getenv: func(k string) string {
+		return map[string]string{"MUR_STORE_DIR": global, "MUR_GITHUB_BASE": srv.URL}[k]
+	}})
+	if got := answer(s.run(t, "go", Origin{})); got != "3 words, 1 lines" {
+		t.Errorf("answer %q", got)
+	}
+	lock, err := artifact.ReadLock(filepath.Join(s.dir, "murmur.lock"))
+	if err != nil || len(lock.Pins) != 1 || lock.Pins[0].Source != "github:acme/artifacts" || lock.Pins[0].Owner != 4242 || lock.Pins[0].Origin != artifact.OriginAgent {
+		t.Errorf("murmur.lock %+v %v", lock, err)
+	}
+	for _, store := range []string{global, filepath.Join(s.dir, ".murmur", "store")} {
+		if _, err := os.Stat(filepath.Join(store, "acme")); err == nil {
+			t.Errorf("the fetched artifact was written into %s", store)
+		}
+	}
+	pulled := recordsOf(t, s.Session, "artifact_pulled")
+	if len(pulled) != 1 || pulled[0]["fetched_from"] != "github:acme/artifacts" {
+		t.Errorf("artifact_pulled %v", pulled)
 	}
 }
