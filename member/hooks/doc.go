@@ -15,8 +15,9 @@
 //
 // A hook's program is run by a Runner the session hands in: a WebAssembly module on the same runner as
 // tool artifacts (the workdir its only directory, no network), or a command under the same confinement
-// as shell binaries. The input JSON is on its stdin; its answer is the JSON object on its stdout.
-// Hooks never see a credential.
+// as shell binaries. The input JSON is on its stdin. A command's answer is the JSON object on its
+// stdout; a module answers as a tool does, {"status": "ok", "data": <the answer>}, and its Runner hands
+// back the data, so this package reads one answer whatever ran. Hooks never see a credential.
 //
 // The package is a leaf: it imports nothing of murmur's but runs what it is given (it never imports
 // member or another member/... package). A Set is safe for concurrent use once built; each call runs
