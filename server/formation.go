@@ -162,7 +162,8 @@ func (f *Formation) start(m roster.Member, ln net.Listener) (*RunningMember, err
 	sess, err := member.Start(member.Config{
 		Member: m.Name, Formation: cfg.Roster.Formation, Capsule: capsule, Store: store,
 		RecordsRoot: cfg.RecordsRoot, DataDir: cfg.DataDir, WorkDir: filepath.Join(dir, "work"), RuntimeRoot: filepath.Join(dir, "run"),
-		Metrics: metrics, Logger: cfg.Logger, Now: cfg.Now,
+		ProjectDir: cfg.Roster.Dir,
+		Metrics:    metrics, Logger: cfg.Logger, Now: cfg.Now,
 		Roster: cfg.Roster, FormationToken: cfg.Tokens.Formation, ConfineHelper: cfg.ConfineHelper,
 		Events: hub,
 	})

@@ -79,6 +79,7 @@ type Capsule struct {
 	AfterTask      AfterTaskMode // "" or "sleep"
 	Tools          []string
 	Skills         []string
+	Hooks          []string // policy hooks, scope/name[@version] (DESIGN §10)
 	// Store is the store: block: how this member's task store keeps ended tasks. A field it does not set
 	// comes from the roster's store: block, then from roster.DefaultRetention.
 	Store roster.StoreSettings
@@ -379,6 +380,7 @@ func (p *capsuleParser) top(n *yaml.Node) {
 		}},
 		{Name: "tools", Fn: func(_, v *yaml.Node) { c.Tools = p.artifacts(v, "tools", "local/bash or local/bash@1.2.0") }},
 		{Name: "skills", Fn: func(_, v *yaml.Node) { c.Skills = p.artifacts(v, "skills", "local/style or local/style@1.0.0") }},
+		{Name: "hooks", Fn: func(_, v *yaml.Node) { c.Hooks = p.artifacts(v, "hooks", "local/policy or local/policy@1.0.0") }},
 		{Name: "store", Fn: func(_, v *yaml.Node) { p.store(v) }},
 	})
 
@@ -930,20 +932,11 @@ func (c *Capsule) UnbuiltDeclarations() []Unbuilt {
 	if c.Transport == TransportProcess {
 		out = append(out, Unbuilt{"transport: process", "the process transport (an external harness)"})
 	}
-	if len(c.Tools) > 0 {
-		out = append(out, Unbuilt{"tools:", "tool artifacts"})
-	}
-	if len(c.Skills) > 0 {
-		out = append(out, Unbuilt{"skills:", "skills"})
-	}
 	if len(c.Capabilities.Spawn.Allow) > 0 {
 		out = append(out, Unbuilt{"capabilities.spawn.allow", "delegate-task"})
 	}
 	if c.Capabilities.Plan.Submit {
 		out = append(out, Unbuilt{"capabilities.plan.submit", "submit-plan"})
-	}
-	if i := c.Capabilities.Install; len(i.Tool)+len(i.Skill)+len(i.From) > 0 {
-		out = append(out, Unbuilt{"capabilities.install", "pull-artifact and remove-artifact"})
 	}
 	return out
 }
@@ -956,9 +949,6 @@ func (c *Capsule) DeclaresUnbuilt(name string) bool {
 		return len(c.Capabilities.Spawn.Allow) > 0
 	case "submit-plan":
 		return c.Capabilities.Plan.Submit
-	case "pull-artifact", "remove-artifact":
-		i := c.Capabilities.Install
-		return len(i.Tool)+len(i.Skill)+len(i.From) > 0
 	}
 	return false
 }
