@@ -178,4 +178,3 @@ func TestFakeHarnessOverToolServer(t *testing.T) {
 		t.Errorf("an empty input reaches the tool as {}: %q", set.calls[2])
 	}
 }
-
