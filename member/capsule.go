@@ -64,6 +64,7 @@ type Capsule struct {
 	Script    *ScriptSpec // set exactly when Inference is nil
 
 	Transport      string
+	Harness        *Harness // set exactly under transport: process
 	Capabilities   Capabilities
 	Exports        Exports
 	Control        Control
@@ -117,6 +118,17 @@ type Choice struct {
 	ContextWindow   int
 	MaxOutputTokens int
 	MaxInputTokens  int
+}
+
+// Harness is the harness: block of a capsule under transport: process (DESIGN §13): the external agent
+// harness the runtime runs per task instead of its own agent loop.
+type Harness struct {
+	Command []string // the harness and its arguments; {prompt}, {session}, {mcp_config} are replaced
+	Resume  []string // added after Command to resume the harness's own session
+	Dialect string   // harness.Dialects
+	Env     []string // NAME (mur's own value passed on) or NAME=value
+	Read    []string // absolute paths the harness may read besides its workdir and the system directories
+	Network bool     // default true: the harness must reach its model's API
 }
 
 // ScriptSpec is the script: block of a script capsule.
@@ -296,6 +308,9 @@ var capsuleMisplaced = map[string]string{
 type capsuleParser struct {
 	d *yamlDoc
 	c *Capsule
+	// process: the file says transport: process, so inference: needs no driver choices (the harness
+	// runs its own model).
+	process bool
 }
 
 var (
@@ -307,8 +322,9 @@ var (
 
 func (p *capsuleParser) top(n *yaml.Node) {
 	d, c := p.d, p.c
-	var nameKey, infKey, scriptKey, queueKey, afterKey, acceptKey *yaml.Node
+	var nameKey, infKey, scriptKey, queueKey, afterKey, acceptKey, harnessKey, transportKey *yaml.Node
 	queueSet := false
+	p.process = declaresProcess(n)
 	d.fields(n, "", []yamlField{
 		{"name", func(k, v *yaml.Node) {
 			nameKey = k
@@ -323,9 +339,11 @@ func (p *capsuleParser) top(n *yaml.Node) {
 		{"instructions", func(_, v *yaml.Node) { c.Instructions, _ = d.text(v, "instructions") }},
 		{"inference", func(k, v *yaml.Node) { infKey = k; c.Inference = p.inference(k, v) }},
 		{"script", func(k, v *yaml.Node) { scriptKey = k; c.Script = p.script(k, v) }},
-		{"transport", func(_, v *yaml.Node) {
+		{"transport", func(k, v *yaml.Node) {
+			transportKey = k
 			c.Transport, _ = d.enum(v, "transport", TransportHTTP, TransportProcess)
 		}},
+		{"harness", func(k, v *yaml.Node) { harnessKey = k; c.Harness = p.harness(v) }},
 		{"capabilities", func(_, v *yaml.Node) { p.capabilities(v) }},
 		{"exports", func(_, v *yaml.Node) { p.exports(v) }},
 		{"control", func(_, v *yaml.Node) {
@@ -392,13 +410,14 @@ func (p *capsuleParser) top(n *yaml.Node) {
 		d.add(scriptKey.Line, fmt.Sprintf("script: is for script capsules, but this capsule has inference: (line %d)", infKey.Line),
 			"remove script: for an agent capsule, or remove inference: for a script capsule")
 		c.Script = nil
-	case infKey == nil && scriptKey == nil:
+	case infKey == nil && scriptKey == nil && !p.process:
 		d.add(n.Line, "the capsule has neither inference: nor script:",
 			"add inference: for an agent capsule run by a model, or script: {command: [./answer.sh]} for a script capsule that runs a program per task")
 	}
 	if c.Transport == "" {
 		c.Transport = TransportHTTP
 	}
+	p.processChecks(n, harnessKey, transportKey, scriptKey)
 	if c.TaskAcceptance == "" {
 		c.TaskAcceptance = AcceptReject
 	}
@@ -482,6 +501,13 @@ func (p *capsuleParser) inference(k, v *yaml.Node) *Inference {
 		}},
 	})
 	if !ok {
+		return inf
+	}
+	if p.process {
+		if choicesKey != nil {
+			d.add(choicesKey.Line, "inference.choices is for transport: http; under transport: process the harness runs its own model",
+				"remove inference.driver and inference.choices, and configure the model in the harness's command")
+		}
 		return inf
 	}
 	if choicesKey == nil {
@@ -1365,9 +1391,6 @@ type unbuilt struct{ key, what string }
 // W-CAP-030), in file order.
 func (c *Capsule) unbuiltDeclarations() []unbuilt {
 	var out []unbuilt
-	if c.Transport == TransportProcess {
-		out = append(out, unbuilt{"transport: process", "the process transport (an external harness)"})
-	}
 	if len(c.Tools) > 0 {
 		out = append(out, unbuilt{"tools:", "tool artifacts"})
 	}
