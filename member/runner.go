@@ -28,6 +28,16 @@ type program struct {
 	// the order read is the order written.
 	stdout, stderr io.Writer
 	memMB          int // the memory limit; 0: none
+	// harness, when set, replaces the shell binaries' read grants and network with its own (a harness
+	// under transport: process, DESIGN §13).
+	harness *harnessGrant
+}
+
+// harnessGrant is what a harness may reach beyond its workdir and the system directories.
+type harnessGrant struct {
+	read    []string
+	network bool
+	port    int // the tool server's port, reachable without network
 }
 
 // proc is a started program.
@@ -52,18 +62,28 @@ func (p *proc) kill() {
 // confinement is the helper's instructions for a command of this session: read and execute the system
 // directories, the capsule directory and capabilities.shell.read; write the workdir; never the data
 // directory, the records or $HOME, except the workdir; no network unless capabilities.shell.network.
-func (s *Session) confinement(work string, memBytes uint64, cg *cgroupSet) confineSpec {
+func (s *Session) confinement(work string, memBytes uint64, cg *cgroupSet, hg *harnessGrant) confineSpec {
 	g := s.cfg.Capsule.Capabilities.Shell
+	read, network := append([]string{s.cfg.Capsule.Dir}, s.readGrants()...), g.Network
+	if hg != nil {
+		read, network = hg.read, hg.network
+	}
 	spec := confineSpec{
 		Landlock: s.confined(),
-		Read:     append([]string{s.cfg.Capsule.Dir}, s.readGrants()...),
+		Read:     read,
 		Write:    []string{work},
 		Deny:     s.secretDirs(),
-		Network:  g.Network,
-		Mem:      memBytes,
-		Cgroups:  cg.extra,
-		Kill:     cg.kill,
-		Parent:   os.Getpid(),
+		Network:  network,
+		ConnectPorts: func() []int {
+			if hg != nil && hg.port > 0 {
+				return []int{hg.port}
+			}
+			return nil
+		}(),
+		Mem:     memBytes,
+		Cgroups: cg.extra,
+		Kill:    cg.kill,
+		Parent:  os.Getpid(),
 	}
 	if cg.mem != "" {
 		spec.Mem = 0 // the kernel holds the whole tree to it, and says when it stepped in
@@ -127,7 +147,7 @@ func (s *Session) secretGrant(p string) string {
 // runsCommands reports whether a capsule runs programs: a script capsule's command, shell binaries, a
 // done_check.
 func runsCommands(c *Capsule) bool {
-	return !c.IsAgent() || len(c.Capabilities.Shell.Allow) > 0 || c.Lifecycle.DoneCheck != nil
+	return !c.IsAgent() || len(c.Capabilities.Shell.Allow) > 0 || c.Lifecycle.DoneCheck != nil || c.Harness != nil
 }
 
 // start runs p in the workdir with a clean environment, in a process group of its own and, where the
@@ -154,7 +174,7 @@ func (s *Session) start(p program) (*proc, error) {
 	var cmd *exec.Cmd
 	if s.cfg.ConfineHelper != "" {
 		cmd = exec.Command(s.cfg.ConfineHelper, append([]string{ConfineCommand, p.path, p.name}, p.args...)...)
-		cmd.Env = append(env, s.confinement(work, memBytes, cg).encode())
+		cmd.Env = append(env, s.confinement(work, memBytes, cg, p.harness).encode())
 	} else {
 		cmd = exec.Command(p.path, p.args...)
 		cmd.Args[0] = p.name
@@ -191,7 +211,13 @@ func (s *Session) start(p program) (*proc, error) {
 	// helper as the command's init, ends with the command, the kernel kills every process it started),
 	// a network namespace, and a cgroup (cgroup.kill ends them all).
 	flags := s.iso.pidNS
-	if !s.cfg.Capsule.Capabilities.Shell.Network {
+	network := s.cfg.Capsule.Capabilities.Shell.Network
+	if p.harness != nil {
+		// A harness always reaches its tool server on loopback, so it keeps the host's network namespace;
+		// without harness.network, Landlock lets it connect to that one port only.
+		network = true
+	}
+	if !network {
 		flags |= s.iso.netNS
 	}
 	cmd.SysProcAttr = pidNSAttr(flags)

@@ -146,6 +146,7 @@ func (f *Formation) start(m roster.Member, ln net.Listener) (*RunningMember, err
 		RecordsRoot: cfg.RecordsRoot, DataDir: cfg.DataDir, WorkDir: filepath.Join(dir, "work"), RuntimeRoot: filepath.Join(dir, "run"),
 		Metrics: metrics, Logger: cfg.Logger, Now: cfg.Now,
 		Roster: cfg.Roster, FormationToken: cfg.Tokens.Formation, ConfineHelper: cfg.ConfineHelper,
+		StartToolServer: func(ts member.ToolSet) (member.ToolServer, error) { return StartToolServer(ts, log) },
 	})
 	if err != nil {
 		ln.Close()

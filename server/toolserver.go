@@ -17,29 +17,18 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/murmur-run/murmur/runtimetools"
 )
 
 // ToolSet is what the loopback tool server serves (DESIGN §13): a session's tools. The session core
 // implements it; the server needs nothing else of the session.
 type ToolSet interface {
 	// Tools lists the tools the harness may call, in the order the model would see them.
-	Tools() []ToolInfo
+	Tools() []runtimetools.Manifest
 	// CallTool answers one call: the same bridged result text the http agent loop hands its model
 	// (fence, note, deadline notice), and whether the call failed or was refused.
-	CallTool(ctx context.Context, name string, input json.RawMessage) ToolReply
-}
-
-// ToolInfo is one tool as the harness sees it.
-type ToolInfo struct {
-	Name        string
-	Description string
-	InputSchema json.RawMessage // a JSON Schema object
-}
-
-// ToolReply is the answer to one tool call.
-type ToolReply struct {
-	Text    string
-	IsError bool
+	CallTool(ctx context.Context, name string, input json.RawMessage) (text string, isError bool)
 }
 
 // ToolServerName is the MCP server's name in the config file: Claude Code calls its tools
@@ -53,6 +42,7 @@ const toolServerPath = "/mcp"
 // kernel's choosing, behind a bearer token of its own, which no other server accepts and which is the
 // only murmur credential the harness holds.
 type ToolServer struct {
+	mcp   *mcp.Server
 	ln    net.Listener
 	srv   *http.Server
 	token string
@@ -82,8 +72,8 @@ func StartToolServer(set ToolSet, log *slog.Logger) (*ToolServer, error) {
 				if len(input) == 0 || string(input) == "null" {
 					input = json.RawMessage("{}")
 				}
-				r := set.CallTool(ctx, name, input)
-				return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: r.Text}}, IsError: r.IsError}, nil
+				text, isError := set.CallTool(ctx, name, input)
+				return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}, IsError: isError}, nil
 			})
 	}
 	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return ms }, &mcp.StreamableHTTPOptions{Logger: log})
@@ -93,7 +83,7 @@ func StartToolServer(set ToolSet, log *slog.Logger) (*ToolServer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("the tool server could not listen on 127.0.0.1: %w", err)
 	}
-	ts := &ToolServer{ln: ln, token: token, done: make(chan error, 1),
+	ts := &ToolServer{mcp: ms, ln: ln, token: token, done: make(chan error, 1),
 		srv: &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}}
 	go func() { ts.done <- ts.srv.Serve(ln) }()
 	return ts, nil
@@ -164,7 +154,12 @@ func (t *ToolServer) Close(ctx context.Context) error {
 	if err != nil {
 		t.srv.Close()
 	}
-	if serr := <-t.done; serr != nil && !errors.Is(serr, http.ErrServerClosed) {
+	serr := <-t.done
+	// A harness that was killed, or never said goodbye, leaves its MCP session open: end them all.
+	for ss := range t.mcp.Sessions() {
+		ss.Close()
+	}
+	if serr != nil && !errors.Is(serr, http.ErrServerClosed) {
 		return serr
 	}
 	if err != nil && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {

@@ -15,6 +15,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/murmur-run/murmur/internal/fakeharness/build"
+	"github.com/murmur-run/murmur/runtimetools"
 )
 
 // fakeTools is a ToolSet: it echoes its input in a bridged-looking text and records every call.
@@ -23,21 +24,21 @@ type fakeTools struct {
 	calls []string
 }
 
-func (f *fakeTools) Tools() []ToolInfo {
-	return []ToolInfo{
+func (f *fakeTools) Tools() []runtimetools.Manifest {
+	return []runtimetools.Manifest{
 		{Name: "expr", Description: "runs expr", InputSchema: json.RawMessage(`{"type":"object","properties":{"args":{"type":"array","items":{"type":"string"}}}}`)},
 		{Name: "session-status", Description: "reports the session", InputSchema: json.RawMessage(`{"type":"object","properties":{}}`)},
 	}
 }
 
-func (f *fakeTools) CallTool(_ context.Context, name string, input json.RawMessage) ToolReply {
+func (f *fakeTools) CallTool(_ context.Context, name string, input json.RawMessage) (string, bool) {
 	f.mu.Lock()
 	f.calls = append(f.calls, name+" "+string(input))
 	f.mu.Unlock()
 	if name == "expr" {
-		return ToolReply{Text: "<untrusted-content source=tool:expr>\n" + string(input) + "\n</untrusted-content>\nnote é \x01 line", IsError: strings.Contains(string(input), "fail")}
+		return "<untrusted-content source=tool:expr>\n" + string(input) + "\n</untrusted-content>\nnote é \x01 line", strings.Contains(string(input), "fail")
 	}
-	return ToolReply{Text: `{"turns":{"used":1}}`}
+	return `{"turns":{"used":1}}`, false
 }
 
 func startToolServer(t *testing.T, set ToolSet) *ToolServer {
@@ -109,10 +110,10 @@ func TestToolServerRefusesNonObjectSchema(t *testing.T) {
 
 type badSchema struct{}
 
-func (badSchema) Tools() []ToolInfo {
-	return []ToolInfo{{Name: "x", InputSchema: json.RawMessage(`{"type":"string"}`)}}
+func (badSchema) Tools() []runtimetools.Manifest {
+	return []runtimetools.Manifest{{Name: "x", InputSchema: json.RawMessage(`{"type":"string"}`)}}
 }
-func (badSchema) CallTool(context.Context, string, json.RawMessage) ToolReply { return ToolReply{} }
+func (badSchema) CallTool(context.Context, string, json.RawMessage) (string, bool) { return "", false }
 
 // The fake harness, a real MCP client on the go-sdk in a real subprocess, lists the tools and gets each
 // result's text byte for byte, with the error flag.

@@ -10,8 +10,7 @@
 //	quota NAME USED     reports a subscription window NAME with USED (0 to 1)
 //	garbage TEXT        prints TEXT as a line of its output, which is no event
 //	say TEXT            the answer (the last one wins); without one, the answer is "done"
-//	hang                after the lines before it, never exits
-//	kill                kills itself with SIGKILL, its answer unsaid
+//	hang                after the lines before it, never exits (a test kills it, or the deadline does)
 //	exit N              exits with status N, its answer unsaid
 //
 // Resumed (-resume SESSION), the prompt is the runtime's continuation message: it answers
@@ -27,7 +26,6 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -35,7 +33,6 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"syscall"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -122,8 +119,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 				if input == "" {
 					input = "{}"
 				}
-				h.turn(len(prompt), 10)
 				res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: json.RawMessage(input)})
+				// The turn is reported once its call is answered, so a session-status call sees exactly
+				// the turns before it.
+				h.turn(len(prompt), 10)
 				if err != nil {
 					h.record(map[string]any{"kind": "call_error", "tool": name, "error": err.Error()})
 					continue
@@ -146,10 +145,6 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 				answer = rest
 			case "hang":
 				h.out.Flush()
-				select {}
-			case "kill":
-				h.out.Flush()
-				syscall.Kill(os.Getpid(), syscall.SIGKILL)
 				select {}
 			case "exit":
 				n, _ := strconv.Atoi(rest)
@@ -225,7 +220,7 @@ func (b bearerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 // connect reads the MCP config as a harness does and opens a session with the murmur server.
 func connect(ctx context.Context, path string) (*mcp.ClientSession, error) {
 	if path == "" {
-		return nil, errors.New("no MCP config: give -mcp-config or MUR_MCP_CONFIG")
+		return nil, fmt.Errorf("no MCP config: give -mcp-config or MUR_MCP_CONFIG (environment: %q)", os.Environ())
 	}
 	b, err := os.ReadFile(path)
 	if err != nil {

@@ -76,13 +76,27 @@ type Result struct {
 const stderrKept = 2 << 10
 
 // ErrNoEvent, ErrExit, ErrNoAnswer and ErrReportedError classify a run that gave no usable answer;
-// the error Run returns wraps one of them and says what happened in a sentence.
+// the error Run returns wraps one of them (errors.Is) and its text is one sentence saying what happened,
+// fit for a task's status message.
 var (
 	ErrNoEvent       = errors.New("the harness reported no event")
 	ErrExit          = errors.New("the harness failed")
 	ErrNoAnswer      = errors.New("the harness gave no answer")
 	ErrReportedError = errors.New("the harness reported an error")
 )
+
+// runError is a failed run: its sentence, and the class it belongs to.
+type runError struct {
+	class error
+	msg   string
+}
+
+func (e *runError) Error() string { return e.msg }
+func (e *runError) Unwrap() error { return e.class }
+
+func failed(class error, format string, args ...any) error {
+	return &runError{class: class, msg: fmt.Sprintf(format, args...)}
+}
 
 // Args returns the argument list of a run: Command, then Resume when session is not "", placeholders
 // replaced; the prompt last unless an argument holds PlaceholderPrompt.
@@ -168,18 +182,18 @@ func (r *Runner) Run(ctx context.Context, prompt, session string, emit func(Even
 	}
 	switch {
 	case res.ExitCode > 128 && res.ExitCode < 128+65:
-		return res, fmt.Errorf("%w: the harness %s was killed by signal %d (%s)%s%s", ErrExit, r.Command[0],
+		return res, failed(ErrExit, "the harness %s was killed by signal %d (%s)%s%s", r.Command[0],
 			res.ExitCode-128, syscall.Signal(res.ExitCode-128), r.sinceEvents(res), stderrTail(res.Stderr))
 	case res.ExitCode != 0 && res.Events == 0:
-		return res, fmt.Errorf("%w: the harness %s exited with status %d before reporting any event%s%s", ErrNoEvent,
+		return res, failed(ErrNoEvent, "the harness %s exited with status %d before reporting any event%s%s",
 			r.Command[0], res.ExitCode, r.garbageSaid(res), stderrTail(res.Stderr))
 	case reportedErr:
-		return res, fmt.Errorf("%w: %s", ErrReportedError, oneLine(res.Answer))
+		return res, failed(ErrReportedError, "the harness reported an error: %s", oneLine(res.Answer))
 	case res.ExitCode != 0:
-		return res, fmt.Errorf("%w: the harness %s exited with status %d%s%s", ErrExit, r.Command[0], res.ExitCode,
+		return res, failed(ErrExit, "the harness %s exited with status %d%s%s", r.Command[0], res.ExitCode,
 			r.sinceEvents(res), stderrTail(res.Stderr))
 	case !res.Answered:
-		return res, fmt.Errorf("%w: the harness %s exited without an answer event (dialect %s)%s%s", ErrNoAnswer,
+		return res, failed(ErrNoAnswer, "the harness %s exited without an answer event (dialect %s)%s%s",
 			r.Command[0], r.Dialect, r.garbageSaid(res), stderrTail(res.Stderr))
 	}
 	return res, nil
