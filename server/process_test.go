@@ -114,7 +114,7 @@ func TestProcessTransport(t *testing.T) {
 	for _, dialect := range []string{"murmur-jsonl", "claude-stream-json"} {
 		t.Run(dialect, func(t *testing.T) {
 			fx := startFormation(t, map[string]string{
-				"roster.yaml": "formation: f\nmembers:\n  - {name: lead, capsule: ./lead, listen: '127.0.0.1:0'}\n  - {name: worker, capsule: ./worker, listen: '127.0.0.1:0'}\n  - {name: mirror, capsule: ./mirror, listen: '127.0.0.1:0'}\nreach:\n  - {from: lead, to: [worker]}\n",
+				"roster.yaml":        "formation: f\nmembers:\n  - {name: lead, capsule: ./lead, listen: '127.0.0.1:0'}\n  - {name: worker, capsule: ./worker, listen: '127.0.0.1:0'}\n  - {name: mirror, capsule: ./mirror, listen: '127.0.0.1:0'}\nreach:\n  - {from: lead, to: [worker]}\n",
 				"lead/murmur.yaml":   processCapsule(bin, "lead", dialect, "normal", ""),
 				"worker/murmur.yaml": "name: worker\nscript: {command: [sh, -c, 'read -r l; echo \"worker got: $l\"']}\n",
 				// mirror runs the same shell call in the http loop and answers with the text its model got.
@@ -332,7 +332,7 @@ func statusObject(t *testing.T, text string) map[string]any {
 func TestProcessHarnessFailures(t *testing.T) {
 	bin := fakeHarness(t)
 	fx := startFormation(t, map[string]string{
-		"roster.yaml":     "formation: f\nmembers:\n  - {name: fail, capsule: ./fail, listen: '127.0.0.1:0'}\n  - {name: junk, capsule: ./junk, listen: '127.0.0.1:0'}\n  - {name: norm, capsule: ./norm, listen: '127.0.0.1:0'}\n",
+		"roster.yaml":      "formation: f\nmembers:\n  - {name: fail, capsule: ./fail, listen: '127.0.0.1:0'}\n  - {name: junk, capsule: ./junk, listen: '127.0.0.1:0'}\n  - {name: norm, capsule: ./norm, listen: '127.0.0.1:0'}\n",
 		"fail/murmur.yaml": processCapsule(bin, "fail", "murmur-jsonl", "fail", ""),
 		"junk/murmur.yaml": processCapsule(bin, "junk", "claude-stream-json", "garbage", ""),
 		"norm/murmur.yaml": processCapsule(bin, "norm", "murmur-jsonl", "normal", ""),
@@ -380,7 +380,7 @@ func TestProcessHarnessFailures(t *testing.T) {
 func TestProcessHarnessNeverExits(t *testing.T) {
 	bin := fakeHarness(t)
 	fx := startFormation(t, map[string]string{
-		"roster.yaml":     "formation: f\nmembers:\n  - {name: slow, capsule: ./slow, listen: '127.0.0.1:0'}\n",
+		"roster.yaml":      "formation: f\nmembers:\n  - {name: slow, capsule: ./slow, listen: '127.0.0.1:0'}\n",
 		"slow/murmur.yaml": processCapsule(bin, "slow", "murmur-jsonl", "normal", "deadline: 4s\nlifecycle: {deadline_notice_secs: 3600}\n"),
 	}, Tokens{Operator: "operator-token-process-tests", Formation: "formation-secret-process-tests"})
 	task := fx.ask(t, "slow", "call expr {\"args\":[\"1\"]}\ncall expr {\"args\":[\"2\"]}\nhang never-exits")
