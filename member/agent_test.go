@@ -11,10 +11,14 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/murmur-run/murmur/a2a"
-	"github.com/murmur-run/murmur/roster"
 	"github.com/prometheus/client_golang/prometheus"
 	"gopkg.in/yaml.v3"
+
+	"github.com/murmur-run/murmur/a2a"
+	"github.com/murmur-run/murmur/member/capsule"
+	"github.com/murmur-run/murmur/member/sandbox"
+	"github.com/murmur-run/murmur/member/store"
+	"github.com/murmur-run/murmur/roster"
 )
 
 // clock is a test clock that moves only when told to.
@@ -34,7 +38,7 @@ type sessionOpts struct {
 	clock   *clock
 	getenv  func(string) string
 	confine bool // commands run through this test binary as the confining helper
-	isolate func() isolation
+	isolate func() sandbox.Isolation
 	roster  string // a roster.yaml for the session, whose member is "m"; "" for none
 	peers   Peers  // how peers' doors are reached, with roster
 	token   string // the formation token
@@ -52,11 +56,11 @@ func startSession(t testing.TB, files map[string]string, o sessionOpts) (*testSe
 			t.Fatal(err)
 		}
 	}
-	c, err := LoadCapsule(dir)
+	c, err := capsule.Load(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	store, err := OpenStore(filepath.Join(root, "tasks.db"))
+	store, err := store.Open(filepath.Join(root, "tasks.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -261,7 +265,7 @@ func TestNoticeMargin(t *testing.T) {
 		{2 * time.Hour, &ten, 10 * time.Second},
 		{2 * time.Hour, &zero, 0},
 	} {
-		c := &Capsule{Deadline: tc.deadline}
+		c := &capsule.Capsule{Deadline: tc.deadline}
 		c.Lifecycle.DeadlineNoticeSecs = tc.secs
 		if got := noticeMargin(c); got != tc.want {
 			t.Errorf("deadline %s, deadline_notice_secs %v: margin %s, want %s", tc.deadline, tc.secs, got, tc.want)

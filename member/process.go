@@ -13,7 +13,11 @@ import (
 	"sync/atomic"
 
 	"github.com/murmur-run/murmur/a2a"
+	"github.com/murmur-run/murmur/internal/ids"
+	"github.com/murmur-run/murmur/member/capsule"
+	"github.com/murmur-run/murmur/member/driver"
 	"github.com/murmur-run/murmur/member/harness"
+	"github.com/murmur-run/murmur/member/sandbox"
 	"github.com/murmur-run/murmur/runtimetools"
 )
 
@@ -96,7 +100,7 @@ func (s *Session) startProcess() error {
 		Env: harness.ResolveEnv(h.Env, s.cfg.Getenv), Read: h.Read, Network: h.Network, MCPConfig: cfgPath,
 		Starter: harnessStarter{s: s, exe: exe, mcpConfig: cfgPath, port: port},
 	}
-	if !h.Network && s.confined() && landlockABI() < landlockTCPABI {
+	if !h.Network && s.confined() && sandbox.LandlockABI() < sandbox.LandlockTCPABI {
 		s.log.Warn("harness.network: false is not enforced on this host: its Landlock has no TCP rules (Linux 6.7 or later)", "capsule", c.Path)
 	}
 	s.proc = ps
@@ -123,13 +127,13 @@ func (s *Session) closeProcess(ctx context.Context) error {
 // against the capsule directory, a bare name on the trusted PATH.
 func (s *Session) harnessExecutable(name string) (string, error) {
 	if !strings.Contains(name, "/") {
-		p, err := resolveShell(name)
+		p, err := sandbox.ResolveShell(name)
 		if err != nil {
-			return "", fmt.Errorf("%s is in none of %s; write its absolute path", name, strings.Join(trustedPath, ", "))
+			return "", fmt.Errorf("%s is in none of %s; write its absolute path", name, strings.Join(sandbox.TrustedPath, ", "))
 		}
 		return p, nil
 	}
-	path := capsulePath(s.cfg.Capsule.Dir, name)
+	path := capsule.ResolvePath(s.cfg.Capsule.Dir, name)
 	fi, err := os.Stat(path)
 	if err != nil {
 		return "", err
@@ -164,7 +168,7 @@ func (h harnessStarter) Start(p harness.Program) (harness.Process, error) {
 		"MUR_SESSION=" + s.id,
 	}, p.Env...)
 	pr, err := s.start(program{
-		id: newWorkID(), path: h.exe, name: p.Command[0], args: p.Command[1:], env: env,
+		id: ids.NewWorkID(), path: h.exe, name: p.Command[0], args: p.Command[1:], env: env,
 		stdout: p.Stdout, stderr: p.Stderr,
 		harness: &harnessGrant{read: append([]string{h.exe, h.mcpConfig}, p.Read...), network: p.Network, port: h.port},
 	})
@@ -195,7 +199,7 @@ func (st sessionTools) CallTool(ctx context.Context, name string, input json.Raw
 	stop := context.AfterFunc(ctx, cancel)
 	defer stop()
 	id := fmt.Sprintf("harness_%d", s.proc.callSeq.Add(1))
-	r := s.dispatch(cctx, pt.id, ToolCall{ID: id, Name: name, Input: input})
+	r := s.dispatch(cctx, pt.id, driver.ToolCall{ID: id, Name: name, Input: input})
 	return r.Text, r.Status != runtimetools.StatusOK
 }
 
@@ -206,7 +210,7 @@ func (st sessionTools) CallTool(ctx context.Context, name string, input json.Raw
 func (s *Session) runProcess(ctx context.Context, t *a2a.Task, text string) (string, error) {
 	inf := s.cfg.Capsule.Inference
 	if murmurMeta(t)["trust"] == TrustUntrusted {
-		text = fence("task", text, "")
+		text = driver.Fence("task", text, "")
 	}
 	task := string(t.ID)
 	cctx, cancelCalls := context.WithCancel(ctx)
@@ -307,7 +311,7 @@ func (s *Session) harnessEvent(task string, e harness.Event, stop context.Cancel
 		}
 		spend := s.spend
 		s.mu.Unlock()
-		s.countInference(harnessDriver, Usage{Input: u.Input, Output: u.Output, Cached: u.Cached, CacheWrite: u.CacheWrite, Reported: u.Reported})
+		s.countInference(harnessDriver, driver.Usage{Input: u.Input, Output: u.Output, Cached: u.Cached, CacheWrite: u.CacheWrite, Reported: u.Reported})
 		rec := map[string]any{"driver": harnessDriver, "dialect": s.cfg.Capsule.Harness.Dialect, "turn": turn}
 		if u.Reported {
 			rec["measured_by"] = "actual"

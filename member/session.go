@@ -13,7 +13,13 @@ import (
 	"time"
 
 	"github.com/murmur-run/murmur/a2a"
+	"github.com/murmur-run/murmur/internal/ids"
 	"github.com/murmur-run/murmur/internal/peercred"
+	"github.com/murmur-run/murmur/member/capsule"
+	"github.com/murmur-run/murmur/member/driver"
+	"github.com/murmur-run/murmur/member/sandbox"
+	"github.com/murmur-run/murmur/member/share"
+	"github.com/murmur-run/murmur/member/store"
 	"github.com/murmur-run/murmur/roster"
 	"github.com/murmur-run/murmur/runtimetools"
 )
@@ -71,8 +77,8 @@ type Origin struct {
 type Config struct {
 	Member    string // the member's name in its roster
 	Formation string
-	Capsule   *Capsule
-	Store     *Store
+	Capsule   *capsule.Capsule
+	Store     *store.Store
 	// RecordsRoot is the project's records directory; the session's records go in RecordsRoot/<session id>.
 	RecordsRoot string
 	// DataDir is the formation's data directory (tokens, task stores); "" when there is none. Commands
@@ -107,7 +113,7 @@ type Config struct {
 	StartToolServer func(ToolSet) (ToolServer, error)
 	// isolate finds what the host allows around commands; nil probes it (probeIsolation). Tests
 	// set it to take one mechanism away.
-	isolate func() isolation
+	isolate func() sandbox.Isolation
 }
 
 // Session runs one capsule: it takes tasks through Send, runs them one at a time in submission order,
@@ -120,8 +126,9 @@ type Session struct {
 	id      string
 	started time.Time
 	records *Records
-	drivers map[string]Driver
+	drivers map[string]driver.Driver
 	log     *slog.Logger
+	files   *share.Files // share-file and fetch-peer-file
 
 	// admit decides, without mu, whether a new task enters; a rejection never waits for mu or the disk.
 	admit *admission
@@ -153,7 +160,7 @@ type Session struct {
 	calls         *taskCalls // the running agent task's member calls
 	peers         Peers
 	background    map[string]*bgCommand // by work id, for the rest of the session
-	iso           isolation             // what this host puts around commands; set at Start
+	iso           sandbox.Isolation     // what this host puts around commands; set at Start
 	proc          *processState         // transport: process; nil under http
 	quota         []runtimetools.QuotaWindow
 
@@ -190,7 +197,7 @@ func Start(cfg Config) (*Session, error) {
 	}
 	s := &Session{
 		cfg:        cfg,
-		id:         newID(prefixSession),
+		id:         ids.New(ids.PrefixSession),
 		started:    cfg.Now(),
 		log:        cfg.Logger.With("member", cfg.Member),
 		changed:    make(chan struct{}),
@@ -202,16 +209,16 @@ func Start(cfg Config) (*Session, error) {
 		done:       make(chan struct{}),
 	}
 	if cfg.Capsule.IsAgent() && cfg.Capsule.Harness == nil {
-		drivers, err := buildDrivers(cfg.Capsule, cfg.HTTPClient, cfg.Getenv)
+		drivers, err := driver.Build(cfg.Capsule, cfg.HTTPClient, cfg.Getenv)
 		if err != nil {
 			return nil, err
 		}
 		s.drivers = drivers
 		s.choice = cfg.Capsule.Inference.Driver
 	}
-	if runsCommands(cfg.Capsule) {
+	if cfg.Capsule.RunsCommands() {
 		if cfg.isolate == nil {
-			cfg.isolate = probeIsolation
+			cfg.isolate = sandbox.Probe
 		}
 		s.iso = cfg.isolate()
 		for _, p := range cfg.Capsule.Capabilities.Shell.Read {
@@ -243,6 +250,9 @@ func Start(cfg Config) (*Session, error) {
 	if s.peers == nil && cfg.Roster != nil {
 		s.peers = newDoorPeers(cfg.Roster, cfg.Member, s.credKey(), cfg.HTTPClient)
 	}
+	s.files = share.New(share.Config{Capsule: cfg.Capsule, Roster: cfg.Roster, Member: cfg.Member,
+		FormationToken: cfg.FormationToken, CredKey: s.credKey(), HTTPClient: cfg.HTTPClient, Now: cfg.Now,
+		Log: s.log, Workdir: s.workdir()})
 	if s.tools, err = s.stageTools(); err != nil {
 		rec.Close()
 		return nil, err
@@ -275,7 +285,7 @@ func Start(cfg Config) (*Session, error) {
 		start["driver"] = s.choice
 	}
 	if s.proc != nil {
-		start["transport"] = TransportProcess
+		start["transport"] = capsule.TransportProcess
 		start["harness"] = map[string]any{"command": cfg.Capsule.Harness.Command[0], "dialect": cfg.Capsule.Harness.Dialect}
 		start["tool_server"] = s.proc.server.URL()
 	}
@@ -294,6 +304,10 @@ func Start(cfg Config) (*Session, error) {
 	go s.loop()
 	return s, nil
 }
+
+// ExportRoot is the absolute directory exports.peer_files names, inside the workdir; "" when the capsule
+// exports nothing. The door serves peer files from it.
+func (s *Session) ExportRoot() string { return s.files.ExportRoot() }
 
 // credKey is the key this member's peer credentials are derived with.
 func (s *Session) credKey() peercred.Key {
@@ -319,7 +333,7 @@ func (s *Session) ID() string { return s.id }
 func (s *Session) RecordsDir() string { return s.records.Dir() }
 
 // Capsule returns the capsule the session runs.
-func (s *Session) Capsule() *Capsule { return s.cfg.Capsule }
+func (s *Session) Capsule() *capsule.Capsule { return s.cfg.Capsule }
 
 // Ping reports whether the session can take work: not closed, store answering.
 func (s *Session) Ping(ctx context.Context) error {
@@ -365,23 +379,23 @@ func (s *Session) Send(ctx context.Context, msg *a2a.Message, origin Origin) (*a
 		origin.Origin = OriginOperator
 	}
 	now := s.cfg.Now()
-	id := a2a.TaskID(newID(prefixTask))
+	id := a2a.TaskID(ids.New(ids.PrefixTask))
 	contextID := msg.ContextID
 	if contextID == "" {
-		contextID = newID(prefixContext)
+		contextID = ids.New(ids.PrefixContext)
 	}
 	in := *msg
 	in.TaskID, in.ContextID = id, contextID
-	meta := map[string]any{"member": s.cfg.Member, "trust": origin.Trust, "origin": origin.Origin}
+	meta := ids.NewMeta(map[ids.MetaKey]any{ids.MetaMember: s.cfg.Member, ids.MetaTrust: origin.Trust, ids.MetaOrigin: origin.Origin})
 	if origin.Origin == OriginPeer {
-		meta["caller"] = origin.Caller
+		ids.Set(meta, ids.MetaCaller, origin.Caller)
 	}
 	t := &a2a.Task{
 		ID:        id,
 		ContextID: contextID,
 		Status:    a2a.TaskStatus{State: a2a.TaskStateSubmitted, Timestamp: a2a.NewTimestamp(now)},
 		History:   []a2a.Message{in},
-		Metadata:  map[string]any{"murmur": meta},
+		Metadata:  map[string]any{ids.Meta: meta},
 	}
 	refusal, ok := s.admit.take()
 	if !ok {
@@ -477,7 +491,7 @@ func (s *Session) GetJSON(ctx context.Context, id a2a.TaskID, scope Scope) ([]by
 		return nil, err
 	}
 	if !scope.sees(caller) {
-		return nil, notStored(id)
+		return nil, store.NotStored(id)
 	}
 	return body, nil
 }
@@ -488,15 +502,15 @@ func (s *Session) get(ctx context.Context, id a2a.TaskID, scope Scope) (*a2a.Tas
 	if err != nil {
 		return nil, err
 	}
-	return decodeTask(id, body)
+	return store.Decode(id, body)
 }
 
 // List returns one page of the tasks in scope.
-func (s *Session) List(ctx context.Context, q ListQuery, scope Scope) (ListPage, error) {
+func (s *Session) List(ctx context.Context, q store.ListQuery, scope Scope) (store.ListPage, error) {
 	switch {
 	case scope.all:
 	case scope.caller == "":
-		return ListPage{}, nil
+		return store.ListPage{}, nil
 	default:
 		q.Caller = scope.caller
 	}

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/murmur-run/murmur/member/capsule"
+	"github.com/murmur-run/murmur/member/driver"
 	"github.com/murmur-run/murmur/runtimetools"
 )
 
@@ -84,7 +86,7 @@ func (s *Session) Switch(name string) error {
 		return fmt.Errorf("driver choice %s uses driver %q, which this build of mur does not serve", name, ch.Driver)
 	}
 	if ch.Credential != "" {
-		if _, err := ResolveCredential(ch.Credential, s.cfg.Getenv); err != nil {
+		if _, err := driver.ResolveCredential(ch.Credential, s.cfg.Getenv); err != nil {
 			return fmt.Errorf("driver choice %s cannot be used now: %w", name, err)
 		}
 	}
@@ -103,7 +105,7 @@ var errSessionDeadline = errors.New("session deadline reached")
 // noticeMargin is how long before the deadline the notice is given (SPEC "The deadline notice"): the
 // capsule's lifecycle.deadline_notice_secs, or five minutes or a tenth of the deadline, whichever is
 // shorter, at least a second. Zero sends none.
-func noticeMargin(c *Capsule) time.Duration {
+func noticeMargin(c *capsule.Capsule) time.Duration {
 	if n := c.Lifecycle.DeadlineNoticeSecs; n != nil {
 		return time.Duration(*n) * time.Second
 	}

@@ -13,7 +13,10 @@ import (
 
 	a2ago "github.com/a2aproject/a2a-go/v2/a2a"
 	"github.com/a2aproject/a2a-go/v2/a2aclient"
+
 	"github.com/murmur-run/murmur/member"
+	"github.com/murmur-run/murmur/member/capsule"
+	"github.com/murmur-run/murmur/member/store"
 	"github.com/murmur-run/murmur/roster"
 )
 
@@ -34,7 +37,7 @@ type fixture struct {
 	dir     string // the capsule directory
 	url     string // the door's base URL
 	session *member.Session
-	store   *member.Store
+	store   *store.Store
 	srv     *httptest.Server
 	door    *Door
 }
@@ -53,11 +56,11 @@ func startDoor(t testing.TB, files map[string]string) *fixture {
 			t.Fatal(err)
 		}
 	}
-	capsule, err := member.LoadCapsule(dir)
+	capsule, err := capsule.Load(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	store, err := member.OpenStore(filepath.Join(root, "data", "tasks.db"))
+	store, err := store.Open(filepath.Join(root, "data", "tasks.db"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/murmur-run/murmur/member"
+	"github.com/murmur-run/murmur/member/stage"
 	"github.com/murmur-run/murmur/roster"
 	"github.com/murmur-run/murmur/server"
 )
@@ -24,8 +24,10 @@ const usage = `mur runs formations of AI agents: members listed in a roster.yaml
 
 Usage:
   mur run --roster FILE              start every member of the formation (one process, doors on loopback)
+                                     and its console (--console ADDR, default 127.0.0.1:0; off to disable)
   mur member --roster FILE --name N  run one member (what each container of a compose formation runs)
   mur check --roster FILE            validate every file and print every error and warning
+  mur console --roster FILE          serve the console of a formation that runs elsewhere
   mur send [--door URL | --member N --roster FILE] [--wait] TEXT
                                      send a task; with --wait, print its answer
   mur tasks [--door URL | --member N --roster FILE]
@@ -53,6 +55,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return cmdMember(ctx, rest, getenv, stdout, stderr)
 	case "check":
 		return cmdCheck(rest, getenv, stdout, stderr)
+	case "console":
+		return cmdConsole(ctx, rest, getenv, stdout, stderr)
 	case "send":
 		return cmdSend(ctx, rest, getenv, stdout, stderr)
 	case "tasks":
@@ -140,7 +144,7 @@ func loadRoster(path, doorURLs string, only []string, getenv func(string) string
 	if r, err = applyDoorURLs(r, doorURLs); err != nil {
 		return nil, err
 	}
-	findings := member.CheckFormation(r, only, getenv)
+	findings := stage.Formation(r, only, getenv)
 	bad := false
 	for _, f := range findings {
 		fmt.Fprintln(stderr, f)
@@ -178,10 +182,16 @@ func cmdRun(ctx context.Context, args []string, getenv func(string) string, stdo
 	fs := newFlags("run", "mur run --roster FILE [flags]", stderr)
 	var c common
 	c.register(fs, getenv)
+	consoleAddr := fs.String("console", "127.0.0.1:0", "where the formation console listens (printed with its one-time login URL); off for no console")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	return serve(ctx, c, nil, "", getenv, stdout, stderr)
+	if *consoleAddr != "off" {
+		if err := checkConsoleAddr(*consoleAddr); err != nil {
+			return err
+		}
+	}
+	return serve(ctx, c, nil, "", *consoleAddr, getenv, stdout, stderr)
 }
 
 func cmdMember(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
@@ -196,10 +206,10 @@ func cmdMember(ctx context.Context, args []string, getenv func(string) string, s
 	if *name == "" {
 		return usagef("--name is required: name the member of the roster to run")
 	}
-	return serve(ctx, c, []string{*name}, *listen, getenv, stdout, stderr)
+	return serve(ctx, c, []string{*name}, *listen, "off", getenv, stdout, stderr)
 }
 
-func serve(ctx context.Context, c common, only []string, listen string, getenv func(string) string, stdout, stderr io.Writer) error {
+func serve(ctx context.Context, c common, only []string, listen, consoleAddr string, getenv func(string) string, stdout, stderr io.Writer) error {
 	log, err := c.logger(stderr)
 	if err != nil {
 		return err
@@ -233,9 +243,25 @@ func serve(ctx context.Context, c common, only []string, listen string, getenv f
 	if getenv("MUR_OPERATOR_TOKEN") == "" {
 		tokenRef = "$(cat " + filepath.Join(dir, server.OperatorTokenFile) + ")"
 	}
+	// The console reads the doors at the URLs they got (port 0 gets a real port).
+	var con *runningConsole
+	if consoleAddr != "off" {
+		urls := map[string]string{}
+		for _, m := range f.Members {
+			urls[m.Name] = m.URL
+		}
+		if con, err = startConsole(r, urls, consoleAddr, tokens.Operator, recordsRoot(getenv, r), log); err != nil {
+			sctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+			defer cancel()
+			return errors.Join(err, f.Shutdown(sctx))
+		}
+	}
 	fmt.Fprintf(stdout, "formation %s: %d member(s) ready\n", r.Formation, len(f.Members))
 	for _, m := range f.Members {
 		fmt.Fprintf(stdout, "  %-12s %s/a2a\n", m.Name, m.URL)
+	}
+	if con != nil {
+		fmt.Fprintf(stdout, "  %-12s %s\n", "console", con.loginURL)
 	}
 	first := f.Members[0]
 	for _, m := range f.Members {
@@ -253,6 +279,9 @@ func serve(ctx context.Context, c common, only []string, listen string, getenv f
 		log.Info("shutting down", "reason", context.Cause(ctx))
 	case serveErr = <-f.Err():
 		log.Error("a door failed; shutting down", "err", serveErr)
+	}
+	if con != nil {
+		serveErr = errors.Join(serveErr, con.stop())
 	}
 	sctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
@@ -277,7 +306,7 @@ func cmdCheck(args []string, getenv func(string) string, stdout, stderr io.Write
 	if r, err = applyDoorURLs(r, *doorURLs); err != nil {
 		return err
 	}
-	findings := member.CheckFormation(r, nil, getenv)
+	findings := stage.Formation(r, nil, getenv)
 	errs := 0
 	for _, f := range findings {
 		fmt.Fprintln(stdout, f)
