@@ -83,10 +83,10 @@ func (s *Session) confinement(work string, memBytes uint64, cg *sandbox.Cgroups,
 		Deny:         s.secretDirs(),
 		Network:      network,
 		ConnectPorts: ports,
-		Mem:      memBytes,
-		Cgroups:  cg.Extra,
-		Kill:     cg.Kill,
-		Parent:   os.Getpid(),
+		Mem:          memBytes,
+		Cgroups:      cg.Extra,
+		Kill:         cg.Kill,
+		Parent:       os.Getpid(),
 	}
 	if cg.Mem != "" {
 		spec.Mem = 0 // the kernel holds the whole tree to it, and says when it stepped in
