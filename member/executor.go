@@ -43,7 +43,9 @@ func (s *Session) execute(ctx context.Context, r *runningTask) {
 
 	text := t.History[0].Text()
 	var answer string
-	if s.cfg.Capsule.IsAgent() {
+	if s.proc != nil {
+		answer, err = s.runProcess(ctx, t, text)
+	} else if s.cfg.Capsule.IsAgent() {
 		answer, err = s.runAgent(ctx, t, text)
 	} else {
 		answer, err = s.runScript(ctx, t, text)

@@ -33,6 +33,16 @@ type program struct {
 	stdout, stderr io.Writer
 	memMB          int      // the memory limit; 0: none
 	read           []string // paths it may read and execute besides the capsule's (a command hook's artifact)
+	// harness, when set, replaces the shell binaries' read grants and network with its own (a harness
+	// under transport: process, DESIGN §13).
+	harness *harnessGrant
+}
+
+// harnessGrant is what a harness may reach beyond its workdir and the system directories.
+type harnessGrant struct {
+	read    []string
+	network bool
+	port    int // the tool server's port, reachable without network
 }
 
 // proc is a started program.
@@ -57,18 +67,27 @@ func (p *proc) kill() {
 // confinement is the helper's instructions for a command of this session: read and execute the system
 // directories, the capsule directory and capabilities.shell.read; write the workdir; never the data
 // directory, the records or $HOME, except the workdir; no network unless capabilities.shell.network.
-func (s *Session) confinement(work string, memBytes uint64, cg *sandbox.Cgroups) sandbox.Spec {
+func (s *Session) confinement(work string, memBytes uint64, cg *sandbox.Cgroups, hg *harnessGrant) sandbox.Spec {
 	g := s.cfg.Capsule.Capabilities.Shell
+	read, network := append([]string{s.cfg.Capsule.Dir}, s.readGrants()...), g.Network
+	var ports []int
+	if hg != nil {
+		read, network = hg.read, hg.network
+		if hg.port > 0 {
+			ports = []int{hg.port}
+		}
+	}
 	spec := sandbox.Spec{
-		Landlock: s.confined(),
-		Read:     append([]string{s.cfg.Capsule.Dir}, s.readGrants()...),
-		Write:    []string{work},
-		Deny:     s.secretDirs(),
-		Network:  g.Network,
-		Mem:      memBytes,
-		Cgroups:  cg.Extra,
-		Kill:     cg.Kill,
-		Parent:   os.Getpid(),
+		Landlock:     s.confined(),
+		Read:         read,
+		Write:        []string{work},
+		Deny:         s.secretDirs(),
+		Network:      network,
+		ConnectPorts: ports,
+		Mem:          memBytes,
+		Cgroups:      cg.Extra,
+		Kill:         cg.Kill,
+		Parent:       os.Getpid(),
 	}
 	if cg.Mem != "" {
 		spec.Mem = 0 // the kernel holds the whole tree to it, and says when it stepped in
@@ -153,7 +172,7 @@ func (s *Session) start(p program) (*proc, error) {
 	var cmd *exec.Cmd
 	if s.cfg.ConfineHelper != "" {
 		cmd = exec.Command(s.cfg.ConfineHelper, append([]string{sandbox.ConfineCommand, p.path, p.name}, p.args...)...)
-		spec := s.confinement(work, memBytes, cg)
+		spec := s.confinement(work, memBytes, cg, p.harness)
 		spec.Read = append(spec.Read, p.read...)
 		cmd.Env = append(env, spec.Encode())
 	} else {
@@ -192,7 +211,13 @@ func (s *Session) start(p program) (*proc, error) {
 	// helper as the command's init, ends with the command, the kernel kills every process it started),
 	// a network namespace, and a cgroup (cgroup.kill ends them all).
 	flags := s.iso.PidNS
-	if !s.cfg.Capsule.Capabilities.Shell.Network {
+	network := s.cfg.Capsule.Capabilities.Shell.Network
+	if p.harness != nil {
+		// A harness always reaches its tool server on loopback, so it keeps the host's network namespace;
+		// without harness.network, Landlock lets it connect to that one port only.
+		network = true
+	}
+	if !network {
 		flags |= s.iso.NetNS
 	}
 	cmd.SysProcAttr = sandbox.PidNSAttr(flags)

@@ -114,6 +114,9 @@ type Config struct {
 	// Events is told of every stored task change and of the agent loop's progress (the door's streams,
 	// push notifications); nil tells nobody.
 	Events Publisher
+	// StartToolServer starts the loopback tool server of a session under transport: process
+	// (server.StartToolServer); a process capsule cannot start without it.
+	StartToolServer func(ToolSet) (ToolServer, error)
 	// isolate finds what the host allows around commands; nil probes it (probeIsolation). Tests
 	// set it to take one mechanism away.
 	isolate func() sandbox.Isolation
@@ -165,6 +168,8 @@ type Session struct {
 	peers         Peers
 	background    map[string]*bgCommand // by work id, for the rest of the session
 	iso           sandbox.Isolation     // what this host puts around commands; set at Start
+	proc          *processState         // transport: process; nil under http
+	quota         []runtimetools.QuotaWindow
 
 	base    context.Context
 	stopAll context.CancelFunc
@@ -210,7 +215,7 @@ func Start(cfg Config) (*Session, error) {
 		kick:       make(chan struct{}, 1),
 		done:       make(chan struct{}),
 	}
-	if cfg.Capsule.IsAgent() {
+	if cfg.Capsule.IsAgent() && cfg.Capsule.Harness == nil {
 		drivers, err := driver.Build(cfg.Capsule, cfg.HTTPClient, cfg.Getenv)
 		if err != nil {
 			return nil, err
@@ -275,6 +280,12 @@ func Start(cfg Config) (*Session, error) {
 			return nil, fmt.Errorf("member %s: %w", cfg.Member, err)
 		}
 	}
+	if cfg.Capsule.Harness != nil {
+		if err := s.startProcess(); err != nil {
+			rec.Close()
+			return nil, err
+		}
+	}
 	if d := cfg.Capsule.Deadline; d > 0 {
 		s.deadline = s.started.Add(d)
 	}
@@ -290,10 +301,16 @@ func Start(cfg Config) (*Session, error) {
 	if s.choice != "" {
 		start["driver"] = s.choice
 	}
+	if s.proc != nil {
+		start["transport"] = capsule.TransportProcess
+		start["harness"] = map[string]any{"command": cfg.Capsule.Harness.Command[0], "dialect": cfg.Capsule.Harness.Dialect}
+		start["tool_server"] = s.proc.server.URL()
+	}
 	if len(recovered) > 0 {
 		start["recovered_tasks"] = recovered
 	}
 	if err := rec.Write("session_start", "", start); err != nil {
+		s.closeProcess(context.Background())
 		rec.Close()
 		return nil, err
 	}
@@ -633,6 +650,7 @@ func (s *Session) Close(ctx context.Context) error {
 		errs = append(errs, fmt.Errorf("member %s: the running task did not stop in time; the store marks it failed at the next start", s.cfg.Member))
 	}
 	s.art.close()
+	errs = append(errs, s.closeProcess(ctx))
 	if !expired {
 		s.mu.Lock()
 		exit := s.exitStatusLocked()
