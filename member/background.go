@@ -45,6 +45,13 @@ func (o *shellOutput) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
+// logErr is the first failure writing or closing the log; it reads err under the lock its writers hold.
+func (o *shellOutput) logErr() error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.err
+}
+
 func (o *shellOutput) snapshot() ([]byte, int64) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
@@ -123,11 +130,12 @@ func (s *Session) state(c *bgCommand, waited *int64) runtimetools.BackgroundStat
 	st.ElapsedSecs = int64(c.ended.Sub(c.started) / time.Second)
 	st.ExitCode = c.exitCode
 	st.Status = "ok"
-	if c.exitCode != 0 || st.Limit != "" || c.out.err != nil {
+	logErr := c.out.logErr()
+	if c.exitCode != 0 || st.Limit != "" || logErr != nil {
 		st.Status = "error"
 	}
-	if c.out.err != nil {
-		st.WaitError = "writing the log: " + c.out.err.Error()
+	if logErr != nil {
+		st.WaitError = "writing the log: " + logErr.Error()
 	}
 	st.Lingering = c.lingering
 	return st

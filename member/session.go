@@ -15,6 +15,7 @@ import (
 	"github.com/murmur-run/murmur/a2a"
 	"github.com/murmur-run/murmur/internal/ids"
 	"github.com/murmur-run/murmur/internal/peercred"
+	"github.com/murmur-run/murmur/member/calls"
 	"github.com/murmur-run/murmur/member/capsule"
 	"github.com/murmur-run/murmur/member/driver"
 	"github.com/murmur-run/murmur/member/sandbox"
@@ -154,7 +155,8 @@ type Session struct {
 	// endAtDeadline is the session_end the deadline writes once the task it stopped has ended.
 	endAtDeadline map[string]any
 	timer         *time.Timer
-	calls         *taskCalls // the running agent task's member calls
+	calls         *calls.Tracker // the running agent task's member calls
+	callsTask     string         // the task calls belongs to
 	peers         Peers
 	background    map[string]*bgCommand // by work id, for the rest of the session
 	iso           sandbox.Isolation     // what this host puts around commands; set at Start
