@@ -294,6 +294,9 @@ func Start(cfg Config) (*Session, error) {
 // exports nothing. The door serves peer files from it.
 func (s *Session) ExportRoot() string { return s.files.ExportRoot() }
 
+// PeerFiles is the session's share-file and fetch-peer-file.
+func (s *Session) PeerFiles() *share.Files { return s.files }
+
 // credKey is the key this member's peer credentials are derived with.
 func (s *Session) credKey() peercred.Key {
 	formation := ""
