@@ -12,6 +12,7 @@ import (
 	"github.com/murmur-run/murmur/member/calls"
 	"github.com/murmur-run/murmur/member/capsule"
 	"github.com/murmur-run/murmur/member/driver"
+	"github.com/murmur-run/murmur/member/sandbox"
 	"github.com/murmur-run/murmur/runtimetools"
 )
 
@@ -322,9 +323,9 @@ func (s *Session) compact(task string, req *driver.InferRequest) {
 func (s *Session) runDoneCheck(ctx context.Context, command []string) (string, int, error) {
 	ctx, cancel := context.WithTimeout(ctx, defaultScriptTimeout)
 	defer cancel()
-	var out tail
-	out.max = 8 << 10
-	code, err := s.runCommand(ctx, command, nil, &out, &out)
+	var out sandbox.Tail
+	out.Max = 8 << 10
+	code, err := s.runner.RunCommand(ctx, command, nil, &out, &out)
 	if errors.Is(err, context.DeadlineExceeded) {
 		err = fmt.Errorf("it did not finish within %s and was killed", defaultScriptTimeout)
 	}

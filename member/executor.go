@@ -92,7 +92,7 @@ func (s *Session) finishLocked(ctx context.Context, t *a2a.Task, state a2a.TaskS
 		})
 		t.History = append(t.History, *t.Status.Message)
 	}
-	running := s.runningCommandsLocked()
+	running := s.commands.Running()
 	if len(running) > 0 {
 		ids.Set(murmurMeta(t), ids.MetaRunningCommands, running)
 	}

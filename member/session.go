@@ -120,13 +120,15 @@ type Config struct {
 // All methods are safe for concurrent use. Close ends the session: queued tasks end canceled, the running
 // one is canceled and awaited.
 type Session struct {
-	cfg     Config
-	id      string
-	started time.Time
-	records *Records
-	drivers map[string]driver.Driver
-	log     *slog.Logger
-	files   *share.Files // share-file and fetch-peer-file
+	cfg      Config
+	id       string
+	started  time.Time
+	records  *Records
+	drivers  map[string]driver.Driver
+	log      *slog.Logger
+	files    *share.Files      // share-file and fetch-peer-file
+	runner   *sandbox.Runner   // starts every command, confined
+	commands *sandbox.Commands // shell calls and background commands
 
 	// admit decides, without mu, whether a new task enters; a rejection never waits for mu or the disk.
 	admit *admission
@@ -158,8 +160,7 @@ type Session struct {
 	calls         *calls.Tracker // the running agent task's member calls
 	callsTask     string         // the task calls belongs to
 	peers         Peers
-	background    map[string]*bgCommand // by work id, for the rest of the session
-	iso           sandbox.Isolation     // what this host puts around commands; set at Start
+	iso           sandbox.Isolation // what this host puts around commands; set at Start
 
 	base    context.Context
 	stopAll context.CancelFunc
@@ -193,17 +194,16 @@ func Start(cfg Config) (*Session, error) {
 		return nil, errors.New("member: a session needs its metrics")
 	}
 	s := &Session{
-		cfg:        cfg,
-		id:         ids.New(ids.PrefixSession),
-		started:    cfg.Now(),
-		log:        cfg.Logger.With("member", cfg.Member),
-		changed:    make(chan struct{}),
-		submitted:  map[a2a.TaskID]time.Time{},
-		unstored:   map[a2a.TaskID]bool{},
-		admit:      newAdmission(cfg.Capsule),
-		background: map[string]*bgCommand{},
-		kick:       make(chan struct{}, 1),
-		done:       make(chan struct{}),
+		cfg:       cfg,
+		id:        ids.New(ids.PrefixSession),
+		started:   cfg.Now(),
+		log:       cfg.Logger.With("member", cfg.Member),
+		changed:   make(chan struct{}),
+		submitted: map[a2a.TaskID]time.Time{},
+		unstored:  map[a2a.TaskID]bool{},
+		admit:     newAdmission(cfg.Capsule),
+		kick:      make(chan struct{}, 1),
+		done:      make(chan struct{}),
 	}
 	if cfg.Capsule.IsAgent() {
 		drivers, err := driver.Build(cfg.Capsule, cfg.HTTPClient, cfg.Getenv)
@@ -218,8 +218,13 @@ func Start(cfg Config) (*Session, error) {
 			cfg.isolate = sandbox.Probe
 		}
 		s.iso = cfg.isolate()
+	}
+	s.runner = sandbox.NewRunner(sandbox.RunnerConfig{Capsule: cfg.Capsule, Isolation: s.iso, Landlock: s.confined(),
+		ConfineHelper: cfg.ConfineHelper, Workdir: s.workdir(), DataDir: cfg.DataDir, RecordsRoot: cfg.RecordsRoot,
+		Member: cfg.Member, Formation: cfg.Formation, Session: s.id, FormationToken: cfg.FormationToken, Log: s.log})
+	if cfg.Capsule.RunsCommands() {
 		for _, p := range cfg.Capsule.Capabilities.Shell.Read {
-			if d := s.secretGrant(p); d != "" {
+			if d := s.runner.SecretGrant(p); d != "" {
 				s.log.Warn("capabilities.shell.read lists a path inside the data or records directory; commands may not read it",
 					"path", p, "directory", d, "capsule", cfg.Capsule.Path)
 			}
@@ -250,6 +255,9 @@ func Start(cfg Config) (*Session, error) {
 	s.files = share.New(share.Config{Capsule: cfg.Capsule, Roster: cfg.Roster, Member: cfg.Member,
 		FormationToken: cfg.FormationToken, CredKey: s.credKey(), HTTPClient: cfg.HTTPClient, Now: cfg.Now,
 		Log: s.log, Workdir: s.workdir()})
+	s.commands = sandbox.NewCommands(sandbox.CommandsConfig{Runner: s.runner, Grants: cfg.Capsule.Capabilities.Shell,
+		GraceSecs: cfg.Capsule.Lifecycle.ShellGraceSecs, LogDir: filepath.Join(rec.Dir(), "logs"),
+		Moved: func() { cfg.Metrics.BackgroundCommands.WithLabelValues("running").Inc() }, Ended: s.backgroundEnded})
 	if s.tools, err = s.stageTools(); err != nil {
 		rec.Close()
 		return nil, err
@@ -613,7 +621,7 @@ func (s *Session) Close(ctx context.Context) error {
 	s.mu.Unlock()
 	s.storing.Wait()
 	s.stopAll()
-	s.killBackground()
+	s.commands.KillAll()
 	select {
 	case <-s.done:
 	case <-ctx.Done():

@@ -1,9 +1,10 @@
-package member
+package sandbox
 
 import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,55 +15,76 @@ import (
 
 	"github.com/murmur-run/murmur/internal/ids"
 	"github.com/murmur-run/murmur/member/capsule"
-	"github.com/murmur-run/murmur/member/sandbox"
 )
 
+// RunnerConfig is what a session's runner is given: plain values, read-only.
+type RunnerConfig struct {
+	Capsule        *capsule.Capsule
+	Isolation      Isolation // what the host gives (Probe)
+	Landlock       bool      // commands run under their Landlock rules
+	ConfineHelper  string    // the executable that runs ConfineCommand (mur itself); "" runs commands directly
+	Workdir        string    // absolute; where commands run and the only place they write
+	DataDir        string    // never readable by a command
+	RecordsRoot    string    // never readable by a command
+	Member         string
+	Formation      string
+	Session        string // the session id, MUR_SESSION
+	FormationToken string // kept out of every command's environment
+	Log            *slog.Logger
+}
+
+// Runner starts a session's commands, each confined the same way.
+type Runner struct{ cfg RunnerConfig }
+
+// NewRunner returns the runner of one session.
+func NewRunner(cfg RunnerConfig) *Runner { return &Runner{cfg: cfg} }
+
 // program is one command the runtime runs for a capsule: a shell binary, a script capsule's command,
-// lifecycle.done_check. Every one goes through Session.start, so every one gets the same confinement.
-type program struct {
-	id   string // names its cgroups; a work id
-	path string // the executable's absolute path
-	name string // its argv[0]
-	args []string
+// lifecycle.done_check. Every one goes through Runner.Start, so every one gets the same confinement.
+type Program struct {
+	ID   string // names its cgroups; a work id
+	Path string // the executable's absolute path
+	Name string // its argv[0]
+	Args []string
 	// env is added to the environment every command gets (PATH, HOME, TMPDIR, LANG); nothing of mur's
 	// own environment is passed on.
 	env   []string
-	stdin io.Reader // nil: /dev/null
+	Stdin io.Reader // nil: /dev/null
 	// stdout and stderr receive the two streams; given the same writer, both go through one pipe, so
 	// the order read is the order written.
-	stdout, stderr io.Writer
-	memMB          int // the memory limit; 0: none
+	Stdout, Stderr io.Writer
+	MemMB          int // the memory limit; 0: none
 }
 
 // proc is a started program.
-type proc struct {
-	pid    int
-	cg     *sandbox.Cgroups
-	exited chan struct{} // closed when the program itself has exited
+type Proc struct {
+	Pid     int
+	Cgroups *Cgroups
+	Exited  chan struct{} // closed when the program itself has exited
 	// done is closed once what it left behind is gone, its output read, and its cgroups removed;
 	// the fields below are set then.
-	done      chan struct{}
-	exitCode  int  // 128+N for a program ended by signal N
-	oom       bool // the kernel killed a process of it for its memory limit
-	lingering bool // processes it started still held its output after it exited
+	Done      chan struct{}
+	ExitCode  int  // 128+N for a program ended by signal N
+	OOM       bool // the kernel killed a process of it for its memory limit
+	Lingering bool // processes it started still held its output after it exited
 }
 
 // kill ends the program's process group and everything in its cgroups.
-func (p *proc) kill() {
-	syscall.Kill(-p.pid, syscall.SIGKILL)
-	p.cg.KillAll()
+func (p *Proc) kill() {
+	syscall.Kill(-p.Pid, syscall.SIGKILL)
+	p.Cgroups.KillAll()
 }
 
 // confinement is the helper's instructions for a command of this session: read and execute the system
 // directories, the capsule directory and capabilities.shell.read; write the workdir; never the data
 // directory, the records or $HOME, except the workdir; no network unless capabilities.shell.network.
-func (s *Session) confinement(work string, memBytes uint64, cg *sandbox.Cgroups) sandbox.Spec {
-	g := s.cfg.Capsule.Capabilities.Shell
-	spec := sandbox.Spec{
-		Landlock: s.confined(),
-		Read:     append([]string{s.cfg.Capsule.Dir}, s.readGrants()...),
+func (r *Runner) confinement(work string, memBytes uint64, cg *Cgroups) Spec {
+	g := r.cfg.Capsule.Capabilities.Shell
+	spec := Spec{
+		Landlock: r.cfg.Landlock,
+		Read:     append([]string{r.cfg.Capsule.Dir}, r.readGrants()...),
 		Write:    []string{work},
-		Deny:     s.secretDirs(),
+		Deny:     r.secretDirs(),
 		Network:  g.Network,
 		Mem:      memBytes,
 		Cgroups:  cg.Extra,
@@ -77,9 +99,9 @@ func (s *Session) confinement(work string, memBytes uint64, cg *sandbox.Cgroups)
 
 // secretDirs are the directories no command may read: the data directory (tokens, task stores), the
 // records, and mur's $HOME.
-func (s *Session) secretDirs() []string {
+func (r *Runner) secretDirs() []string {
 	var out []string
-	for _, d := range []string{s.cfg.DataDir, s.cfg.RecordsRoot} {
+	for _, d := range []string{r.cfg.DataDir, r.cfg.RecordsRoot} {
 		if d != "" {
 			if abs, err := filepath.Abs(d); err == nil {
 				out = append(out, abs)
@@ -94,10 +116,10 @@ func (s *Session) secretDirs() []string {
 
 // readGrants is capabilities.shell.read less the entries inside the data directory or the records:
 // those stay out of reach whatever murmur.yaml says (Start logs each).
-func (s *Session) readGrants() []string {
+func (r *Runner) readGrants() []string {
 	var out []string
-	for _, p := range s.cfg.Capsule.Capabilities.Shell.Read {
-		if s.secretGrant(p) == "" {
+	for _, p := range r.cfg.Capsule.Capabilities.Shell.Read {
+		if r.SecretGrant(p) == "" {
 			out = append(out, p)
 		}
 	}
@@ -105,8 +127,8 @@ func (s *Session) readGrants() []string {
 }
 
 // secretGrant returns the data or records directory that holds p, or "".
-func (s *Session) secretGrant(p string) string {
-	for _, d := range []string{s.cfg.DataDir, s.cfg.RecordsRoot} {
+func (r *Runner) SecretGrant(p string) string {
+	for _, d := range []string{r.cfg.DataDir, r.cfg.RecordsRoot} {
 		if d == "" {
 			continue
 		}
@@ -121,7 +143,7 @@ func (s *Session) secretGrant(p string) string {
 		if r, err := filepath.EvalSymlinks(abs); err == nil {
 			rd = r
 		}
-		if sandbox.Within(rp, rd) {
+		if Within(rp, rd) {
 			return d
 		}
 	}
@@ -133,40 +155,40 @@ func (s *Session) secretGrant(p string) string {
 // network namespace of its own unless capabilities.shell.network, its memory limit, and, through the
 // helper, its Landlock rules (confinement). Its output is copied to p.stdout and p.stderr until the
 // program and everything it started have let go of it.
-func (s *Session) start(p program) (*proc, error) {
-	work := s.workdir()
+func (r *Runner) Start(p Program) (*Proc, error) {
+	work := r.cfg.Workdir
 	tmp := filepath.Join(work, ".tmp")
 	if err := os.MkdirAll(tmp, 0o700); err != nil {
 		return nil, err
 	}
-	env := sandbox.SecretFree(append([]string{"PATH=" + strings.Join(sandbox.TrustedPath, ":"), "HOME=" + work, "TMPDIR=" + tmp, "LANG=C.UTF-8"}, p.env...),
-		s.cfg.FormationToken)
-	memBytes := uint64(p.memMB) << 20
-	if s.cfg.ConfineHelper == "" {
+	env := SecretFree(append([]string{"PATH=" + strings.Join(TrustedPath, ":"), "HOME=" + work, "TMPDIR=" + tmp, "LANG=C.UTF-8"}, p.env...),
+		r.cfg.FormationToken)
+	memBytes := uint64(p.MemMB) << 20
+	if r.cfg.ConfineHelper == "" {
 		memBytes = 0 // unconfined (tests): no helper to apply a limit or join a v1 cgroup
 	}
-	cg, err := sandbox.NewCgroups(s.iso, p.id, memBytes)
+	cg, err := NewCgroups(r.cfg.Isolation, p.ID, memBytes)
 	if err != nil {
 		return nil, err
 	}
 	var cmd *exec.Cmd
-	if s.cfg.ConfineHelper != "" {
-		cmd = exec.Command(s.cfg.ConfineHelper, append([]string{sandbox.ConfineCommand, p.path, p.name}, p.args...)...)
-		cmd.Env = append(env, s.confinement(work, memBytes, cg).Encode())
+	if r.cfg.ConfineHelper != "" {
+		cmd = exec.Command(r.cfg.ConfineHelper, append([]string{ConfineCommand, p.Path, p.Name}, p.Args...)...)
+		cmd.Env = append(env, r.confinement(work, memBytes, cg).Encode())
 	} else {
-		cmd = exec.Command(p.path, p.args...)
-		cmd.Args[0] = p.name
+		cmd = exec.Command(p.Path, p.Args...)
+		cmd.Args[0] = p.Name
 		cmd.Env = env
 	}
 	cmd.Dir = work
-	cmd.Stdin = p.stdin
+	cmd.Stdin = p.Stdin
 	// A leftover holding stdin does not hold up Wait for long.
-	cmd.WaitDelay = sandbox.LingerWait
+	cmd.WaitDelay = LingerWait
 	// Each stream has a pipe of our own: the pipe's identity tells which leftover processes still hold
 	// the command's output.
-	writers := []io.Writer{p.stdout}
-	if p.stderr != p.stdout {
-		writers = append(writers, p.stderr)
+	writers := []io.Writer{p.Stdout}
+	if p.Stderr != p.Stdout {
+		writers = append(writers, p.Stderr)
 	}
 	var readers, pipeWriters []*os.File
 	closeAll := func(fs []*os.File) {
@@ -188,12 +210,12 @@ func (s *Session) start(p program) (*proc, error) {
 	// A process group of its own, and where the host allows, a PID namespace (when its PID 1, the
 	// helper as the command's init, ends with the command, the kernel kills every process it started),
 	// a network namespace, and a cgroup (cgroup.kill ends them all).
-	flags := s.iso.PidNS
-	if !s.cfg.Capsule.Capabilities.Shell.Network {
-		flags |= s.iso.NetNS
+	flags := r.cfg.Isolation.PidNS
+	if !r.cfg.Capsule.Capabilities.Shell.Network {
+		flags |= r.cfg.Isolation.NetNS
 	}
-	cmd.SysProcAttr = sandbox.PidNSAttr(flags)
-	if s.cfg.ConfineHelper != "" && flags&syscall.CLONE_NEWPID == 0 {
+	cmd.SysProcAttr = PidNSAttr(flags)
+	if r.cfg.ConfineHelper != "" && flags&syscall.CLONE_NEWPID == 0 {
 		// The helper, the command's init, watches for mur's death itself and then ends the command's
 		// cgroup and process group; a SIGKILL here would end the init before it could.
 		cmd.SysProcAttr.Pdeathsig = 0
@@ -217,14 +239,14 @@ func (s *Session) start(p program) (*proc, error) {
 		copying.Wait()
 		close(copied)
 	}()
-	pr := &proc{pid: cmd.Process.Pid, cg: cg, exited: make(chan struct{}), done: make(chan struct{})}
+	pr := &Proc{Pid: cmd.Process.Pid, Cgroups: cg, Exited: make(chan struct{}), Done: make(chan struct{})}
 	go func() {
 		cmd.Wait()
-		close(pr.exited)
+		close(pr.Exited)
 		// Whatever it left behind goes with it. Where the host lets the runtime reach every process the
 		// command started, they end at once; otherwise they get lingerWait to let go of the output.
 		var lingering bool
-		if s.iso.TreeKill() {
+		if r.cfg.Isolation.TreeKill() {
 			for _, r := range readers {
 				lingering = lingering || cg.HoldsPipe(r)
 			}
@@ -232,28 +254,28 @@ func (s *Session) start(p program) (*proc, error) {
 		} else {
 			select {
 			case <-copied:
-			case <-time.After(sandbox.LingerWait):
+			case <-time.After(LingerWait):
 				lingering = true
 			}
 			pr.kill()
 		}
 		select {
 		case <-copied:
-		case <-time.After(sandbox.LingerWait): // a process out of reach still holds the pipe: stop reading it
+		case <-time.After(LingerWait): // a process out of reach still holds the pipe: stop reading it
 		}
 		closeAll(readers)
 		<-copied
-		pr.oom = cg.OomKilled()
+		pr.OOM = cg.OomKilled()
 		if err := cg.Remove(); err != nil {
-			s.log.Warn("removing a command's cgroup", "work_id", p.id, "err", err)
+			r.cfg.Log.Warn("removing a command's cgroup", "work_id", p.ID, "err", err)
 		}
 		if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-			pr.exitCode = 128 + int(ws.Signal())
+			pr.ExitCode = 128 + int(ws.Signal())
 		} else {
-			pr.exitCode = cmd.ProcessState.ExitCode()
+			pr.ExitCode = cmd.ProcessState.ExitCode()
 		}
-		pr.lingering = lingering
-		close(pr.done)
+		pr.Lingering = lingering
+		close(pr.Done)
 	}()
 	return pr, nil
 }
@@ -261,56 +283,56 @@ func (s *Session) start(p program) (*proc, error) {
 // capsuleProgram resolves a command murmur.yaml names (script.command, lifecycle.done_check): a path
 // with a slash is the capsule's own, resolved against its directory; a bare name is found on the
 // trusted PATH.
-func (s *Session) capsuleProgram(command []string) (program, error) {
+func (r *Runner) capsuleProgram(command []string) (Program, error) {
 	name := command[0]
 	path := name
 	if strings.Contains(name, "/") {
-		path = capsule.ResolvePath(s.cfg.Capsule.Dir, name)
+		path = capsule.ResolvePath(r.cfg.Capsule.Dir, name)
 		fi, err := os.Stat(path)
 		if err != nil {
-			return program{}, err
+			return Program{}, err
 		}
 		if fi.IsDir() || fi.Mode().Perm()&0o111 == 0 {
-			return program{}, fmt.Errorf("%s is not an executable file", path)
+			return Program{}, fmt.Errorf("%s is not an executable file", path)
 		}
 	} else {
-		p, err := sandbox.ResolveShell(name)
+		p, err := ResolveShell(name)
 		if err != nil {
-			return program{}, fmt.Errorf("%s is in none of %s", name, strings.Join(sandbox.TrustedPath, ", "))
+			return Program{}, fmt.Errorf("%s is in none of %s", name, strings.Join(TrustedPath, ", "))
 		}
 		path = p
 	}
-	return program{
-		id: ids.NewWorkID(), path: path, name: name, args: command[1:],
+	return Program{
+		ID: ids.NewWorkID(), Path: path, Name: name, Args: command[1:],
 		env: []string{
-			"MUR_MEMBER=" + s.cfg.Member,
-			"MUR_FORMATION=" + s.cfg.Formation,
-			"MUR_SESSION=" + s.id,
-			"MUR_CAPSULE_DIR=" + s.cfg.Capsule.Dir,
+			"MUR_MEMBER=" + r.cfg.Member,
+			"MUR_FORMATION=" + r.cfg.Formation,
+			"MUR_SESSION=" + r.cfg.Session,
+			"MUR_CAPSULE_DIR=" + r.cfg.Capsule.Dir,
 		},
-		memMB: s.cfg.Capsule.Capabilities.Shell.MemoryMB,
+		MemMB: r.cfg.Capsule.Capabilities.Shell.MemoryMB,
 	}, nil
 }
 
 // runCommand runs a command murmur.yaml names to its end, or until ctx ends, which kills it and
 // everything it started. It returns the exit code; an error when it could not start or ctx ended.
-func (s *Session) runCommand(ctx context.Context, command []string, stdin io.Reader, stdout, stderr io.Writer, env ...string) (int, error) {
-	p, err := s.capsuleProgram(command)
+func (r *Runner) RunCommand(ctx context.Context, command []string, stdin io.Reader, stdout, stderr io.Writer, env ...string) (int, error) {
+	p, err := r.capsuleProgram(command)
 	if err != nil {
 		return 0, err
 	}
 	p.env = append(p.env, env...)
-	p.stdin, p.stdout, p.stderr = stdin, stdout, stderr
-	pr, err := s.start(p)
+	p.Stdin, p.Stdout, p.Stderr = stdin, stdout, stderr
+	pr, err := r.Start(p)
 	if err != nil {
 		return 0, err
 	}
 	select {
-	case <-pr.done:
-		return pr.exitCode, nil
+	case <-pr.Done:
+		return pr.ExitCode, nil
 	case <-ctx.Done():
 		pr.kill()
-		<-pr.done
-		return pr.exitCode, ctx.Err()
+		<-pr.Done
+		return pr.ExitCode, ctx.Err()
 	}
 }
