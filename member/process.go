@@ -14,6 +14,7 @@ import (
 
 	"github.com/murmur-run/murmur/a2a"
 	"github.com/murmur-run/murmur/internal/ids"
+	"github.com/murmur-run/murmur/member/calls"
 	"github.com/murmur-run/murmur/member/capsule"
 	"github.com/murmur-run/murmur/member/driver"
 	"github.com/murmur-run/murmur/member/harness"
@@ -54,7 +55,7 @@ type processState struct {
 type processTask struct {
 	id  string
 	ctx context.Context
-	tc  *taskCalls
+	tc  *calls.Tracker
 }
 
 // startProcess starts the session's tool server, writes the MCP config (0600) and makes the harness
@@ -154,11 +155,11 @@ type harnessStarter struct {
 	port      int
 }
 
-type harnessProc struct{ p *proc }
+type harnessProc struct{ p *sandbox.Proc }
 
-func (h harnessProc) Done() <-chan struct{} { return h.p.done }
-func (h harnessProc) ExitCode() int         { return h.p.exitCode }
-func (h harnessProc) Kill()                 { h.p.kill() }
+func (h harnessProc) Done() <-chan struct{} { return h.p.Done }
+func (h harnessProc) ExitCode() int         { return h.p.ExitCode }
+func (h harnessProc) Kill()                 { h.p.Kill() }
 
 func (h harnessStarter) Start(p harness.Program) (harness.Process, error) {
 	s := h.s
@@ -167,10 +168,10 @@ func (h harnessStarter) Start(p harness.Program) (harness.Process, error) {
 		"MUR_FORMATION=" + s.cfg.Formation,
 		"MUR_SESSION=" + s.id,
 	}, p.Env...)
-	pr, err := s.start(program{
-		id: ids.NewWorkID(), path: h.exe, name: p.Command[0], args: p.Command[1:], env: env,
-		stdout: p.Stdout, stderr: p.Stderr,
-		harness: &harnessGrant{read: append([]string{h.exe, h.mcpConfig}, p.Read...), network: p.Network, port: h.port},
+	pr, err := s.runner.Start(sandbox.Program{
+		ID: ids.NewWorkID(), Path: h.exe, Name: p.Command[0], Args: p.Command[1:], Env: env,
+		Stdout: p.Stdout, Stderr: p.Stderr,
+		Harness: &sandbox.HarnessGrant{Read: append([]string{h.exe, h.mcpConfig}, p.Read...), Network: p.Network, Port: h.port},
 	})
 	if err != nil {
 		return nil, err
@@ -209,20 +210,20 @@ func (st sessionTools) CallTool(ctx context.Context, name string, input json.Raw
 // harness that called end-without-answer and kept going ends the task the same way once it finishes.
 func (s *Session) runProcess(ctx context.Context, t *a2a.Task, text string) (string, error) {
 	inf := s.cfg.Capsule.Inference
-	if murmurMeta(t)["trust"] == TrustUntrusted {
+	if ids.Get(murmurMeta(t), ids.MetaTrust) == TrustUntrusted {
 		text = driver.Fence("task", text, "")
 	}
 	task := string(t.ID)
 	cctx, cancelCalls := context.WithCancel(ctx)
-	tc := &taskCalls{s: s, task: task, origin: originOf(t), ctx: cctx, changed: make(chan struct{})}
+	tc := s.startCalls(cctx, t)
 	s.mu.Lock()
-	s.calls = tc
+	s.calls, s.callsTask = tc, task
 	s.proc.task = &processTask{id: task, ctx: ctx, tc: tc}
 	s.mu.Unlock()
 	defer func() {
-		tc.finish(cancelCalls)
+		tc.Finish(cancelCalls)
 		s.mu.Lock()
-		s.calls = nil
+		s.calls, s.callsTask = nil, ""
 		s.proc.task = nil
 		s.mu.Unlock()
 	}()
@@ -240,11 +241,8 @@ func (s *Session) runProcess(ctx context.Context, t *a2a.Task, text string) (str
 		if ctx.Err() != nil {
 			return "", ctx.Err()
 		}
-		tc.mu.Lock()
-		noAnswer := tc.noAnswer
-		tc.mu.Unlock()
-		if noAnswer != nil {
-			return "", &errNoAnswer{reason: *noAnswer, below: NoAnswerBelow(tc.latest())}
+		if reason, ok := tc.NoAnswer(); ok {
+			return "", &errNoAnswer{reason: reason, below: calls.NoAnswerBelow(tc.Latest())}
 		}
 		if cause := context.Cause(runCtx); cause != nil && !errors.Is(cause, context.Canceled) {
 			return "", cause
@@ -255,7 +253,7 @@ func (s *Session) runProcess(ctx context.Context, t *a2a.Task, text string) (str
 		s.mu.Lock()
 		turns := s.progress.turns
 		s.mu.Unlock()
-		if out, undelivered, _ := tc.pending(); out+undelivered > 0 && (inf.MaxTurns == 0 || turns < inf.MaxTurns) {
+		if out, undelivered, _ := tc.Pending(); out+undelivered > 0 && (inf.MaxTurns == 0 || turns < inf.MaxTurns) {
 			if res.Session == "" {
 				return "", fmt.Errorf("the harness reported no session id, so it cannot be resumed with the answers of the members it called (dialect %s)", s.cfg.Capsule.Harness.Dialect)
 			}
@@ -265,17 +263,17 @@ func (s *Session) runProcess(ctx context.Context, t *a2a.Task, text string) (str
 			if err := s.waitCalls(ctx, t, tc); err != nil {
 				return "", err
 			}
-			round, latest := tc.round()
+			round, latest := tc.Round()
 			s.workingStatus(t, fmt.Sprintf("continuing with %d member answer(s)", len(round)))
 			s.records.Write("task_continued", task, map[string]any{"answers": len(round)})
-			prompt, session = ContinuationMessage(round, latest, tc.origin.Caller), res.Session
+			prompt, session = calls.ContinuationMessage(round, latest, tc.Caller()), res.Session
 			continue
 		}
 		if strings.TrimSpace(res.Answer) == "" {
 			return "", errors.New("the harness ended its run with an empty answer")
 		}
-		if below := NoAnswerBelow(tc.latest()); len(below) > 0 {
-			murmurMeta(t)["noAnswerBelow"] = noAnswerBelowMeta(below)
+		if below := calls.NoAnswerBelow(tc.Latest()); len(below) > 0 {
+			ids.Set(murmurMeta(t), ids.MetaNoAnswerBelow, calls.NoAnswerBelowMeta(below))
 		}
 		return res.Answer, nil
 	}
