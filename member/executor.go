@@ -35,6 +35,7 @@ func (s *Session) execute(ctx context.Context, r *runningTask) {
 	s.setStatus(t, a2a.TaskStateWorking, "", s.progress.start)
 	err = s.cfg.Store.Update(store, t)
 	s.notifyLocked()
+	s.publish(t)
 	s.mu.Unlock()
 	if err != nil {
 		s.log.Error("storing the working state", "task", r.id, "err", err)
@@ -43,7 +44,9 @@ func (s *Session) execute(ctx context.Context, r *runningTask) {
 
 	text := t.History[0].Text()
 	var answer string
-	if s.cfg.Capsule.IsAgent() {
+	if s.proc != nil {
+		answer, err = s.runProcess(ctx, t, text)
+	} else if s.cfg.Capsule.IsAgent() {
 		answer, err = s.runAgent(ctx, t, text)
 	} else {
 		answer, err = s.runScript(ctx, t, text)
@@ -103,6 +106,7 @@ func (s *Session) finishLocked(ctx context.Context, t *a2a.Task, state a2a.TaskS
 		return err
 	}
 	s.notifyLocked()
+	s.publish(t)
 	m := s.cfg.Metrics
 	m.TasksActive.Dec()
 	m.TasksTotal.WithLabelValues(string(state)).Inc()

@@ -90,9 +90,12 @@ type Config struct {
 	WorkDir string
 	// RuntimeRoot holds the sessions' runtime directories: RuntimeRoot/<session id>/tools/<name>/murmur.yaml.
 	RuntimeRoot string
-	Metrics     *Metrics
-	Logger      *slog.Logger
-	Now         func() time.Time
+	// ProjectDir is where the project store is (.murmur/store/ in it): the roster's directory; "" means
+	// the capsule's.
+	ProjectDir string
+	Metrics    *Metrics
+	Logger     *slog.Logger
+	Now        func() time.Time
 	// Getenv resolves env: credentials; nil means os.Getenv.
 	Getenv func(string) string
 	// HTTPClient is what model drivers and peer calls use; nil means a default client.
@@ -110,6 +113,12 @@ type Config struct {
 	// command (shell binaries, a script capsule's command, done_check) runs through it to get its memory
 	// limit and its Landlock rules. "" runs them directly.
 	ConfineHelper string
+	// Events is told of every stored task change and of the agent loop's progress (the door's streams,
+	// push notifications); nil tells nobody.
+	Events Publisher
+	// StartToolServer starts the loopback tool server of a session under transport: process
+	// (server.StartToolServer); a process capsule cannot start without it.
+	StartToolServer func(ToolSet) (ToolServer, error)
 	// isolate finds what the host allows around commands; nil probes it (probeIsolation). Tests
 	// set it to take one mechanism away.
 	isolate func() sandbox.Isolation
@@ -145,8 +154,9 @@ type Session struct {
 	unapplied string                   // a choice switched to that no inference call has used yet
 	submitted map[a2a.TaskID]time.Time // when each unfinished task arrived, for mur_task_duration_seconds
 	tools     *runtimetools.Registry
-	deadline  time.Time // zero: none
-	expired   bool      // the deadline has passed: the session has ended
+	art       *sessionArtifacts // declared and pulled artifacts, hooks; set at Start
+	deadline  time.Time         // zero: none
+	expired   bool              // the deadline has passed: the session has ended
 
 	// What session-status reports; guarded by mu.
 	progress   *taskProgress // the running task's; nil outside a task
@@ -162,6 +172,8 @@ type Session struct {
 	callsTask     string         // the task calls belongs to
 	peers         Peers
 	iso           sandbox.Isolation // what this host puts around commands; set at Start
+	proc          *processState     // transport: process; nil under http
+	quota         []runtimetools.QuotaWindow
 
 	base    context.Context
 	stopAll context.CancelFunc
@@ -206,7 +218,7 @@ func Start(cfg Config) (*Session, error) {
 		kick:      make(chan struct{}, 1),
 		done:      make(chan struct{}),
 	}
-	if cfg.Capsule.IsAgent() {
+	if cfg.Capsule.IsAgent() && cfg.Capsule.Harness == nil {
 		drivers, err := driver.Build(cfg.Capsule, cfg.HTTPClient, cfg.Getenv)
 		if err != nil {
 			return nil, err
@@ -253,6 +265,14 @@ func Start(cfg Config) (*Session, error) {
 	if s.peers == nil && cfg.Roster != nil {
 		s.peers = newDoorPeers(cfg.Roster, cfg.Member, s.credKey(), cfg.HTTPClient)
 	}
+	runtimeDir := filepath.Join(rec.Dir(), "runtime")
+	if cfg.RuntimeRoot != "" {
+		runtimeDir = filepath.Join(cfg.RuntimeRoot, s.id)
+	}
+	if s.art, err = s.stageArtifacts(runtimeDir); err != nil {
+		rec.Close()
+		return nil, err
+	}
 	s.files = share.New(share.Config{Capsule: cfg.Capsule, Roster: cfg.Roster, Member: cfg.Member,
 		FormationToken: cfg.FormationToken, CredKey: s.credKey(), HTTPClient: cfg.HTTPClient, Now: cfg.Now,
 		Log: s.log, Workdir: s.workdir()})
@@ -260,13 +280,21 @@ func Start(cfg Config) (*Session, error) {
 		GraceSecs: cfg.Capsule.Lifecycle.ShellGraceSecs, LogDir: filepath.Join(rec.Dir(), "logs"),
 		Moved: func() { cfg.Metrics.BackgroundCommands.WithLabelValues("running").Inc() }, Ended: s.backgroundEnded})
 	if s.tools, err = s.stageTools(); err != nil {
+		s.art.close()
 		rec.Close()
 		return nil, err
 	}
 	if cfg.RuntimeRoot != "" {
-		if err := writeManifests(filepath.Join(cfg.RuntimeRoot, s.id), s.tools); err != nil {
+		if err := writeManifests(runtimeDir, s.tools, s.art.allow.Contains); err != nil {
+			s.art.close()
 			rec.Close()
 			return nil, fmt.Errorf("member %s: %w", cfg.Member, err)
+		}
+	}
+	if cfg.Capsule.Harness != nil {
+		if err := s.startProcess(); err != nil {
+			rec.Close()
+			return nil, err
 		}
 	}
 	if d := cfg.Capsule.Deadline; d > 0 {
@@ -276,7 +304,7 @@ func Start(cfg Config) (*Session, error) {
 		"member":         cfg.Member,
 		"formation":      cfg.Formation,
 		"capsule":        cfg.Capsule.Name,
-		"tools_declared": s.tools.Names(),
+		"tools_declared": s.inventory(),
 	}
 	if !s.deadline.IsZero() {
 		start["deadline"] = s.deadline.UTC().Format(time.RFC3339)
@@ -284,10 +312,16 @@ func Start(cfg Config) (*Session, error) {
 	if s.choice != "" {
 		start["driver"] = s.choice
 	}
+	if s.proc != nil {
+		start["transport"] = capsule.TransportProcess
+		start["harness"] = map[string]any{"command": cfg.Capsule.Harness.Command[0], "dialect": cfg.Capsule.Harness.Dialect}
+		start["tool_server"] = s.proc.server.URL()
+	}
 	if len(recovered) > 0 {
 		start["recovered_tasks"] = recovered
 	}
 	if err := rec.Write("session_start", "", start); err != nil {
+		s.closeProcess(context.Background())
 		rec.Close()
 		return nil, err
 	}
@@ -447,6 +481,7 @@ func (s *Session) Send(ctx context.Context, msg *a2a.Message, origin Origin) (*a
 		return t, nil
 	}
 	s.notifyLocked()
+	s.publish(t)
 	s.kickLocked()
 	return t, nil
 }
@@ -628,6 +663,8 @@ func (s *Session) Close(ctx context.Context) error {
 	case <-ctx.Done():
 		errs = append(errs, fmt.Errorf("member %s: the running task did not stop in time; the store marks it failed at the next start", s.cfg.Member))
 	}
+	s.art.close()
+	errs = append(errs, s.closeProcess(ctx))
 	if !expired {
 		s.mu.Lock()
 		exit := s.exitStatusLocked()

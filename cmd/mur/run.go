@@ -24,14 +24,20 @@ const usage = `mur runs formations of AI agents: members listed in a roster.yaml
 
 Usage:
   mur run --roster FILE              start every member of the formation (one process, doors on loopback)
+                                     and its console (--console ADDR, default 127.0.0.1:0; off to disable)
   mur member --roster FILE --name N  run one member (what each container of a compose formation runs)
   mur check --roster FILE            validate every file and print every error and warning
+  mur check --capsule DIR            the same for one capsule outside a formation
+  mur console --roster FILE          serve the console of a formation that runs elsewhere
   mur send [--door URL | --member N --roster FILE] [--wait] TEXT
                                      send a task; with --wait, print its answer
   mur tasks [--door URL | --member N --roster FILE]
                                      list a member's tasks
   mur export compose|k8s|prometheus --roster FILE
                                      write a compose file, Kubernetes manifests or a scrape config
+  mur pull --capsule DIR [--roster FILE] scope/name[@version]
+                                     pin an artifact from the stores in the capsule's murmur.lock
+  mur list [--capsule DIR]           list the artifacts the capsule's murmur.lock pins
   mur health [--door URL]            exit 0 when the door is ready (the image's health check)
   mur version                        print the version
 
@@ -53,12 +59,18 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return cmdMember(ctx, rest, getenv, stdout, stderr)
 	case "check":
 		return cmdCheck(rest, getenv, stdout, stderr)
+	case "console":
+		return cmdConsole(ctx, rest, getenv, stdout, stderr)
 	case "send":
 		return cmdSend(ctx, rest, getenv, stdout, stderr)
 	case "tasks":
 		return cmdTasks(ctx, rest, getenv, stdout, stderr)
 	case "export":
 		return cmdExport(rest, getenv, stdout, stderr)
+	case "pull":
+		return cmdPull(ctx, rest, getenv, stdout, stderr)
+	case "list":
+		return cmdList(rest, stdout, stderr)
 	case "health":
 		return cmdHealth(ctx, rest, getenv, stdout, stderr)
 	case "version", "--version":
@@ -178,10 +190,16 @@ func cmdRun(ctx context.Context, args []string, getenv func(string) string, stdo
 	fs := newFlags("run", "mur run --roster FILE [flags]", stderr)
 	var c common
 	c.register(fs, getenv)
+	consoleAddr := fs.String("console", "127.0.0.1:0", "where the formation console listens (printed with its one-time login URL); off for no console")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	return serve(ctx, c, nil, "", getenv, stdout, stderr)
+	if *consoleAddr != "off" {
+		if err := checkConsoleAddr(*consoleAddr); err != nil {
+			return err
+		}
+	}
+	return serve(ctx, c, nil, "", *consoleAddr, getenv, stdout, stderr)
 }
 
 func cmdMember(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
@@ -196,10 +214,10 @@ func cmdMember(ctx context.Context, args []string, getenv func(string) string, s
 	if *name == "" {
 		return usagef("--name is required: name the member of the roster to run")
 	}
-	return serve(ctx, c, []string{*name}, *listen, getenv, stdout, stderr)
+	return serve(ctx, c, []string{*name}, *listen, "off", getenv, stdout, stderr)
 }
 
-func serve(ctx context.Context, c common, only []string, listen string, getenv func(string) string, stdout, stderr io.Writer) error {
+func serve(ctx context.Context, c common, only []string, listen, consoleAddr string, getenv func(string) string, stdout, stderr io.Writer) error {
 	log, err := c.logger(stderr)
 	if err != nil {
 		return err
@@ -225,6 +243,7 @@ func serve(ctx context.Context, c common, only []string, listen string, getenv f
 	f, err := server.StartFormation(server.FormationConfig{
 		Roster: r, Only: only, DataDir: dir, RecordsRoot: recordsRoot(getenv, r), Tokens: tokens,
 		Listen: listen, MaxBody: c.maxBody, Version: version, Logger: log, ConfineHelper: helper,
+		ControlToken: getenv("MUR_CONTROL_TOKEN"),
 	})
 	if err != nil {
 		return err
@@ -233,9 +252,25 @@ func serve(ctx context.Context, c common, only []string, listen string, getenv f
 	if getenv("MUR_OPERATOR_TOKEN") == "" {
 		tokenRef = "$(cat " + filepath.Join(dir, server.OperatorTokenFile) + ")"
 	}
+	// The console reads the doors at the URLs they got (port 0 gets a real port).
+	var con *runningConsole
+	if consoleAddr != "off" {
+		urls := map[string]string{}
+		for _, m := range f.Members {
+			urls[m.Name] = m.URL
+		}
+		if con, err = startConsole(r, urls, consoleAddr, tokens.Operator, recordsRoot(getenv, r), log); err != nil {
+			sctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+			defer cancel()
+			return errors.Join(err, f.Shutdown(sctx))
+		}
+	}
 	fmt.Fprintf(stdout, "formation %s: %d member(s) ready\n", r.Formation, len(f.Members))
 	for _, m := range f.Members {
 		fmt.Fprintf(stdout, "  %-12s %s/a2a\n", m.Name, m.URL)
+	}
+	if con != nil {
+		fmt.Fprintf(stdout, "  %-12s %s\n", "console", con.loginURL)
 	}
 	first := f.Members[0]
 	for _, m := range f.Members {
@@ -254,20 +289,31 @@ func serve(ctx context.Context, c common, only []string, listen string, getenv f
 	case serveErr = <-f.Err():
 		log.Error("a door failed; shutting down", "err", serveErr)
 	}
+	if con != nil {
+		serveErr = errors.Join(serveErr, con.stop())
+	}
 	sctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
 	return errors.Join(serveErr, f.Shutdown(sctx))
 }
 
 func cmdCheck(args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	fs := newFlags("check", "mur check --roster FILE [--door-urls NAME=URL,...]", stderr)
-	path := fs.String("roster", "", "the formation's roster.yaml (required)")
+	fs := newFlags("check", "mur check --roster FILE [--door-urls NAME=URL,...] | mur check --capsule DIR", stderr)
+	path := fs.String("roster", "", "the formation's roster.yaml")
+	capsule := fs.String("capsule", "", "check one capsule directory outside a formation instead (its project store beside it)")
 	doorURLs := fs.String("door-urls", getenv("MUR_DOOR_URLS"), doorURLsHelp+"; checks the formation as its containers see it")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
+	if *capsule != "" && *path != "" {
+		return usagef("name either --roster or --capsule, not both")
+	}
+	if *capsule != "" {
+		_, findings := stage.CapsuleDir(*capsule, getenv)
+		return report(stdout, findings, fmt.Sprintf("%s: 1 capsule", *capsule))
+	}
 	if *path == "" {
-		return usagef("--roster is required: name the formation's roster.yaml")
+		return usagef("--roster is required: name the formation's roster.yaml (or check one capsule with --capsule DIR)")
 	}
 	r, err := roster.Load(*path)
 	if err != nil {
@@ -277,7 +323,11 @@ func cmdCheck(args []string, getenv func(string) string, stdout, stderr io.Write
 	if r, err = applyDoorURLs(r, *doorURLs); err != nil {
 		return err
 	}
-	findings := stage.Formation(r, nil, getenv)
+	return report(stdout, stage.Formation(r, nil, getenv), fmt.Sprintf("%s: %d member(s)", r.Path, len(r.Members)))
+}
+
+// report prints findings and the summary line; errors exit 2.
+func report(stdout io.Writer, findings []stage.Finding, what string) error {
 	errs := 0
 	for _, f := range findings {
 		fmt.Fprintln(stdout, f)
@@ -285,7 +335,7 @@ func cmdCheck(args []string, getenv func(string) string, stdout, stderr io.Write
 			errs++
 		}
 	}
-	fmt.Fprintf(stdout, "%s: %d member(s), %d error(s), %d warning(s)\n", r.Path, len(r.Members), errs, len(findings)-errs)
+	fmt.Fprintf(stdout, "%s, %d error(s), %d warning(s)\n", what, errs, len(findings)-errs)
 	if errs > 0 {
 		return errReported{2}
 	}

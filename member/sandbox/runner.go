@@ -48,12 +48,23 @@ type Program struct {
 	Args []string
 	// env is added to the environment every command gets (PATH, HOME, TMPDIR, LANG); nothing of mur's
 	// own environment is passed on.
-	env   []string
+	Env   []string
 	Stdin io.Reader // nil: /dev/null
 	// stdout and stderr receive the two streams; given the same writer, both go through one pipe, so
 	// the order read is the order written.
 	Stdout, Stderr io.Writer
-	MemMB          int // the memory limit; 0: none
+	MemMB          int      // the memory limit; 0: none
+	Read           []string // paths it may read and execute besides the capsule's (a command hook's artifact)
+	// Harness, when set, replaces the shell binaries' read grants and network with its own (a harness
+	// under transport: process, DESIGN §13).
+	Harness *HarnessGrant
+}
+
+// HarnessGrant is what a harness may reach beyond its workdir and the system directories.
+type HarnessGrant struct {
+	Read    []string
+	Network bool
+	Port    int // the tool server's port, reachable without network
 }
 
 // proc is a started program.
@@ -70,7 +81,7 @@ type Proc struct {
 }
 
 // kill ends the program's process group and everything in its cgroups.
-func (p *Proc) kill() {
+func (p *Proc) Kill() {
 	syscall.Kill(-p.Pid, syscall.SIGKILL)
 	p.Cgroups.KillAll()
 }
@@ -78,18 +89,27 @@ func (p *Proc) kill() {
 // confinement is the helper's instructions for a command of this session: read and execute the system
 // directories, the capsule directory and capabilities.shell.read; write the workdir; never the data
 // directory, the records or $HOME, except the workdir; no network unless capabilities.shell.network.
-func (r *Runner) confinement(work string, memBytes uint64, cg *Cgroups) Spec {
+func (r *Runner) confinement(work string, memBytes uint64, cg *Cgroups, hg *HarnessGrant) Spec {
 	g := r.cfg.Capsule.Capabilities.Shell
+	read, network := append([]string{r.cfg.Capsule.Dir}, r.readGrants()...), g.Network
+	var ports []int
+	if hg != nil {
+		read, network = hg.Read, hg.Network
+		if hg.Port > 0 {
+			ports = []int{hg.Port}
+		}
+	}
 	spec := Spec{
-		Landlock: r.cfg.Landlock,
-		Read:     append([]string{r.cfg.Capsule.Dir}, r.readGrants()...),
-		Write:    []string{work},
-		Deny:     r.secretDirs(),
-		Network:  g.Network,
-		Mem:      memBytes,
-		Cgroups:  cg.Extra,
-		Kill:     cg.Kill,
-		Parent:   os.Getpid(),
+		Landlock:     r.cfg.Landlock,
+		Read:         read,
+		Write:        []string{work},
+		Deny:         r.secretDirs(),
+		Network:      network,
+		ConnectPorts: ports,
+		Mem:          memBytes,
+		Cgroups:      cg.Extra,
+		Kill:         cg.Kill,
+		Parent:       os.Getpid(),
 	}
 	if cg.Mem != "" {
 		spec.Mem = 0 // the kernel holds the whole tree to it, and says when it stepped in
@@ -161,7 +181,7 @@ func (r *Runner) Start(p Program) (*Proc, error) {
 	if err := os.MkdirAll(tmp, 0o700); err != nil {
 		return nil, err
 	}
-	env := SecretFree(append([]string{"PATH=" + strings.Join(TrustedPath, ":"), "HOME=" + work, "TMPDIR=" + tmp, "LANG=C.UTF-8"}, p.env...),
+	env := SecretFree(append([]string{"PATH=" + strings.Join(TrustedPath, ":"), "HOME=" + work, "TMPDIR=" + tmp, "LANG=C.UTF-8"}, p.Env...),
 		r.cfg.FormationToken)
 	memBytes := uint64(p.MemMB) << 20
 	if r.cfg.ConfineHelper == "" {
@@ -174,7 +194,9 @@ func (r *Runner) Start(p Program) (*Proc, error) {
 	var cmd *exec.Cmd
 	if r.cfg.ConfineHelper != "" {
 		cmd = exec.Command(r.cfg.ConfineHelper, append([]string{ConfineCommand, p.Path, p.Name}, p.Args...)...)
-		cmd.Env = append(env, r.confinement(work, memBytes, cg).Encode())
+		spec := r.confinement(work, memBytes, cg, p.Harness)
+		spec.Read = append(spec.Read, p.Read...)
+		cmd.Env = append(env, spec.Encode())
 	} else {
 		cmd = exec.Command(p.Path, p.Args...)
 		cmd.Args[0] = p.Name
@@ -211,7 +233,13 @@ func (r *Runner) Start(p Program) (*Proc, error) {
 	// helper as the command's init, ends with the command, the kernel kills every process it started),
 	// a network namespace, and a cgroup (cgroup.kill ends them all).
 	flags := r.cfg.Isolation.PidNS
-	if !r.cfg.Capsule.Capabilities.Shell.Network {
+	network := r.cfg.Capsule.Capabilities.Shell.Network
+	if p.Harness != nil {
+		// A harness always reaches its tool server on loopback, so it keeps the host's network namespace;
+		// without harness.network, Landlock lets it connect to that one port only.
+		network = true
+	}
+	if !network {
 		flags |= r.cfg.Isolation.NetNS
 	}
 	cmd.SysProcAttr = PidNSAttr(flags)
@@ -250,14 +278,14 @@ func (r *Runner) Start(p Program) (*Proc, error) {
 			for _, r := range readers {
 				lingering = lingering || cg.HoldsPipe(r)
 			}
-			pr.kill()
+			pr.Kill()
 		} else {
 			select {
 			case <-copied:
 			case <-time.After(LingerWait):
 				lingering = true
 			}
-			pr.kill()
+			pr.Kill()
 		}
 		select {
 		case <-copied:
@@ -304,7 +332,7 @@ func (r *Runner) capsuleProgram(command []string) (Program, error) {
 	}
 	return Program{
 		ID: ids.NewWorkID(), Path: path, Name: name, Args: command[1:],
-		env: []string{
+		Env: []string{
 			"MUR_MEMBER=" + r.cfg.Member,
 			"MUR_FORMATION=" + r.cfg.Formation,
 			"MUR_SESSION=" + r.cfg.Session,
@@ -321,7 +349,7 @@ func (r *Runner) RunCommand(ctx context.Context, command []string, stdin io.Read
 	if err != nil {
 		return 0, err
 	}
-	p.env = append(p.env, env...)
+	p.Env = append(p.Env, env...)
 	p.Stdin, p.Stdout, p.Stderr = stdin, stdout, stderr
 	pr, err := r.Start(p)
 	if err != nil {
@@ -331,7 +359,7 @@ func (r *Runner) RunCommand(ctx context.Context, command []string, stdin io.Read
 	case <-pr.Done:
 		return pr.ExitCode, nil
 	case <-ctx.Done():
-		pr.kill()
+		pr.Kill()
 		<-pr.Done
 		return pr.ExitCode, ctx.Err()
 	}
