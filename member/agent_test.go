@@ -16,6 +16,8 @@ import (
 
 	"github.com/murmur-run/murmur/a2a"
 	"github.com/murmur-run/murmur/member/capsule"
+	"github.com/murmur-run/murmur/member/sandbox"
+	"github.com/murmur-run/murmur/member/store"
 	"github.com/murmur-run/murmur/roster"
 )
 
@@ -36,10 +38,12 @@ type sessionOpts struct {
 	clock   *clock
 	getenv  func(string) string
 	confine bool // commands run through this test binary as the confining helper
-	isolate func() isolation
+	isolate func() sandbox.Isolation
 	roster  string // a roster.yaml for the session, whose member is "m"; "" for none
 	peers   Peers  // how peers' doors are reached, with roster
 	token   string // the formation token
+	// wasmCache is the session's compiled-module cache ("" for the default under its data directory).
+	wasmCache string
 }
 
 // startSession starts a session on a capsule made of files, with a fresh store, records, workdir and
@@ -58,7 +62,7 @@ func startSession(t testing.TB, files map[string]string, o sessionOpts) (*testSe
 	if err != nil {
 		t.Fatal(err)
 	}
-	store, err := OpenStore(filepath.Join(root, "tasks.db"))
+	store, err := store.Open(filepath.Join(root, "tasks.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,6 +74,7 @@ func startSession(t testing.TB, files map[string]string, o sessionOpts) (*testSe
 	cfg := Config{Member: "m", Formation: "f", Capsule: c, Store: store, Metrics: m, DataDir: root,
 		RecordsRoot: filepath.Join(root, "records"), WorkDir: filepath.Join(root, "work"),
 		RuntimeRoot: filepath.Join(root, "run"), Getenv: o.getenv, FormationToken: o.token}
+	cfg.WasmCacheDir = o.wasmCache
 	if o.clock != nil {
 		cfg.Now = o.clock.Now
 	}

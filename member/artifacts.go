@@ -15,16 +15,15 @@ import (
 	"sync"
 	"time"
 
+	"github.com/murmur-run/murmur/internal/ids"
 	"github.com/murmur-run/murmur/member/artifact"
 	"github.com/murmur-run/murmur/member/artifact/wasm"
 	"github.com/murmur-run/murmur/member/capsule"
+	"github.com/murmur-run/murmur/member/driver"
 	"github.com/murmur-run/murmur/member/hooks"
+	"github.com/murmur-run/murmur/member/sandbox"
 	"github.com/murmur-run/murmur/runtimetools"
 )
-
-// CodeInstallProcess is a capsule granting capabilities.install under transport: process: SPEC refuses
-// it at load, because the harness owns its tool list.
-const CodeInstallProcess = "E-CAP-014"
 
 // declaredOf returns what c's murmur.yaml declares.
 func declaredOf(c *capsule.Capsule) artifact.Declared {
@@ -35,60 +34,6 @@ func declaredOf(c *capsule.Capsule) artifact.Declared {
 // or the capsule's outside a formation).
 func artifactStores(projectDir string, getenv func(string) string) []artifact.Store {
 	return artifact.Stores(projectDir, getenv, getenv("HOME"))
-}
-
-// artifactFindings checks c's declared artifacts against its stores and murmur.lock, writing nothing:
-// E-CAP-013 for a reserved tool name before anything is read, then E-ART-001/002/003 and
-// E-WIT-LEVEL-001; and E-CAP-014 for capabilities.install under transport: process.
-func artifactFindings(c *capsule.Capsule, memberName, projectDir string, getenv func(string) string) []Finding {
-	var out []Finding
-	if i := c.Capabilities.Install; c.Transport == capsule.TransportProcess && len(i.Tool)+len(i.Skill)+len(i.From) > 0 {
-		out = append(out, Finding{Code: CodeInstallProcess, Member: memberName, Message: fmt.Sprintf(
-			"%s: capabilities.install is declared under transport: process, where the harness owns its tool list, so pull-artifact and remove-artifact cannot exist; remove capabilities.install, or use transport: http", c.Path)})
-	}
-	if i := c.Capabilities.Install; len(i.Tool)+len(i.Skill)+len(i.From) > 0 {
-		if _, err := artifact.NewGrant(i.Tool, i.Skill, i.From); err != nil {
-			for _, e := range splitJoined(err) {
-				out = append(out, Finding{Code: CodeCapsuleInvalid, Member: memberName, Message: fmt.Sprintf("%s: %v", c.Path, e)})
-			}
-		}
-	}
-	_, err := artifact.StageDeclared(context.Background(), artifactStores(projectDir, getenv), artifact.LockPath(c.Dir), declaredOf(c), false)
-	for _, e := range splitJoined(err) {
-		if e == nil {
-			continue
-		}
-		code := artifact.CodeDeclared
-		if de, ok := e.(*artifact.DeclaredError); ok {
-			code = de.Code
-			out = append(out, Finding{Code: code, Member: memberName, Message: fmt.Sprintf("%s: %s", c.Path, trimCodePrefix(de.Error(), code))})
-			continue
-		}
-		out = append(out, Finding{Code: code, Member: memberName, Message: fmt.Sprintf("%s: %v", c.Path, e)})
-	}
-	return out
-}
-
-func trimCodePrefix(s, code string) string {
-	if len(s) > len(code)+2 && s[:len(code)+2] == code+": " {
-		return s[len(code)+2:]
-	}
-	return s
-}
-
-// CheckCapsuleDir stages the capsule in dir alone, outside a formation, without starting anything: what
-// mur check --capsule prints. Its project store is beside the capsule.
-func CheckCapsuleDir(dir string, getenv func(string) string) (*capsule.Capsule, []Finding) {
-	c, err := capsule.Load(dir)
-	if err != nil {
-		var out []Finding
-		for _, e := range splitJoined(err) {
-			out = append(out, Finding{Code: CodeCapsuleInvalid, Message: e.Error()})
-		}
-		return nil, out
-	}
-	out := CheckCapsule(c, "", getenv)
-	return c, append(out, artifactFindings(c, "", c.Dir, getenv)...)
 }
 
 // The limits of a tool artifact's call, and of a hook's run (DESIGN §10: a time and a memory limit).
@@ -134,8 +79,8 @@ func (s *Session) stageArtifacts(runtimeDir string) (*sessionArtifacts, error) {
 	if len(declared.Tools)+len(declared.Skills)+len(declared.Hooks) == 0 && !granted {
 		return sa, nil
 	}
-	cacheDir := ""
-	if s.cfg.DataDir != "" {
+	cacheDir := s.cfg.WasmCacheDir
+	if cacheDir == "" && s.cfg.DataDir != "" {
 		cacheDir = filepath.Join(s.cfg.DataDir, "wasm-cache")
 	}
 	runner, err := wasm.New(wasm.Config{CacheDir: cacheDir})
@@ -336,7 +281,7 @@ func (sa *sessionArtifacts) removed(name string) bool {
 }
 
 // runTool answers one call of a tool artifact on the WebAssembly runner, in the session's workdir.
-func (s *Session) runTool(ctx context.Context, a *artifact.Artifact, call ToolCall) runtimetools.Result {
+func (s *Session) runTool(ctx context.Context, a *artifact.Artifact, call driver.ToolCall) runtimetools.Result {
 	sa := s.art
 	name := a.Manifest.Name.Tool()
 	d, err := sa.moduleDigest(a)
@@ -442,18 +387,18 @@ func (s *Session) hookProgram(dir string, command []string) (program, error) {
 	if strings.Contains(name, "/") {
 		path = filepath.Join(dir, filepath.FromSlash(name))
 	} else {
-		p, err := resolveShell(name)
+		p, err := sandbox.ResolveShell(name)
 		if err != nil {
-			return program{}, fmt.Errorf("%s is in none of %s", name, strings.Join(trustedPath, ", "))
+			return program{}, fmt.Errorf("%s is in none of %s", name, strings.Join(sandbox.TrustedPath, ", "))
 		}
 		path = p
 	}
-	return program{id: newWorkID(), path: path, name: name, args: command[1:], read: []string{dir},
+	return program{id: ids.NewWorkID(), path: path, name: name, args: command[1:], read: []string{dir},
 		env: []string{"MUR_MEMBER=" + s.cfg.Member, "MUR_SESSION=" + s.id}, memMB: s.cfg.Capsule.Capabilities.Shell.MemoryMB}, nil
 }
 
 // checkHooks asks the on-tool-call hooks about a call; a refusal text when one denies.
-func (s *Session) checkHooks(ctx context.Context, task string, call ToolCall) (string, bool) {
+func (s *Session) checkHooks(ctx context.Context, task string, call driver.ToolCall) (string, bool) {
 	if s.art == nil || s.art.hooks.Empty() {
 		return "", true
 	}
@@ -473,16 +418,16 @@ func (s *Session) checkHooks(ctx context.Context, task string, call ToolCall) (s
 // toolSpecsNow is the tool array as sent: the runtime-provided tools and shell binaries, where a tool
 // artifact of the same name describes the name instead (SPEC: the shell manifest yields to it), then the
 // other tool artifacts by name.
-func (s *Session) toolSpecsNow() []ToolSpec {
+func (s *Session) toolSpecsNow() []driver.ToolSpec {
 	arts := s.art.toolArtifacts()
 	byName := map[string]*artifact.Artifact{}
 	for _, a := range arts {
 		byName[a.Manifest.Name.Tool()] = a
 	}
-	spec := func(a *artifact.Artifact) ToolSpec {
-		return ToolSpec{Name: a.Manifest.Name.Tool(), Description: a.Manifest.Description, InputSchema: a.Manifest.InputSchema}
+	spec := func(a *artifact.Artifact) driver.ToolSpec {
+		return driver.ToolSpec{Name: a.Manifest.Name.Tool(), Description: a.Manifest.Description, InputSchema: a.Manifest.InputSchema}
 	}
-	var out []ToolSpec
+	var out []driver.ToolSpec
 	for _, t := range toolSpecs(s.tools) {
 		if a, ok := byName[t.Name]; ok {
 			out = append(out, spec(a))
@@ -510,7 +455,7 @@ func (s *Session) inventory() []string {
 
 // refreshTools re-reads the tool array and the system prompt before an inference call: after a pull or
 // removal (writing tools_refreshed), and every turn under inference.tool_refresh: every_turn.
-func (s *Session) refreshTools(task string, req *InferRequest) {
+func (s *Session) refreshTools(task string, req *driver.InferRequest) {
 	added, removed := s.art.changes()
 	changed := len(added)+len(removed) > 0
 	if !changed && (s.art == nil || !s.art.everyTurn) {
@@ -559,5 +504,5 @@ func (s *Session) taskEndHooks(ctx context.Context, task, status, answer string,
 	p.reopens++
 	s.mu.Unlock()
 	s.records.Write("task_reopened", task, map[string]any{"reason": "hook", "hook": r.Hook, "message": r.Message, "used": reopens + 1, "left": limit - reopens - 1})
-	return fmt.Sprintf("[runtime] The policy hook %s reopened the task:\n%s", r.Hook, fence("hook:"+r.Hook, r.Message, "")), true
+	return fmt.Sprintf("[runtime] The policy hook %s reopened the task:\n%s", r.Hook, driver.Fence("hook:"+r.Hook, r.Message, "")), true
 }

@@ -16,6 +16,10 @@ import (
 	"github.com/murmur-run/murmur/internal/ids"
 	"github.com/murmur-run/murmur/internal/peercred"
 	"github.com/murmur-run/murmur/member/capsule"
+	"github.com/murmur-run/murmur/member/driver"
+	"github.com/murmur-run/murmur/member/sandbox"
+	"github.com/murmur-run/murmur/member/share"
+	"github.com/murmur-run/murmur/member/store"
 	"github.com/murmur-run/murmur/roster"
 	"github.com/murmur-run/murmur/runtimetools"
 )
@@ -74,7 +78,7 @@ type Config struct {
 	Member    string // the member's name in its roster
 	Formation string
 	Capsule   *capsule.Capsule
-	Store     *Store
+	Store     *store.Store
 	// RecordsRoot is the project's records directory; the session's records go in RecordsRoot/<session id>.
 	RecordsRoot string
 	// DataDir is the formation's data directory (tokens, task stores); "" when there is none. Commands
@@ -84,6 +88,9 @@ type Config struct {
 	WorkDir string
 	// RuntimeRoot holds the sessions' runtime directories: RuntimeRoot/<session id>/tools/<name>/murmur.yaml.
 	RuntimeRoot string
+	// WasmCacheDir keeps compiled WebAssembly modules across sessions and processes; "" means
+	// DataDir/wasm-cache (none without a data directory).
+	WasmCacheDir string
 	// ProjectDir is where the project store is (.murmur/store/ in it): the roster's directory; "" means
 	// the capsule's.
 	ProjectDir string
@@ -107,9 +114,12 @@ type Config struct {
 	// command (shell binaries, a script capsule's command, done_check) runs through it to get its memory
 	// limit and its Landlock rules. "" runs them directly.
 	ConfineHelper string
+	// Events is told of every stored task change and of the agent loop's progress (the door's streams,
+	// push notifications); nil tells nobody.
+	Events Publisher
 	// isolate finds what the host allows around commands; nil probes it (probeIsolation). Tests
 	// set it to take one mechanism away.
-	isolate func() isolation
+	isolate func() sandbox.Isolation
 }
 
 // Session runs one capsule: it takes tasks through Send, runs them one at a time in submission order,
@@ -122,8 +132,9 @@ type Session struct {
 	id      string
 	started time.Time
 	records *Records
-	drivers map[string]Driver
+	drivers map[string]driver.Driver
 	log     *slog.Logger
+	files   *share.Files // share-file and fetch-peer-file
 
 	// admit decides, without mu, whether a new task enters; a rejection never waits for mu or the disk.
 	admit *admission
@@ -156,7 +167,7 @@ type Session struct {
 	calls         *taskCalls // the running agent task's member calls
 	peers         Peers
 	background    map[string]*bgCommand // by work id, for the rest of the session
-	iso           isolation             // what this host puts around commands; set at Start
+	iso           sandbox.Isolation     // what this host puts around commands; set at Start
 
 	base    context.Context
 	stopAll context.CancelFunc
@@ -191,7 +202,7 @@ func Start(cfg Config) (*Session, error) {
 	}
 	s := &Session{
 		cfg:        cfg,
-		id:         newID(prefixSession),
+		id:         ids.New(ids.PrefixSession),
 		started:    cfg.Now(),
 		log:        cfg.Logger.With("member", cfg.Member),
 		changed:    make(chan struct{}),
@@ -203,16 +214,16 @@ func Start(cfg Config) (*Session, error) {
 		done:       make(chan struct{}),
 	}
 	if cfg.Capsule.IsAgent() {
-		drivers, err := buildDrivers(cfg.Capsule, cfg.HTTPClient, cfg.Getenv)
+		drivers, err := driver.Build(cfg.Capsule, cfg.HTTPClient, cfg.Getenv)
 		if err != nil {
 			return nil, err
 		}
 		s.drivers = drivers
 		s.choice = cfg.Capsule.Inference.Driver
 	}
-	if runsCommands(cfg.Capsule) {
+	if cfg.Capsule.RunsCommands() {
 		if cfg.isolate == nil {
-			cfg.isolate = probeIsolation
+			cfg.isolate = sandbox.Probe
 		}
 		s.iso = cfg.isolate()
 		for _, p := range cfg.Capsule.Capabilities.Shell.Read {
@@ -244,6 +255,9 @@ func Start(cfg Config) (*Session, error) {
 	if s.peers == nil && cfg.Roster != nil {
 		s.peers = newDoorPeers(cfg.Roster, cfg.Member, s.credKey(), cfg.HTTPClient)
 	}
+	s.files = share.New(share.Config{Capsule: cfg.Capsule, Roster: cfg.Roster, Member: cfg.Member,
+		FormationToken: cfg.FormationToken, CredKey: s.credKey(), HTTPClient: cfg.HTTPClient, Now: cfg.Now,
+		Log: s.log, Workdir: s.workdir()})
 	runtimeDir := filepath.Join(rec.Dir(), "runtime")
 	if cfg.RuntimeRoot != "" {
 		runtimeDir = filepath.Join(cfg.RuntimeRoot, s.id)
@@ -293,6 +307,10 @@ func Start(cfg Config) (*Session, error) {
 	go s.loop()
 	return s, nil
 }
+
+// ExportRoot is the absolute directory exports.peer_files names, inside the workdir; "" when the capsule
+// exports nothing. The door serves peer files from it.
+func (s *Session) ExportRoot() string { return s.files.ExportRoot() }
 
 // credKey is the key this member's peer credentials are derived with.
 func (s *Session) credKey() peercred.Key {
@@ -364,10 +382,10 @@ func (s *Session) Send(ctx context.Context, msg *a2a.Message, origin Origin) (*a
 		origin.Origin = OriginOperator
 	}
 	now := s.cfg.Now()
-	id := a2a.TaskID(newID(prefixTask))
+	id := a2a.TaskID(ids.New(ids.PrefixTask))
 	contextID := msg.ContextID
 	if contextID == "" {
-		contextID = newID(prefixContext)
+		contextID = ids.New(ids.PrefixContext)
 	}
 	in := *msg
 	in.TaskID, in.ContextID = id, contextID
@@ -435,6 +453,7 @@ func (s *Session) Send(ctx context.Context, msg *a2a.Message, origin Origin) (*a
 		return t, nil
 	}
 	s.notifyLocked()
+	s.publish(t)
 	s.kickLocked()
 	return t, nil
 }
@@ -476,7 +495,7 @@ func (s *Session) GetJSON(ctx context.Context, id a2a.TaskID, scope Scope) ([]by
 		return nil, err
 	}
 	if !scope.sees(caller) {
-		return nil, notStored(id)
+		return nil, store.NotStored(id)
 	}
 	return body, nil
 }
@@ -487,15 +506,15 @@ func (s *Session) get(ctx context.Context, id a2a.TaskID, scope Scope) (*a2a.Tas
 	if err != nil {
 		return nil, err
 	}
-	return decodeTask(id, body)
+	return store.Decode(id, body)
 }
 
 // List returns one page of the tasks in scope.
-func (s *Session) List(ctx context.Context, q ListQuery, scope Scope) (ListPage, error) {
+func (s *Session) List(ctx context.Context, q store.ListQuery, scope Scope) (store.ListPage, error) {
 	switch {
 	case scope.all:
 	case scope.caller == "":
-		return ListPage{}, nil
+		return store.ListPage{}, nil
 	default:
 		q.Caller = scope.caller
 	}

@@ -12,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/murmur-run/murmur/member"
+	"github.com/murmur-run/murmur/member/stage"
 	"github.com/murmur-run/murmur/roster"
 	"github.com/murmur-run/murmur/server"
 )
@@ -152,7 +152,7 @@ func loadRoster(path, doorURLs string, only []string, getenv func(string) string
 	if r, err = applyDoorURLs(r, doorURLs); err != nil {
 		return nil, err
 	}
-	findings := member.CheckFormation(r, only, getenv)
+	findings := stage.Formation(r, only, getenv)
 	bad := false
 	for _, f := range findings {
 		fmt.Fprintln(stderr, f)
@@ -243,6 +243,7 @@ func serve(ctx context.Context, c common, only []string, listen, consoleAddr str
 	f, err := server.StartFormation(server.FormationConfig{
 		Roster: r, Only: only, DataDir: dir, RecordsRoot: recordsRoot(getenv, r), Tokens: tokens,
 		Listen: listen, MaxBody: c.maxBody, Version: version, Logger: log, ConfineHelper: helper,
+		ControlToken: getenv("MUR_CONTROL_TOKEN"),
 	})
 	if err != nil {
 		return err
@@ -308,7 +309,7 @@ func cmdCheck(args []string, getenv func(string) string, stdout, stderr io.Write
 		return usagef("name either --roster or --capsule, not both")
 	}
 	if *capsule != "" {
-		_, findings := member.CheckCapsuleDir(*capsule, getenv)
+		_, findings := stage.CapsuleDir(*capsule, getenv)
 		return report(stdout, findings, fmt.Sprintf("%s: 1 capsule", *capsule))
 	}
 	if *path == "" {
@@ -322,11 +323,11 @@ func cmdCheck(args []string, getenv func(string) string, stdout, stderr io.Write
 	if r, err = applyDoorURLs(r, *doorURLs); err != nil {
 		return err
 	}
-	return report(stdout, member.CheckFormation(r, nil, getenv), fmt.Sprintf("%s: %d member(s)", r.Path, len(r.Members)))
+	return report(stdout, stage.Formation(r, nil, getenv), fmt.Sprintf("%s: %d member(s)", r.Path, len(r.Members)))
 }
 
 // report prints findings and the summary line; errors exit 2.
-func report(stdout io.Writer, findings []member.Finding, what string) error {
+func report(stdout io.Writer, findings []stage.Finding, what string) error {
 	errs := 0
 	for _, f := range findings {
 		fmt.Fprintln(stdout, f)

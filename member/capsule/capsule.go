@@ -71,6 +71,7 @@ type Capsule struct {
 	Capabilities   Capabilities
 	Exports        Exports
 	Control        Control
+	Push           Push
 	Lifecycle      Lifecycle
 	Deadline       time.Duration // the session's own deadline; 0 = none
 	TaskAcceptance Acceptance
@@ -88,6 +89,12 @@ type Capsule struct {
 
 // IsAgent reports whether the capsule is an agent capsule (it has an inference: block).
 func (c *Capsule) IsAgent() bool { return c.Inference != nil }
+
+// RunsCommands reports whether the capsule runs programs: a script capsule's command, shell binaries, a
+// done_check.
+func (c *Capsule) RunsCommands() bool {
+	return !c.IsAgent() || len(c.Capabilities.Shell.Allow) > 0 || c.Lifecycle.DoneCheck != nil
+}
 
 // Line returns the line of murmur.yaml that writes key, a dotted path such as "inference.driver",
 // "inference.choices.gpt" or "tools[1]" for a list entry; 0 when the file does not write it. Staging uses
@@ -185,6 +192,7 @@ type Exports struct {
 // Control is the control: block.
 type Control struct {
 	AgentSettings []string
+	Tokens        []ControlToken // control.tokens: the control surface's tokens (capsule_door.go)
 }
 
 // Lifecycle is the lifecycle: block. A nil pointer is a key the file does not set.
@@ -318,7 +326,7 @@ func (p *capsuleParser) top(n *yaml.Node) {
 		{Name: "capabilities", Fn: func(_, v *yaml.Node) { p.capabilities(v) }},
 		{Name: "exports", Fn: func(_, v *yaml.Node) { p.exports(v) }},
 		{Name: "control", Fn: func(_, v *yaml.Node) {
-			d.Fields(v, "control", []yamldoc.Field{{Name: "agent_settings", Fn: func(_, v *yaml.Node) {
+			d.Fields(v, "control", []yamldoc.Field{{Name: "tokens", Fn: func(_, v *yaml.Node) { p.controlTokens(v) }}, {Name: "agent_settings", Fn: func(_, v *yaml.Node) {
 				list, ok := d.Texts(v, "control.agent_settings")
 				if !ok {
 					return
@@ -332,6 +340,7 @@ func (p *capsuleParser) top(n *yaml.Node) {
 				}
 			}}})
 		}},
+		{Name: "push", Fn: func(_, v *yaml.Node) { p.push(v) }},
 		{Name: "lifecycle", Fn: func(_, v *yaml.Node) { p.lifecycle(v) }},
 		{Name: "deadline", Fn: func(_, v *yaml.Node) {
 			s, ok := d.Text(v, "deadline")
