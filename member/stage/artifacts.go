@@ -12,6 +12,17 @@ import (
 // it at load, because the harness owns its tool list.
 const CodeInstallProcess = "E-CAP-014"
 
+// declaredOf returns what c's murmur.yaml declares.
+func declaredOf(c *capsule.Capsule) artifact.Declared {
+	return artifact.Declared{Tools: c.Tools, Skills: c.Skills, Hooks: c.Hooks}
+}
+
+// artifactStores returns the stores of a capsule in the project in projectDir (the roster's directory,
+// or the capsule's outside a formation).
+func artifactStores(projectDir string, getenv func(string) string) []artifact.Store {
+	return artifact.Stores(projectDir, getenv, getenv("HOME"))
+}
+
 // artifactFindings checks c's declared artifacts against its stores and murmur.lock, writing nothing:
 // E-CAP-013 for a reserved tool name before anything is read, then E-ART-001/002/003 and
 // E-WIT-LEVEL-001; and E-CAP-014 for capabilities.install under transport: process.
@@ -28,7 +39,7 @@ func artifactFindings(c *capsule.Capsule, memberName, projectDir string, getenv 
 			}
 		}
 	}
-	_, err := artifact.StageDeclared(context.Background(), artifact.Stores(projectDir, getenv, getenv("HOME")), artifact.LockPath(c.Dir), artifact.Declared{Tools: c.Tools, Skills: c.Skills, Hooks: c.Hooks}, false)
+	_, err := artifact.StageDeclared(context.Background(), artifactStores(projectDir, getenv), artifact.LockPath(c.Dir), declaredOf(c), false)
 	for _, e := range splitJoined(err) {
 		if e == nil {
 			continue
