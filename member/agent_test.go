@@ -42,6 +42,8 @@ type sessionOpts struct {
 	roster  string // a roster.yaml for the session, whose member is "m"; "" for none
 	peers   Peers  // how peers' doors are reached, with roster
 	token   string // the formation token
+	// wasmCache is the session's compiled-module cache ("" for the default under its data directory).
+	wasmCache string
 }
 
 // startSession starts a session on a capsule made of files, with a fresh store, records, workdir and
@@ -72,6 +74,7 @@ func startSession(t testing.TB, files map[string]string, o sessionOpts) (*testSe
 	cfg := Config{Member: "m", Formation: "f", Capsule: c, Store: store, Metrics: m, DataDir: root,
 		RecordsRoot: filepath.Join(root, "records"), WorkDir: filepath.Join(root, "work"),
 		RuntimeRoot: filepath.Join(root, "run"), Getenv: o.getenv, FormationToken: o.token}
+	cfg.WasmCacheDir = o.wasmCache
 	if o.clock != nil {
 		cfg.Now = o.clock.Now
 	}

@@ -68,8 +68,8 @@ func (s *Session) stageArtifacts(runtimeDir string) (*sessionArtifacts, error) {
 	if len(declared.Tools)+len(declared.Skills)+len(declared.Hooks) == 0 && !granted {
 		return sa, nil
 	}
-	cacheDir := ""
-	if s.cfg.DataDir != "" {
+	cacheDir := s.cfg.WasmCacheDir
+	if cacheDir == "" && s.cfg.DataDir != "" {
 		cacheDir = filepath.Join(s.cfg.DataDir, "wasm-cache")
 	}
 	runner, err := wasm.New(wasm.Config{CacheDir: cacheDir})

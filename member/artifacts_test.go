@@ -4,6 +4,7 @@ import (
 	"archive/tar"
 	"bytes"
 	"compress/gzip"
+	"context"
 	"crypto/sha256"
 	"fmt"
 	"net/http"
@@ -20,16 +21,26 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/murmur-run/murmur/member/artifact"
+	"github.com/murmur-run/murmur/member/artifact/wasm"
 	"github.com/murmur-run/murmur/member/capsule"
 	"github.com/murmur-run/murmur/member/store"
 )
 
 // wordcount is the example tool module (deploy/examples/tools/wordcount), built for wasip1 once per
-// test binary.
+// test binary and compiled once into a compilation cache the tests' sessions share: compiling a Go
+// module takes a minute or more under -race, loading it from the cache a moment.
 var wordcount struct {
-	once sync.Once
-	wasm []byte
-	err  error
+	once  sync.Once
+	wasm  []byte
+	cache string
+	err   error
+}
+
+// removeWasmCache removes the shared compilation cache once the tests are done.
+func removeWasmCache() {
+	if wordcount.cache != "" {
+		os.RemoveAll(wordcount.cache)
+	}
 }
 
 func wordcountModule(t *testing.T) string {
@@ -48,7 +59,19 @@ func wordcountModule(t *testing.T) string {
 			wordcount.err = fmt.Errorf("building the wordcount example for wasip1: %v\n%s", err, b)
 			return
 		}
-		wordcount.wasm, wordcount.err = os.ReadFile(out)
+		if wordcount.wasm, wordcount.err = os.ReadFile(out); wordcount.err != nil {
+			return
+		}
+		if wordcount.cache, wordcount.err = os.MkdirTemp("", "member-wasm-cache-"); wordcount.err != nil {
+			return
+		}
+		r, err := wasm.New(wasm.Config{CacheDir: wordcount.cache})
+		if err != nil {
+			wordcount.err = err
+			return
+		}
+		defer r.Close()
+		wordcount.err = r.Compile(context.Background(), wasm.Call{Name: "wordcount", Module: wordcount.wasm})
 	})
 	if wordcount.err != nil {
 		t.Fatal(wordcount.err)
@@ -74,7 +97,8 @@ func storeHook(files map[string]string, name, events, script string) {
 
 func artifactOpts(t *testing.T) sessionOpts {
 	global := t.TempDir()
-	return sessionOpts{getenv: func(k string) string {
+	wordcountModule(t)
+	return sessionOpts{wasmCache: wordcount.cache, getenv: func(k string) string {
 		if k == "MUR_STORE_DIR" {
 			return global
 		}
@@ -155,13 +179,13 @@ func startFailing(t *testing.T, files map[string]string) (*Session, error) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	store, err := store.Open(filepath.Join(root, "tasks.db"))
+	st, err := store.Open(filepath.Join(root, "tasks.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer store.Close()
+	defer st.Close()
 	m, _ := NewMetrics(prometheus.NewRegistry())
-	s, err := Start(Config{Member: "m", Capsule: c, Store: store, Metrics: m, RecordsRoot: filepath.Join(root, "records"),
+	s, err := Start(Config{Member: "m", Capsule: c, Store: st, Metrics: m, RecordsRoot: filepath.Join(root, "records"),
 		WorkDir: filepath.Join(root, "work"), Getenv: func(string) string { return "" }})
 	if err == nil {
 		s.Close(t.Context())
@@ -357,7 +381,7 @@ func TestPullFromGitHubSource(t *testing.T) {
 			"      - call: [{tool: count, input: {text: 'x y z'}}]\n      - say: '{{(index .results 0).output}}'\n",
 		".murmur/sources.yaml": "acme: github:acme/artifacts\n",
 	}
-	s, _ := startSession(t, files, sessionOpts{getenv: func(k string) string {
+	s, _ := startSession(t, files, sessionOpts{wasmCache: wordcount.cache, getenv: func(k string) string {
 		return map[string]string{"MUR_STORE_DIR": global, "MUR_GITHUB_BASE": srv.URL}[k]
 	}})
 	if got := answer(s.run(t, "go", Origin{})); got != "3 words, 1 lines" {

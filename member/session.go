@@ -90,6 +90,9 @@ type Config struct {
 	WorkDir string
 	// RuntimeRoot holds the sessions' runtime directories: RuntimeRoot/<session id>/tools/<name>/murmur.yaml.
 	RuntimeRoot string
+	// WasmCacheDir keeps compiled WebAssembly modules across sessions and processes; "" means
+	// DataDir/wasm-cache (none without a data directory).
+	WasmCacheDir string
 	// ProjectDir is where the project store is (.murmur/store/ in it): the roster's directory; "" means
 	// the capsule's.
 	ProjectDir string

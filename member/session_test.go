@@ -22,7 +22,7 @@ func TestMain(m *testing.M) {
 	if len(os.Args) > 1 && os.Args[1] == sandbox.ConfineCommand {
 		os.Exit(sandbox.ConfineMain(os.Args[2:]))
 	}
-	goleak.VerifyTestMain(m)
+	goleak.VerifyTestMain(m, goleak.Cleanup(func(int) { removeWasmCache() }))
 }
 
 type testSession struct {

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/murmur-run/murmur/member/artifact/wasm"
 )
 
 // copyDir copies the regular files under src into dst.
@@ -49,6 +51,20 @@ func TestToolsExample(t *testing.T) {
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("building the example tool: %v\n%s", err, out)
 	}
+	// Compile the module into the formation's cache (.murmur/wasm-cache in its data directory) first: under
+	// -race, compiling a Go module takes a minute or more, and staging then loads it instead.
+	module, err := os.ReadFile(filepath.Join(dir, ".murmur/store/local/wordcount/1.0.0/tool.wasm"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := wasm.New(wasm.Config{CacheDir: filepath.Join(dir, ".murmur", "wasm-cache")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Compile(context.Background(), wasm.Call{Name: "wordcount", Module: module}); err != nil {
+		t.Fatal(err)
+	}
+	r.Close()
 	code, out, errs := mur(t, "check", "--roster", filepath.Join(dir, "roster.yaml"))
 	if code != 0 || !strings.Contains(out, "1 member(s), 0 error(s)") {
 		t.Fatalf("mur check: %d\n%s%s", code, out, errs)
