@@ -14,7 +14,6 @@ import (
 
 	"github.com/murmur-run/murmur/a2a"
 	"github.com/murmur-run/murmur/internal/ids"
-	"github.com/murmur-run/murmur/member/capsule"
 	"github.com/murmur-run/murmur/member/driver"
 	"github.com/murmur-run/murmur/member/harness"
 	"github.com/murmur-run/murmur/member/sandbox"
@@ -65,7 +64,7 @@ func (s *Session) startProcess() error {
 	if s.cfg.StartToolServer == nil {
 		return fmt.Errorf("%s: transport: process needs the loopback tool server, which this launcher does not start", c.Path)
 	}
-	exe, err := s.harnessExecutable(h.Command[0])
+	exe, err := sandbox.ResolveCommand(c.Dir, h.Command[0])
 	if err != nil {
 		return fmt.Errorf("%s: harness.command: %w", c.Path, err)
 	}
@@ -121,27 +120,6 @@ func (s *Session) closeProcess(ctx context.Context) error {
 	err := s.proc.server.Close(ctx)
 	s.proc.cleanup()
 	return err
-}
-
-// harnessExecutable resolves harness.command[0] as a script capsule's command is: a path with a slash
-// against the capsule directory, a bare name on the trusted PATH.
-func (s *Session) harnessExecutable(name string) (string, error) {
-	if !strings.Contains(name, "/") {
-		p, err := sandbox.ResolveShell(name)
-		if err != nil {
-			return "", fmt.Errorf("%s is in none of %s; write its absolute path", name, strings.Join(sandbox.TrustedPath, ", "))
-		}
-		return p, nil
-	}
-	path := capsule.ResolvePath(s.cfg.Capsule.Dir, name)
-	fi, err := os.Stat(path)
-	if err != nil {
-		return "", err
-	}
-	if fi.IsDir() || fi.Mode().Perm()&0o111 == 0 {
-		return "", fmt.Errorf("%s is not an executable file", path)
-	}
-	return path, nil
 }
 
 // harnessStarter starts a harness run under the shell binaries' confinement, with the harness's own
