@@ -31,7 +31,8 @@ type program struct {
 	// stdout and stderr receive the two streams; given the same writer, both go through one pipe, so
 	// the order read is the order written.
 	stdout, stderr io.Writer
-	memMB          int // the memory limit; 0: none
+	memMB          int      // the memory limit; 0: none
+	read           []string // paths it may read and execute besides the capsule's (a command hook's artifact)
 	// harness, when set, replaces the shell binaries' read grants and network with its own (a harness
 	// under transport: process, DESIGN §13).
 	harness *harnessGrant
@@ -171,7 +172,9 @@ func (s *Session) start(p program) (*proc, error) {
 	var cmd *exec.Cmd
 	if s.cfg.ConfineHelper != "" {
 		cmd = exec.Command(s.cfg.ConfineHelper, append([]string{sandbox.ConfineCommand, p.path, p.name}, p.args...)...)
-		cmd.Env = append(env, s.confinement(work, memBytes, cg, p.harness).Encode())
+		spec := s.confinement(work, memBytes, cg, p.harness)
+		spec.Read = append(spec.Read, p.read...)
+		cmd.Env = append(env, spec.Encode())
 	} else {
 		cmd = exec.Command(p.path, p.args...)
 		cmd.Args[0] = p.name
