@@ -97,7 +97,8 @@ func (s *Session) startProcess() error {
 	ps.runner = &harness.Runner{
 		Command: h.Command, Resume: h.Resume, Dialect: harness.Dialect(h.Dialect),
 		Env: harness.ResolveEnv(h.Env, s.cfg.Getenv), Read: h.Read, Network: h.Network, MCPConfig: cfgPath,
-		Starter: harnessStarter{s: s, exe: exe, mcpConfig: cfgPath, port: port},
+		Instructions: c.Instructions,
+		Starter:      harnessStarter{s: s, exe: exe, mcpConfig: cfgPath, port: port},
 	}
 	if !h.Network && s.confined() && sandbox.LandlockABI() < sandbox.LandlockTCPABI {
 		s.log.Warn("harness.network: false is not enforced on this host: its Landlock has no TCP rules (Linux 6.7 or later)", "capsule", c.Path)
