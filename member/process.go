@@ -30,6 +30,8 @@ type ToolSet interface {
 // ToolServer is a session's running loopback tool server (server.ToolServer).
 type ToolServer interface {
 	URL() string
+	// EndSessions ends the MCP sessions of harness runs that are over.
+	EndSessions()
 	WriteMCPConfig(path string) error
 	Close(ctx context.Context) error
 }
@@ -210,6 +212,7 @@ func (s *Session) runProcess(ctx context.Context, t *a2a.Task, text string) (str
 		runCtx, stopRun := context.WithCancelCause(ctx)
 		res, err := s.proc.runner.Run(runCtx, prompt, session, func(e harness.Event) { s.harnessEvent(task, e, stopRun) })
 		stopRun(nil)
+		s.proc.server.EndSessions()
 		rec := map[string]any{"resumed": session != "", "harness_session": res.Session, "exit_code": res.ExitCode,
 			"events": res.Events, "garbage": res.Garbage, "answered": res.Answered}
 		if err != nil {
