@@ -1,6 +1,9 @@
 package member
 
-import "github.com/murmur-run/murmur/a2a"
+import (
+	"github.com/murmur-run/murmur/a2a"
+	"github.com/murmur-run/murmur/member/driver"
+)
 
 // Publisher is told of every change of a task the session has stored, and of the agent loop's
 // transient progress (a tool call started or ended). member/events' Hub is one: the door streams what
@@ -20,7 +23,7 @@ func (s *Session) publish(t *a2a.Task) {
 
 // toolProgress shows a tool call of the running task on its stream: "tool <name>: running" before the
 // call, "tool <name>: <status>" after it.
-func (s *Session) toolProgress(task string, call ToolCall, status string) {
+func (s *Session) toolProgress(task string, call driver.ToolCall, status string) {
 	if s.cfg.Events == nil {
 		return
 	}

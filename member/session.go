@@ -15,7 +15,12 @@ import (
 	"github.com/murmur-run/murmur/a2a"
 	"github.com/murmur-run/murmur/internal/ids"
 	"github.com/murmur-run/murmur/internal/peercred"
+	"github.com/murmur-run/murmur/member/calls"
 	"github.com/murmur-run/murmur/member/capsule"
+	"github.com/murmur-run/murmur/member/driver"
+	"github.com/murmur-run/murmur/member/sandbox"
+	"github.com/murmur-run/murmur/member/share"
+	"github.com/murmur-run/murmur/member/store"
 	"github.com/murmur-run/murmur/roster"
 	"github.com/murmur-run/murmur/runtimetools"
 )
@@ -74,7 +79,7 @@ type Config struct {
 	Member    string // the member's name in its roster
 	Formation string
 	Capsule   *capsule.Capsule
-	Store     *Store
+	Store     *store.Store
 	// RecordsRoot is the project's records directory; the session's records go in RecordsRoot/<session id>.
 	RecordsRoot string
 	// DataDir is the formation's data directory (tokens, task stores); "" when there is none. Commands
@@ -84,9 +89,12 @@ type Config struct {
 	WorkDir string
 	// RuntimeRoot holds the sessions' runtime directories: RuntimeRoot/<session id>/tools/<name>/murmur.yaml.
 	RuntimeRoot string
-	Metrics     *Metrics
-	Logger      *slog.Logger
-	Now         func() time.Time
+	// ProjectDir is where the project store is (.murmur/store/ in it): the roster's directory; "" means
+	// the capsule's.
+	ProjectDir string
+	Metrics    *Metrics
+	Logger     *slog.Logger
+	Now        func() time.Time
 	// Getenv resolves env: credentials; nil means os.Getenv.
 	Getenv func(string) string
 	// HTTPClient is what model drivers and peer calls use; nil means a default client.
@@ -107,9 +115,12 @@ type Config struct {
 	// Events is told of every stored task change and of the agent loop's progress (the door's streams,
 	// push notifications); nil tells nobody.
 	Events Publisher
+	// StartToolServer starts the loopback tool server of a session under transport: process
+	// (server.StartToolServer); a process capsule cannot start without it.
+	StartToolServer func(ToolSet) (ToolServer, error)
 	// isolate finds what the host allows around commands; nil probes it (probeIsolation). Tests
 	// set it to take one mechanism away.
-	isolate func() isolation
+	isolate func() sandbox.Isolation
 }
 
 // Session runs one capsule: it takes tasks through Send, runs them one at a time in submission order,
@@ -118,12 +129,15 @@ type Config struct {
 // All methods are safe for concurrent use. Close ends the session: queued tasks end canceled, the running
 // one is canceled and awaited.
 type Session struct {
-	cfg     Config
-	id      string
-	started time.Time
-	records *Records
-	drivers map[string]Driver
-	log     *slog.Logger
+	cfg      Config
+	id       string
+	started  time.Time
+	records  *Records
+	drivers  map[string]driver.Driver
+	log      *slog.Logger
+	files    *share.Files      // share-file and fetch-peer-file
+	runner   *sandbox.Runner   // starts every command, confined
+	commands *sandbox.Commands // shell calls and background commands
 
 	// admit decides, without mu, whether a new task enters; a rejection never waits for mu or the disk.
 	admit *admission
@@ -139,8 +153,9 @@ type Session struct {
 	unapplied string                   // a choice switched to that no inference call has used yet
 	submitted map[a2a.TaskID]time.Time // when each unfinished task arrived, for mur_task_duration_seconds
 	tools     *runtimetools.Registry
-	deadline  time.Time // zero: none
-	expired   bool      // the deadline has passed: the session has ended
+	art       *sessionArtifacts // declared and pulled artifacts, hooks; set at Start
+	deadline  time.Time         // zero: none
+	expired   bool              // the deadline has passed: the session has ended
 
 	// What session-status reports; guarded by mu.
 	progress   *taskProgress // the running task's; nil outside a task
@@ -152,10 +167,12 @@ type Session struct {
 	// endAtDeadline is the session_end the deadline writes once the task it stopped has ended.
 	endAtDeadline map[string]any
 	timer         *time.Timer
-	calls         *taskCalls // the running agent task's member calls
+	calls         *calls.Tracker // the running agent task's member calls
+	callsTask     string         // the task calls belongs to
 	peers         Peers
-	background    map[string]*bgCommand // by work id, for the rest of the session
-	iso           isolation             // what this host puts around commands; set at Start
+	iso           sandbox.Isolation // what this host puts around commands; set at Start
+	proc          *processState     // transport: process; nil under http
+	quota         []runtimetools.QuotaWindow
 
 	base    context.Context
 	stopAll context.CancelFunc
@@ -189,33 +206,37 @@ func Start(cfg Config) (*Session, error) {
 		return nil, errors.New("member: a session needs its metrics")
 	}
 	s := &Session{
-		cfg:        cfg,
-		id:         newID(prefixSession),
-		started:    cfg.Now(),
-		log:        cfg.Logger.With("member", cfg.Member),
-		changed:    make(chan struct{}),
-		submitted:  map[a2a.TaskID]time.Time{},
-		unstored:   map[a2a.TaskID]bool{},
-		admit:      newAdmission(cfg.Capsule),
-		background: map[string]*bgCommand{},
-		kick:       make(chan struct{}, 1),
-		done:       make(chan struct{}),
+		cfg:       cfg,
+		id:        ids.New(ids.PrefixSession),
+		started:   cfg.Now(),
+		log:       cfg.Logger.With("member", cfg.Member),
+		changed:   make(chan struct{}),
+		submitted: map[a2a.TaskID]time.Time{},
+		unstored:  map[a2a.TaskID]bool{},
+		admit:     newAdmission(cfg.Capsule),
+		kick:      make(chan struct{}, 1),
+		done:      make(chan struct{}),
 	}
-	if cfg.Capsule.IsAgent() {
-		drivers, err := buildDrivers(cfg.Capsule, cfg.HTTPClient, cfg.Getenv)
+	if cfg.Capsule.IsAgent() && cfg.Capsule.Harness == nil {
+		drivers, err := driver.Build(cfg.Capsule, cfg.HTTPClient, cfg.Getenv)
 		if err != nil {
 			return nil, err
 		}
 		s.drivers = drivers
 		s.choice = cfg.Capsule.Inference.Driver
 	}
-	if runsCommands(cfg.Capsule) {
+	if cfg.Capsule.RunsCommands() {
 		if cfg.isolate == nil {
-			cfg.isolate = probeIsolation
+			cfg.isolate = sandbox.Probe
 		}
 		s.iso = cfg.isolate()
+	}
+	s.runner = sandbox.NewRunner(sandbox.RunnerConfig{Capsule: cfg.Capsule, Isolation: s.iso, Landlock: s.confined(),
+		ConfineHelper: cfg.ConfineHelper, Workdir: s.workdir(), DataDir: cfg.DataDir, RecordsRoot: cfg.RecordsRoot,
+		Member: cfg.Member, Formation: cfg.Formation, Session: s.id, FormationToken: cfg.FormationToken, Log: s.log})
+	if cfg.Capsule.RunsCommands() {
 		for _, p := range cfg.Capsule.Capabilities.Shell.Read {
-			if d := s.secretGrant(p); d != "" {
+			if d := s.runner.SecretGrant(p); d != "" {
 				s.log.Warn("capabilities.shell.read lists a path inside the data or records directory; commands may not read it",
 					"path", p, "directory", d, "capsule", cfg.Capsule.Path)
 			}
@@ -243,14 +264,36 @@ func Start(cfg Config) (*Session, error) {
 	if s.peers == nil && cfg.Roster != nil {
 		s.peers = newDoorPeers(cfg.Roster, cfg.Member, s.credKey(), cfg.HTTPClient)
 	}
+	runtimeDir := filepath.Join(rec.Dir(), "runtime")
+	if cfg.RuntimeRoot != "" {
+		runtimeDir = filepath.Join(cfg.RuntimeRoot, s.id)
+	}
+	if s.art, err = s.stageArtifacts(runtimeDir); err != nil {
+		rec.Close()
+		return nil, err
+	}
+	s.files = share.New(share.Config{Capsule: cfg.Capsule, Roster: cfg.Roster, Member: cfg.Member,
+		FormationToken: cfg.FormationToken, CredKey: s.credKey(), HTTPClient: cfg.HTTPClient, Now: cfg.Now,
+		Log: s.log, Workdir: s.workdir()})
+	s.commands = sandbox.NewCommands(sandbox.CommandsConfig{Runner: s.runner, Grants: cfg.Capsule.Capabilities.Shell,
+		GraceSecs: cfg.Capsule.Lifecycle.ShellGraceSecs, LogDir: filepath.Join(rec.Dir(), "logs"),
+		Moved: func() { cfg.Metrics.BackgroundCommands.WithLabelValues("running").Inc() }, Ended: s.backgroundEnded})
 	if s.tools, err = s.stageTools(); err != nil {
+		s.art.close()
 		rec.Close()
 		return nil, err
 	}
 	if cfg.RuntimeRoot != "" {
-		if err := writeManifests(filepath.Join(cfg.RuntimeRoot, s.id), s.tools); err != nil {
+		if err := writeManifests(runtimeDir, s.tools, s.art.allow.Contains); err != nil {
+			s.art.close()
 			rec.Close()
 			return nil, fmt.Errorf("member %s: %w", cfg.Member, err)
+		}
+	}
+	if cfg.Capsule.Harness != nil {
+		if err := s.startProcess(); err != nil {
+			rec.Close()
+			return nil, err
 		}
 	}
 	if d := cfg.Capsule.Deadline; d > 0 {
@@ -260,7 +303,7 @@ func Start(cfg Config) (*Session, error) {
 		"member":         cfg.Member,
 		"formation":      cfg.Formation,
 		"capsule":        cfg.Capsule.Name,
-		"tools_declared": s.tools.Names(),
+		"tools_declared": s.inventory(),
 	}
 	if !s.deadline.IsZero() {
 		start["deadline"] = s.deadline.UTC().Format(time.RFC3339)
@@ -268,10 +311,16 @@ func Start(cfg Config) (*Session, error) {
 	if s.choice != "" {
 		start["driver"] = s.choice
 	}
+	if s.proc != nil {
+		start["transport"] = capsule.TransportProcess
+		start["harness"] = map[string]any{"command": cfg.Capsule.Harness.Command[0], "dialect": cfg.Capsule.Harness.Dialect}
+		start["tool_server"] = s.proc.server.URL()
+	}
 	if len(recovered) > 0 {
 		start["recovered_tasks"] = recovered
 	}
 	if err := rec.Write("session_start", "", start); err != nil {
+		s.closeProcess(context.Background())
 		rec.Close()
 		return nil, err
 	}
@@ -282,6 +331,13 @@ func Start(cfg Config) (*Session, error) {
 	go s.loop()
 	return s, nil
 }
+
+// ExportRoot is the absolute directory exports.peer_files names, inside the workdir; "" when the capsule
+// exports nothing. The door serves peer files from it.
+func (s *Session) ExportRoot() string { return s.files.ExportRoot() }
+
+// PeerFiles is the session's share-file and fetch-peer-file.
+func (s *Session) PeerFiles() *share.Files { return s.files }
 
 // credKey is the key this member's peer credentials are derived with.
 func (s *Session) credKey() peercred.Key {
@@ -353,10 +409,10 @@ func (s *Session) Send(ctx context.Context, msg *a2a.Message, origin Origin) (*a
 		origin.Origin = OriginOperator
 	}
 	now := s.cfg.Now()
-	id := a2a.TaskID(newID(prefixTask))
+	id := a2a.TaskID(ids.New(ids.PrefixTask))
 	contextID := msg.ContextID
 	if contextID == "" {
-		contextID = newID(prefixContext)
+		contextID = ids.New(ids.PrefixContext)
 	}
 	in := *msg
 	in.TaskID, in.ContextID = id, contextID
@@ -466,7 +522,7 @@ func (s *Session) GetJSON(ctx context.Context, id a2a.TaskID, scope Scope) ([]by
 		return nil, err
 	}
 	if !scope.sees(caller) {
-		return nil, notStored(id)
+		return nil, store.NotStored(id)
 	}
 	return body, nil
 }
@@ -477,15 +533,15 @@ func (s *Session) get(ctx context.Context, id a2a.TaskID, scope Scope) (*a2a.Tas
 	if err != nil {
 		return nil, err
 	}
-	return decodeTask(id, body)
+	return store.Decode(id, body)
 }
 
 // List returns one page of the tasks in scope.
-func (s *Session) List(ctx context.Context, q ListQuery, scope Scope) (ListPage, error) {
+func (s *Session) List(ctx context.Context, q store.ListQuery, scope Scope) (store.ListPage, error) {
 	switch {
 	case scope.all:
 	case scope.caller == "":
-		return ListPage{}, nil
+		return store.ListPage{}, nil
 	default:
 		q.Caller = scope.caller
 	}
@@ -600,12 +656,14 @@ func (s *Session) Close(ctx context.Context) error {
 	s.mu.Unlock()
 	s.storing.Wait()
 	s.stopAll()
-	s.killBackground()
+	s.commands.KillAll()
 	select {
 	case <-s.done:
 	case <-ctx.Done():
 		errs = append(errs, fmt.Errorf("member %s: the running task did not stop in time; the store marks it failed at the next start", s.cfg.Member))
 	}
+	s.art.close()
+	errs = append(errs, s.closeProcess(ctx))
 	if !expired {
 		s.mu.Lock()
 		exit := s.exitStatusLocked()

@@ -25,7 +25,7 @@ func (s *Session) stageTools() (*runtimetools.Registry, error) {
 		}
 		tools = append(tools, shell...)
 		if len(c.Capabilities.Shell.Allow) > 0 && c.Lifecycle.ShellGraceSecs != nil {
-			tools = append(tools, &runtimetools.BackgroundCommand{Commands: backgroundTools{s}, Recorder: s.records})
+			tools = append(tools, &runtimetools.BackgroundCommand{Commands: s.commands, Recorder: s.records})
 		}
 		tools = append(tools, &runtimetools.SessionStatus{Source: s, Recorder: s.records})
 		if slices.Contains(c.Control.AgentSettings, string(ids.SettingInferenceDriver)) {
@@ -35,10 +35,16 @@ func (s *Session) stageTools() (*runtimetools.Registry, error) {
 			tools = append(tools, &runtimetools.CallMember{Members: s}, &runtimetools.EndWithoutAnswer{Ender: s})
 		}
 		if c.Exports.PeerFiles != "" {
-			tools = append(tools, &runtimetools.ShareFile{Sharer: s, Recorder: s.records})
+			tools = append(tools, &runtimetools.ShareFile{Sharer: s.files, Recorder: s.records})
 		}
 		if c.Capabilities.PeerFetch {
-			tools = append(tools, &runtimetools.FetchPeerFile{Fetcher: s, Recorder: s.records})
+			tools = append(tools, &runtimetools.FetchPeerFile{Fetcher: s.files, Recorder: s.records})
+		}
+		if in := s.art.installer; in != nil {
+			pulls := s.cfg.Metrics.ArtifactPulls
+			tools = append(tools, &runtimetools.PullArtifact{Installer: in, Recorder: s.records,
+				Count: func(rt, result string) { pulls.WithLabelValues(rt, result).Inc() }},
+				&runtimetools.RemoveArtifact{Installer: in})
 		}
 	}
 	// The export root exists from the start, so the door can serve it and the agent can write into it.
@@ -61,9 +67,13 @@ type manifestFile struct {
 }
 
 // writeManifests writes tools/<name>/murmur.yaml into the session's runtime directory for every staged
-// tool, and nothing for a tool that was not granted.
-func writeManifests(runtimeDir string, r *runtimetools.Registry) error {
+// tool, and nothing for a tool that was not granted, nor for a name a tool artifact holds (held): the
+// artifact's own murmur.yaml is there, and the shell manifest yields to it (SPEC "Reserved names").
+func writeManifests(runtimeDir string, r *runtimetools.Registry, held func(string) bool) error {
 	for _, m := range r.Manifests() {
+		if held(m.Name) {
+			continue
+		}
 		var schema any
 		if err := json.Unmarshal(m.InputSchema, &schema); err != nil {
 			return fmt.Errorf("staging %s: its input schema is not JSON: %w", m.Name, err)

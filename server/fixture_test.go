@@ -17,6 +17,7 @@ import (
 	"github.com/murmur-run/murmur/member"
 	"github.com/murmur-run/murmur/member/capsule"
 	"github.com/murmur-run/murmur/member/events"
+	"github.com/murmur-run/murmur/member/store"
 	"github.com/murmur-run/murmur/roster"
 )
 
@@ -37,7 +38,7 @@ type fixture struct {
 	dir     string // the capsule directory
 	url     string // the door's base URL
 	session *member.Session
-	store   *member.Store
+	store   *store.Store
 	srv     *httptest.Server
 	door    *Door
 	hub     *events.Hub
@@ -68,7 +69,7 @@ func startDoorBuffer(t testing.TB, files map[string]string, buffer int) *fixture
 	if err != nil {
 		t.Fatal(err)
 	}
-	store, err := member.OpenStore(filepath.Join(root, "data", "tasks.db"))
+	store, err := store.Open(filepath.Join(root, "data", "tasks.db"))
 	if err != nil {
 		t.Fatal(err)
 	}

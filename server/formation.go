@@ -17,6 +17,7 @@ import (
 	"github.com/murmur-run/murmur/member/capsule"
 	"github.com/murmur-run/murmur/member/events"
 	"github.com/murmur-run/murmur/member/push"
+	"github.com/murmur-run/murmur/member/store"
 	"github.com/murmur-run/murmur/roster"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -52,7 +53,7 @@ type RunningMember struct {
 	Name    string
 	URL     string // the base URL its door answers at
 	Session *member.Session
-	store   *member.Store
+	store   *store.Store
 	push    *push.Notifier
 	server  *http.Server
 	ln      net.Listener
@@ -137,7 +138,7 @@ func (f *Formation) start(m roster.Member, ln net.Listener) (*RunningMember, err
 	dir := filepath.Join(cfg.DataDir, "members", m.Name)
 	log := cfg.Logger.With("member", m.Name)
 	// The capsule's store.retention overrides the roster's, key by key; the store fills in the defaults.
-	store, err := member.OpenStoreWith(filepath.Join(dir, "tasks.db"), member.StoreConfig{
+	store, err := store.OpenWith(filepath.Join(dir, "tasks.db"), store.Config{
 		Retention: capsule.Store.Retention.Or(cfg.Roster.Store.Retention), Now: cfg.Now, Logger: log,
 	})
 	if err != nil {
@@ -161,9 +162,11 @@ func (f *Formation) start(m roster.Member, ln net.Listener) (*RunningMember, err
 	sess, err := member.Start(member.Config{
 		Member: m.Name, Formation: cfg.Roster.Formation, Capsule: capsule, Store: store,
 		RecordsRoot: cfg.RecordsRoot, DataDir: cfg.DataDir, WorkDir: filepath.Join(dir, "work"), RuntimeRoot: filepath.Join(dir, "run"),
-		Metrics: metrics, Logger: cfg.Logger, Now: cfg.Now,
+		ProjectDir: cfg.Roster.Dir,
+		Metrics:    metrics, Logger: cfg.Logger, Now: cfg.Now,
 		Roster: cfg.Roster, FormationToken: cfg.Tokens.Formation, ConfineHelper: cfg.ConfineHelper,
-		Events: hub,
+		Events:          hub,
+		StartToolServer: func(ts member.ToolSet) (member.ToolServer, error) { return StartToolServer(ts, log) },
 	})
 	if err != nil {
 		ln.Close()

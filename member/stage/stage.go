@@ -1,0 +1,222 @@
+package stage
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+	"slices"
+	"strings"
+
+	"github.com/murmur-run/murmur/member/capsule"
+	"github.com/murmur-run/murmur/member/driver"
+	"github.com/murmur-run/murmur/member/sandbox"
+	"github.com/murmur-run/murmur/roster"
+)
+
+// Finding is one staging error or warning, printed as "CODE: message". Codes starting with E- stop
+// staging; W- codes do not.
+type Finding struct {
+	Code    string
+	Member  string
+	Message string
+}
+
+func (f Finding) String() string {
+	if f.Member == "" {
+		return f.Code + ": " + f.Message
+	}
+	return fmt.Sprintf("%s: member %s: %s", f.Code, f.Member, f.Message)
+}
+
+// IsError reports whether the finding stops staging.
+func (f Finding) IsError() bool { return len(f.Code) > 0 && f.Code[0] == 'E' }
+
+// The staging codes of this build (DESIGN §7; the README lists them).
+const (
+	CodeCapsuleInvalid = "E-CFG-001"   // murmur.yaml does not parse or validate
+	CodeScriptInvalid  = "E-CFG-002"   // a script driver's script.yaml does not parse or validate
+	CodeDriverMissing  = "E-DRV-001"   // the starting driver choice uses a driver this build does not serve
+	CodeNoCredential   = "E-DRV-002"   // the starting driver choice's credential produces no value
+	CodeNoCredentialW  = "W-DRV-002"   // another driver choice's credential produces no value: switching to it is refused
+	CodeReservedName   = "E-CAP-013"   // an artifact named like a runtime-provided tool
+	CodeNoEgress       = "W-RUN-008"   // a member that may call others cannot reach them
+	CodeShellMissing   = "E-SHELL-001" // a capabilities.shell.allow name is on none of the trusted PATH's directories
+	CodeShellOpen      = "W-SHELL-002" // shell commands run without the write confinement
+	CodeShellReach     = "W-SHELL-003" // processes that leave a command's process group outlive it
+	CodeShellMemory    = "W-SHELL-004" // the memory limit is an address-space limit the runtime cannot attribute
+	CodeNotBuilt       = "W-CAP-030"   // a declaration of something this build does not provide yet
+	CodeShellReads     = "W-SHELL-005" // commands may read every file the user can: no Landlock, or confine: false
+	CodeShellNetwork   = "W-SHELL-006" // commands keep the network without capabilities.shell.network: no way to cut it off
+)
+
+// CheckFormation stages every member of r (or only those named) without starting anything and returns
+// every finding, in roster order.
+func Formation(r *roster.Roster, only []string, getenv func(string) string) []Finding {
+	var out []Finding
+	for _, m := range r.Members {
+		if len(only) > 0 && !slices.Contains(only, m.Name) {
+			continue
+		}
+		c, err := capsule.Load(m.Capsule)
+		if err != nil {
+			for _, e := range splitJoined(err) {
+				out = append(out, Finding{Code: CodeCapsuleInvalid, Member: m.Name, Message: e.Error()})
+			}
+			continue
+		}
+		out = append(out, Capsule(c, m.Name, getenv)...)
+		out = append(out, artifactFindings(c, m.Name, r.Dir, getenv)...)
+		for _, callee := range r.Reachable(m.Name) {
+			peer, _ := r.Member(callee)
+			if !roster.EgressAllowed(peer.URL, c.Capabilities.Network.Allow) {
+				host := peer.URL
+				if u, err := url.Parse(peer.URL); err == nil && u.Hostname() != "" {
+					host = u.Hostname()
+				}
+				out = append(out, Finding{Code: CodeNoEgress, Member: m.Name, Message: fmt.Sprintf(
+					"may call %s at %s, but capabilities.network.allow in %s does not list %s, so every call to it will fail; add %s to capabilities.network.allow%s",
+					callee, peer.URL, c.Path, egressName(host), egressName(host), containerHint(callee, host))})
+			}
+		}
+	}
+	return out
+}
+
+// containerHint says what W-RUN-008 means in a container formation (mur export), where each member's
+// door is reached by its service name, which is the member's name, rather than on loopback.
+func containerHint(callee, host string) string {
+	if egressName(host) == "localhost" {
+		return fmt.Sprintf(". In a container formation (mur export) members reach each other by service name instead: list %s there too", callee)
+	}
+	if strings.EqualFold(host, callee) {
+		return fmt.Sprintf(" (in a container formation, %s is the service name of member %s)", host, callee)
+	}
+	return ""
+}
+
+// egressName is what network.allow must list for host: localhost for any loopback address.
+func egressName(host string) string {
+	if roster.EgressAllowed("http://"+host, []string{"localhost"}) {
+		return "localhost"
+	}
+	return host
+}
+
+// CheckCapsule returns the staging findings of one capsule.
+func Capsule(c *capsule.Capsule, memberName string, getenv func(string) string) []Finding {
+	var out []Finding
+	for _, d := range c.UnbuiltDeclarations() {
+		out = append(out, Finding{Code: CodeNotBuilt, Member: memberName, Message: fmt.Sprintf(
+			"%s: %s is declared, but this build of mur does not provide %s yet; the declaration has no effect", c.Path, d.Key, d.What)})
+	}
+	if c.IsAgent() && len(c.Capabilities.Shell.Allow) > 0 {
+		for _, name := range c.Capabilities.Shell.Allow {
+			if _, err := sandbox.ResolveShell(name); err != nil {
+				out = append(out, Finding{Code: CodeShellMissing, Member: memberName, Message: fmt.Sprintf("%s: %v", c.Path, err)})
+			}
+		}
+	}
+	if c.RunsCommands() {
+		out = append(out, confinementFindings(c, memberName, sandbox.LandlockABI(), sandbox.Probe())...)
+	}
+	if c.IsAgent() {
+		for _, name := range c.Inference.ChoiceOrder {
+			ch := c.Inference.Choices[name]
+			if ch.Credential == "" {
+				continue
+			}
+			if _, err := driver.ResolveCredential(ch.Credential, getenv); err != nil {
+				if name == c.Inference.Driver {
+					out = append(out, Finding{Code: CodeNoCredential, Member: memberName, Message: fmt.Sprintf(
+						"%s: inference.driver %s starts the session, but %v", c.Path, name, err)})
+				} else {
+					out = append(out, Finding{Code: CodeNoCredentialW, Member: memberName, Message: fmt.Sprintf(
+						"%s: driver choice %s: %v; switch-driver to it is refused until it has a value", c.Path, name, err)})
+				}
+			}
+		}
+		if _, err := driver.Build(c, nil, getenv); err != nil {
+			code := CodeDriverMissing
+			var se *driver.ScriptError
+			if errors.As(err, &se) {
+				code = CodeScriptInvalid
+			}
+			for _, e := range splitJoined(err) {
+				out = append(out, Finding{Code: code, Member: memberName, Message: e.Error()})
+			}
+		}
+	}
+	return out
+}
+
+// confinementFindings warns about what the host (its Landlock ABI, abi, 0 for none, and iso) or the
+// capsule leaves out of a command's confinement.
+func confinementFindings(c *capsule.Capsule, memberName string, abi int, iso sandbox.Isolation) []Finding {
+	var out []Finding
+	off := c.Capabilities.Shell.Confine != nil && !*c.Capabilities.Shell.Confine
+	switch {
+	case off:
+		out = append(out, Finding{Code: CodeShellOpen, Member: memberName, Message: fmt.Sprintf(
+			"%s: capabilities.shell.confine is false: %s may write anywhere this user can", c.Path, commandsOf(c))},
+			Finding{Code: CodeShellReads, Member: memberName, Message: fmt.Sprintf(
+				"%s: capabilities.shell.confine is false: %s may read anything this user can, the formation's tokens and task stores, the records and $HOME included", c.Path, commandsOf(c))})
+	case abi == 0:
+		out = append(out, Finding{Code: CodeShellOpen, Member: memberName, Message: fmt.Sprintf(
+			"%s: this kernel does not enforce Landlock, so %s %s without the write confinement", c.Path, commandsOf(c), verb(c, "run"))},
+			Finding{Code: CodeShellReads, Member: memberName, Message: fmt.Sprintf(
+				"%s: this kernel does not enforce Landlock (or a seccomp filter hides it), so %s may read anything this user can, the formation's tokens and task stores, the records and $HOME included; run mur on Linux 5.13 or later with Landlock enabled", c.Path, commandsOf(c))})
+	}
+	limited := c.IsAgent() && len(c.Capabilities.Shell.Allow) > 0 || c.Capabilities.Shell.MemoryMB > 0
+	for _, f := range isolationFindings(c, memberName, iso) {
+		if f.Code != CodeShellMemory || limited { // without a memory limit there is nothing to apply
+			out = append(out, f)
+		}
+	}
+	if !c.Capabilities.Shell.Network && iso.NetNS == 0 && (off || abi < sandbox.LandlockTCPABI) {
+		out = append(out, Finding{Code: CodeShellNetwork, Member: memberName, Message: fmt.Sprintf(
+			"%s: this host gives mur no network namespace and %s, so %s %s the network although capabilities.shell.network is not true: the formation's doors and anything else this host reaches; run mur as root, allow unprivileged user namespaces, or use Linux 6.7 or later with Landlock",
+			c.Path, map[bool]string{true: "capabilities.shell.confine is false", false: "this kernel's Landlock has no TCP rules"}[off], commandsOf(c), verb(c, "keep"))})
+	}
+	return out
+}
+
+// commandsOf names what a capsule runs, for findings.
+func commandsOf(c *capsule.Capsule) string {
+	switch {
+	case !c.IsAgent():
+		return "the script command"
+	case len(c.Capabilities.Shell.Allow) > 0:
+		return "shell commands"
+	}
+	return "lifecycle.done_check's command"
+}
+
+// verb agrees a verb with commandsOf(c): "shell commands run", "the script command runs".
+func verb(c *capsule.Capsule, v string) string {
+	if c.IsAgent() && len(c.Capabilities.Shell.Allow) > 0 {
+		return v
+	}
+	return v + "s"
+}
+
+// isolationFindings warns about what this host does not let mur put around a capsule's shell commands.
+func isolationFindings(c *capsule.Capsule, memberName string, iso sandbox.Isolation) []Finding {
+	var out []Finding
+	if !iso.TreeKill() {
+		out = append(out, Finding{Code: CodeShellReach, Member: memberName, Message: fmt.Sprintf(
+			"%s: this host gives mur neither a PID namespace nor a cgroup v2 directory it may write, so a process a shell command starts that leaves its process group (setsid, a double fork) outlives the command, a stop and the session; run mur as root, allow unprivileged user namespaces, or delegate a cgroup v2 subtree to mur's user", c.Path)})
+	}
+	if iso.MemBase == "" {
+		out = append(out, Finding{Code: CodeShellMemory, Member: memberName, Message: fmt.Sprintf(
+			"%s: this host gives mur no memory cgroup it may write, so capabilities.shell.memory_mb is applied as an address-space limit (RLIMIT_AS): a command over it sees failed allocations, and the model is not told a limit stopped it; run mur as root or delegate a cgroup v2 subtree with the memory controller", c.Path)})
+	}
+	return out
+}
+
+// splitJoined returns the errors an errors.Join holds, or err alone.
+func splitJoined(err error) []error {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		return j.Unwrap()
+	}
+	return []error{err}
+}
