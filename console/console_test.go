@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/murmur-run/murmur/a2a"
 	"github.com/murmur-run/murmur/roster"
 )
 
@@ -257,4 +258,44 @@ func TestEventStreamEndsWhenTheBrowserGoesAway(t *testing.T) {
 	res.Body.Close()
 	waitFor(t, "the stream's handler to end", func() bool { return h.console.hub.count() == before })
 	// TestMain's goleak check covers the rest once the console and the formation are shut down.
+}
+
+func TestCancelAndContinueFromTheConsole(t *testing.T) {
+	h := startHello(t, true) // worker holds its tasks, so lead's task is still running when canceled
+	b := newBrowser(t, h.base)
+	csrf := b.login(h.console)
+	code, _, hdr := b.do("POST", "/send", url.Values{"csrf": {csrf}, "member": {"lead"}, "text": {"ask worker: 2 + 3"}}, nil)
+	if code != http.StatusSeeOther {
+		t.Fatalf("send: %d", code)
+	}
+	page := hdr.Get("Location")
+	id := page[strings.LastIndex(page, "/")+1:]
+	waitFor(t, "worker's task to start", func() bool { return len(h.tasksWithText("worker", "2 + 3")) == 1 })
+	_, body := b.get(page)
+	if !strings.Contains(body, `id="cancel-form"`) {
+		t.Fatalf("a running task's page has no cancel form:\n%s", body)
+	}
+	code, _, hdr = b.do("POST", "/cancel", url.Values{"csrf": {csrf}, "member": {"lead"}, "task": {id}}, nil)
+	if code != http.StatusSeeOther || hdr.Get("Location") != page {
+		t.Fatalf("cancel: %d to %q", code, hdr.Get("Location"))
+	}
+	waitFor(t, "lead's task canceled, shown on its page", func() bool {
+		_, body := b.get(page)
+		return strings.Contains(body, `data-state="canceled"`) && !strings.Contains(body, `id="cancel-form"`)
+	})
+	h.release()
+
+	// Continue the canceled task's context: a new task in the same context.
+	task, err := h.client("lead").GetTask(context.Background(), &a2a.GetTaskRequest{ID: a2a.TaskID(id)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, _, hdr = b.do("POST", "/send", url.Values{"csrf": {csrf}, "member": {"lead"}, "text": {"hello again"}, "context": {task.ContextID}}, nil)
+	if code != http.StatusSeeOther {
+		t.Fatalf("continue: %d", code)
+	}
+	next := h.tasksWithText("lead", "hello again")
+	if len(next) != 1 || next[0].ContextID != task.ContextID || string(next[0].ID) == id {
+		t.Fatalf("the continuation is %+v, want a new task in context %s", next, task.ContextID)
+	}
 }
