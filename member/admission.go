@@ -1,6 +1,10 @@
 package member
 
-import "sync/atomic"
+import (
+	"sync/atomic"
+
+	"github.com/murmur-run/murmur/member/capsule"
+)
 
 // admission decides whether a new task may enter the session without a lock and without waiting for the
 // disk: a flood of senders is refused at the cost of an atomic load while the session's lock is held by
@@ -13,9 +17,9 @@ type admission struct {
 	refusal atomic.Pointer[string] // once set, the status text every new task is rejected with
 }
 
-func newAdmission(c *Capsule) *admission {
+func newAdmission(c *capsule.Capsule) *admission {
 	a := &admission{limit: 1}
-	if c.TaskAcceptance == AcceptQueue {
+	if c.TaskAcceptance == capsule.AcceptQueue {
 		size := c.QueueSize
 		if size <= 0 {
 			size = defaultQueueSize

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/murmur-run/murmur/a2a"
+	"github.com/murmur-run/murmur/internal/ids"
+	"github.com/murmur-run/murmur/member/capsule"
 	"github.com/murmur-run/murmur/runtimetools"
 )
 
@@ -29,7 +31,7 @@ const defaultCompaction = 0.8
 func (s *Session) runAgent(ctx context.Context, t *a2a.Task, text string) (string, error) {
 	c := s.cfg.Capsule
 	inf := c.Inference
-	if murmurMeta(t)["trust"] == TrustUntrusted {
+	if ids.Get(murmurMeta(t), ids.MetaTrust) == TrustUntrusted {
 		text = fence("task", text, "")
 	}
 	req := InferRequest{
@@ -67,7 +69,7 @@ func (s *Session) runAgent(ctx context.Context, t *a2a.Task, text string) (strin
 			return "", fmt.Errorf("the session has spent %d tokens, its inference.max_session_tokens ceiling of %d; the task ends without an answer", spend, inf.MaxSessionTokens)
 		}
 		if applied {
-			s.records.Write("control_applied", task, map[string]any{"setting": "inference.driver", "value": choice})
+			s.records.Write("control_applied", task, map[string]any{"setting": string(ids.SettingInferenceDriver), "value": choice})
 		}
 		s.compact(task, &req)
 		d := s.drivers[choice]
@@ -157,7 +159,7 @@ func (s *Session) runAgent(ctx context.Context, t *a2a.Task, text string) (strin
 		// SPEC: a task that answers in text while a member it called gave no answer completes, and names
 		// those members in metadata.murmur.noAnswerBelow, so its caller reads the answer with a gap line.
 		if below := NoAnswerBelow(tc.latest()); len(below) > 0 {
-			murmurMeta(t)["noAnswerBelow"] = noAnswerBelowMeta(below)
+			ids.Set(murmurMeta(t), ids.MetaNoAnswerBelow, noAnswerBelowMeta(below))
 		}
 		return answer, nil
 	}
@@ -261,7 +263,7 @@ func (s *Session) account(task, choice string, req InferRequest, resp InferRespo
 }
 
 // contextSnapshot is the budget check of SPEC's context fields for one choice.
-func contextSnapshot(ch Choice, used int64, measured string) *runtimetools.ContextSnapshot {
+func contextSnapshot(ch capsule.Choice, used int64, measured string) *runtimetools.ContextSnapshot {
 	cs := &runtimetools.ContextSnapshot{UsedTokens: used, WindowTokens: ch.ContextWindow, MeasuredBy: measured}
 	if ch.ContextWindow > 0 {
 		cs.BudgetTokens, cs.BudgetBasis = ch.ContextWindow-ch.MaxOutputTokens, "context_window_less_output_cap"
@@ -351,7 +353,7 @@ func (s *Session) dispatch(ctx context.Context, task string, call ToolCall) Tool
 		}
 		res = r
 	} else {
-		res = runtimetools.Refused(runtimetools.Unstaged(call.Name, s.tools.Names(), s.cfg.Capsule.declaresUnbuilt(call.Name)))
+		res = runtimetools.Refused(runtimetools.Unstaged(call.Name, s.tools.Names(), s.cfg.Capsule.DeclaresUnbuilt(call.Name)))
 	}
 	s.cfg.Metrics.ToolCalls.WithLabelValues(call.Name, res.Status).Inc()
 	s.cfg.Metrics.ToolDuration.WithLabelValues(call.Name).Observe(time.Since(start).Seconds())
@@ -443,7 +445,7 @@ func (s *Session) countInference(driver string, u Usage) {
 
 // buildDrivers makes a driver for every choice the capsule declares. The choice a session starts on
 // must be one this build serves.
-func buildDrivers(c *Capsule, hc *http.Client, getenv func(string) string) (map[string]Driver, error) {
+func buildDrivers(c *capsule.Capsule, hc *http.Client, getenv func(string) string) (map[string]Driver, error) {
 	out := map[string]Driver{}
 	for _, name := range c.Inference.ChoiceOrder {
 		ch := c.Inference.Choices[name]
@@ -452,7 +454,7 @@ func buildDrivers(c *Capsule, hc *http.Client, getenv func(string) string) (map[
 			sc := DefaultScript()
 			if ch.Script != "" {
 				var err error
-				if sc, err = LoadScript(capsulePath(c.Dir, ch.Script)); err != nil {
+				if sc, err = LoadScript(capsule.ResolvePath(c.Dir, ch.Script)); err != nil {
 					return nil, err
 				}
 			}

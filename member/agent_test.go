@@ -11,10 +11,12 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/murmur-run/murmur/a2a"
-	"github.com/murmur-run/murmur/roster"
 	"github.com/prometheus/client_golang/prometheus"
 	"gopkg.in/yaml.v3"
+
+	"github.com/murmur-run/murmur/a2a"
+	"github.com/murmur-run/murmur/member/capsule"
+	"github.com/murmur-run/murmur/roster"
 )
 
 // clock is a test clock that moves only when told to.
@@ -52,7 +54,7 @@ func startSession(t testing.TB, files map[string]string, o sessionOpts) (*testSe
 			t.Fatal(err)
 		}
 	}
-	c, err := LoadCapsule(dir)
+	c, err := capsule.Load(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -261,7 +263,7 @@ func TestNoticeMargin(t *testing.T) {
 		{2 * time.Hour, &ten, 10 * time.Second},
 		{2 * time.Hour, &zero, 0},
 	} {
-		c := &Capsule{Deadline: tc.deadline}
+		c := &capsule.Capsule{Deadline: tc.deadline}
 		c.Lifecycle.DeadlineNoticeSecs = tc.secs
 		if got := noticeMargin(c); got != tc.want {
 			t.Errorf("deadline %s, deadline_notice_secs %v: margin %s, want %s", tc.deadline, tc.secs, got, tc.want)

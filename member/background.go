@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/murmur-run/murmur/a2a"
+	"github.com/murmur-run/murmur/member/capsule"
 	"github.com/murmur-run/murmur/runtimetools"
 )
 
@@ -202,7 +203,7 @@ func (s *Session) backgroundEnded(c *bgCommand) {
 	s.mu.Lock()
 	closed := s.closed
 	s.mu.Unlock()
-	if closed || returned || cap.TaskAcceptance != "queue" || cap.AfterTask != "sleep" {
+	if closed || returned || cap.TaskAcceptance != capsule.AcceptQueue || cap.AfterTask != capsule.AfterTaskSleep {
 		return
 	}
 	text := fmt.Sprintf("Background command %s (%s) %s with exit code %d. Its output is in %s; background-command with this work id reports it.",

@@ -14,9 +14,11 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/murmur-run/murmur/a2a"
-	"github.com/prometheus/client_golang/prometheus/testutil"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/murmur-run/murmur/a2a"
 )
 
 // bgSession starts an agent that may run sh, whose commands move to the background after a second.

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/murmur-run/murmur/a2a"
+	"github.com/murmur-run/murmur/internal/ids"
 	"github.com/murmur-run/murmur/roster"
 	"github.com/murmur-run/murmur/runtimetools"
 )
@@ -168,9 +169,9 @@ func (tc *taskCalls) offer(ctx context.Context, c *memberCall) (*a2a.Task, error
 		MessageID: a2a.MessageID(newID(prefixMessage)),
 		Role:      a2a.RoleUser,
 		Parts:     []a2a.Part{a2a.TextPart(c.text)},
-		Metadata: map[string]any{"murmur": map[string]any{
-			"caller": s.cfg.Member, "call_id": c.id, "caller_task_id": tc.task, "trust": trust, "origin": OriginPeer,
-		}},
+		Metadata: map[string]any{ids.Meta: ids.NewMeta(map[ids.MetaKey]any{
+			ids.MetaCaller: s.cfg.Member, ids.MetaCallID: c.id, ids.MetaCallerTaskID: tc.task, ids.MetaTrust: trust, ids.MetaOrigin: OriginPeer,
+		})},
 	}
 	ctx, cancel := context.WithTimeout(ctx, peerRequestTimeout)
 	defer cancel()
@@ -304,12 +305,12 @@ func (tc *taskCalls) poll(c *memberCall) {
 		if !t.Status.State.Terminal() {
 			continue
 		}
-		meta, _ := t.Metadata["murmur"].(map[string]any)
+		meta := ids.Murmur(t.Metadata)
 		switch {
 		case t.Status.State == a2a.TaskStateCompleted:
 			a, _ := t.Artifact("response")
 			tc.end(c, "completed", a.Text(), tc.s.below(meta), false)
-		case t.Status.State == a2a.TaskStateFailed && meta["noAnswer"] == true:
+		case t.Status.State == a2a.TaskStateFailed && ids.Get(meta, ids.MetaNoAnswer) == true:
 			out := statusOf(t)
 			if out == "" {
 				out = c.member + " ended its task without an answer"
@@ -324,7 +325,7 @@ func (tc *taskCalls) poll(c *memberCall) {
 
 // below reads a member's metadata.murmur.noAnswerBelow: at most 8, roster members only, not completed.
 func (s *Session) below(meta map[string]any) []NoAnswer {
-	list, _ := meta["noAnswerBelow"].([]any)
+	list, _ := ids.Get(meta, ids.MetaNoAnswerBelow).([]any)
 	var out []NoAnswer
 	for _, e := range list {
 		m, _ := e.(map[string]any)

@@ -11,9 +11,12 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/murmur-run/murmur/a2a"
-	"github.com/murmur-run/murmur/roster"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/murmur-run/murmur/a2a"
+	"github.com/murmur-run/murmur/internal/ids"
+	"github.com/murmur-run/murmur/member/capsule"
+	"github.com/murmur-run/murmur/roster"
 )
 
 // fakePeers answers offers and reads from scripts, and notes when each offer arrived.
@@ -81,7 +84,7 @@ func callSession(t *testing.T, peers Peers, delegationSecs int) (*Session, *task
 		t.Fatal(err)
 	}
 	m, _ := NewMetrics(prometheus.NewRegistry())
-	c := &Capsule{Name: "lead"}
+	c := &capsule.Capsule{Name: "lead"}
 	c.Capabilities.Network.Allow = []string{"localhost"}
 	c.Lifecycle.DelegationDeadlineSecs = &delegationSecs
 	s := &Session{cfg: Config{Member: "lead", Capsule: c, Roster: r, Metrics: m, Getenv: func(string) string { return "" }},
@@ -258,7 +261,7 @@ func TestPollingEndings(t *testing.T) {
 			"worker did not answer within 30s. It was not cancelled and may still be working.", 30 * time.Second},
 		{"no answer", func(n int) (*a2a.Task, error) {
 			t := task(a2a.TaskStateFailed, "nobody knew")
-			t.Metadata = map[string]any{"murmur": map[string]any{"noAnswer": true, "noAnswerBelow": []any{
+			t.Metadata = map[string]any{ids.Meta: map[string]any{"noAnswer": true, "noAnswerBelow": []any{
 				map[string]any{"member": "lead", "status": "timed_out"}, map[string]any{"member": "stranger", "status": "failed"}}}}
 			return t, nil
 		}, "no_answer", "nobody knew", 500 * time.Millisecond},

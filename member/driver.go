@@ -8,6 +8,8 @@ import (
 	"regexp"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/murmur-run/murmur/member/capsule"
 )
 
 // Role says who a ChatMessage is from.
@@ -152,12 +154,12 @@ func EstimateInput(req InferRequest) int64 {
 
 // checkModelChoice is what every model driver checks of its choice: the right driver, a model, a
 // credential unless a base_url names a local server, and a way to resolve env: credentials.
-func checkModelChoice(driver, provider, keyVar, name string, ch Choice, getenv func(string) string) error {
+func checkModelChoice(driver, provider, keyVar, name string, ch capsule.Choice, getenv func(string) string) error {
 	switch {
 	case ch.Driver != "" && ch.Driver != driver:
 		return fmt.Errorf("%s choice %s: it uses driver %q, not %s", driver, name, ch.Driver, driver)
 	case ch.Model == "":
-		return fmt.Errorf("%s choice %s names no model; add one, such as model: %s", driver, name, exampleModels[driver])
+		return fmt.Errorf("%s choice %s names no model; add one, such as model: %s", driver, name, capsule.ExampleModels[driver])
 	case ch.Credential == "" && ch.BaseURL == "":
 		return fmt.Errorf("%s choice %s has no credential, which the %s API needs; add credential: env:%s (only a choice with a base_url, a local server, may go without)", driver, name, provider, keyVar)
 	case getenv == nil:

@@ -16,6 +16,8 @@ import (
 	"github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/anthropics/anthropic-sdk-go/v2/option"
 	"github.com/anthropics/anthropic-sdk-go/v2/packages/param"
+
+	"github.com/murmur-run/murmur/member/capsule"
 )
 
 const (
@@ -38,7 +40,7 @@ var anthropicIDRE = regexp.MustCompile(`[^A-Za-z0-9_-]`)
 // use: it keeps no per-call state.
 type AnthropicDriver struct {
 	name     string
-	ch       Choice
+	ch       capsule.Choice
 	endpoint string // the base URL as errors show it, without any userinfo; "" for the default
 	getenv   func(string) string
 	messages anthropic.MessageService
@@ -52,8 +54,8 @@ var _ Driver = (*AnthropicDriver)(nil)
 // fails that call with ResolveCredential's message. A choice may go without a credential only when it
 // names a base_url (a local server); no x-api-key header is sent then. Nothing is read from
 // ANTHROPIC_* variables or profiles: the choice alone says where requests go and with which key.
-func NewAnthropicDriver(name string, ch Choice, hc *http.Client, getenv func(string) string) (*AnthropicDriver, error) {
-	if err := checkModelChoice(DriverAnthropic, "Anthropic", "ANTHROPIC_API_KEY", name, ch, getenv); err != nil {
+func NewAnthropicDriver(name string, ch capsule.Choice, hc *http.Client, getenv func(string) string) (*AnthropicDriver, error) {
+	if err := checkModelChoice(capsule.DriverAnthropic, "Anthropic", "ANTHROPIC_API_KEY", name, ch, getenv); err != nil {
 		return nil, err
 	}
 	d := &AnthropicDriver{name: name, ch: ch, getenv: getenv}

@@ -13,6 +13,8 @@ import (
 
 	"github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/murmur-run/murmur/member/capsule"
 )
 
 // The fixtures under testdata/anthropic are Messages API answers in the shapes the API sends: text.json
@@ -45,10 +47,10 @@ type anthropicEnv = testEnv
 
 // newAnthropicTestDriver is the driver of choice claude on the fake server, its key in
 // MUR_TEST_ANTHROPIC_KEY.
-func newAnthropicTestDriver(t *testing.T, f *anthropicFake, edit func(*Choice)) (*AnthropicDriver, *anthropicEnv) {
+func newAnthropicTestDriver(t *testing.T, f *anthropicFake, edit func(*capsule.Choice)) (*AnthropicDriver, *anthropicEnv) {
 	t.Helper()
 	env := &anthropicEnv{vars: map[string]string{"MUR_TEST_ANTHROPIC_KEY": anthropicTestKey}}
-	ch := Choice{Driver: DriverAnthropic, Model: "claude-sonnet-4-5", BaseURL: f.URL, Credential: "env:MUR_TEST_ANTHROPIC_KEY"}
+	ch := capsule.Choice{Driver: capsule.DriverAnthropic, Model: "claude-sonnet-4-5", BaseURL: f.URL, Credential: "env:MUR_TEST_ANTHROPIC_KEY"}
 	if edit != nil {
 		edit(&ch)
 	}
@@ -137,7 +139,7 @@ func TestAnthropicToolUseAnswer(t *testing.T) {
 // ended without an answer) left out.
 func TestAnthropicConversationRequest(t *testing.T) {
 	f := newAnthropicFake(t, anthropicAnswer{Fixture: "text.json"})
-	d, _ := newAnthropicTestDriver(t, f, func(ch *Choice) { ch.MaxOutputTokens = 512 })
+	d, _ := newAnthropicTestDriver(t, f, func(ch *capsule.Choice) { ch.MaxOutputTokens = 512 })
 	req := InferRequest{
 		System: "You are a worker. Answer arithmetic questions.",
 		Messages: []ChatMessage{
@@ -343,7 +345,7 @@ func TestAnthropicMaxTokens(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			f := newAnthropicFake(t, anthropicAnswer{Fixture: "text.json"})
-			d, _ := newAnthropicTestDriver(t, f, func(ch *Choice) { ch.MaxOutputTokens = tt.max })
+			d, _ := newAnthropicTestDriver(t, f, func(ch *capsule.Choice) { ch.MaxOutputTokens = tt.max })
 			if _, err := d.Infer(t.Context(), anthropicTask("sum 2 3")); err != nil {
 				t.Fatal(err)
 			}
@@ -356,7 +358,7 @@ func TestAnthropicMaxTokens(t *testing.T) {
 
 func TestAnthropicStoppedWithoutAnswer(t *testing.T) {
 	f := newAnthropicFake(t, anthropicAnswer{Fixture: "max_tokens_empty.json"})
-	d, _ := newAnthropicTestDriver(t, f, func(ch *Choice) { ch.MaxOutputTokens = 16 })
+	d, _ := newAnthropicTestDriver(t, f, func(ch *capsule.Choice) { ch.MaxOutputTokens = 16 })
 	_, err := d.Infer(t.Context(), anthropicTask("sum 2 3"))
 	if err == nil || !strings.Contains(err.Error(), "stopped at max_tokens (16)") || !strings.Contains(err.Error(), "max_output_tokens") {
 		t.Errorf("error %v, want one naming max_tokens and max_output_tokens", err)
@@ -399,7 +401,7 @@ func TestAnthropicEndpoints(t *testing.T) {
 	} {
 		rt := &anthropicRedirect{to: to, next: f.Client().Transport}
 		env := map[string]string{"ANTHROPIC_API_KEY": anthropicTestKey}
-		ch := Choice{Driver: DriverAnthropic, Model: "claude-sonnet-4-5", BaseURL: tt.baseURL, Credential: "env:ANTHROPIC_API_KEY"}
+		ch := capsule.Choice{Driver: capsule.DriverAnthropic, Model: "claude-sonnet-4-5", BaseURL: tt.baseURL, Credential: "env:ANTHROPIC_API_KEY"}
 		d, err := NewAnthropicDriver("claude", ch, &http.Client{Transport: rt}, func(k string) string { return env[k] })
 		if err != nil {
 			t.Fatal(err)
@@ -423,7 +425,7 @@ func TestAnthropicEndpoints(t *testing.T) {
 
 func TestAnthropicLocalServerWithoutCredential(t *testing.T) {
 	f := newAnthropicFake(t, anthropicAnswer{Fixture: "text.json"})
-	d, _ := newAnthropicTestDriver(t, f, func(ch *Choice) { ch.Credential = "" })
+	d, _ := newAnthropicTestDriver(t, f, func(ch *capsule.Choice) { ch.Credential = "" })
 	if _, err := d.Infer(t.Context(), anthropicTask("sum 2 3")); err != nil {
 		t.Fatal(err)
 	}
@@ -550,13 +552,13 @@ func TestNewAnthropicDriverRefuses(t *testing.T) {
 	getenv := func(string) string { return "" }
 	for _, tt := range []struct {
 		name string
-		ch   Choice
+		ch   capsule.Choice
 		want string
 	}{
-		{"other driver", Choice{Driver: DriverOpenAI, Model: "m", Credential: "env:K"}, `uses driver "openai"`},
-		{"no model", Choice{Driver: DriverAnthropic, Credential: "env:K"}, "names no model"},
-		{"no credential", Choice{Driver: DriverAnthropic, Model: "m"}, "add credential: env:ANTHROPIC_API_KEY"},
-		{"bad base_url", Choice{Driver: DriverAnthropic, Model: "m", BaseURL: "127.0.0.1:8080"}, "base_url is not an http or https URL"},
+		{"other driver", capsule.Choice{Driver: capsule.DriverOpenAI, Model: "m", Credential: "env:K"}, `uses driver "openai"`},
+		{"no model", capsule.Choice{Driver: capsule.DriverAnthropic, Credential: "env:K"}, "names no model"},
+		{"no credential", capsule.Choice{Driver: capsule.DriverAnthropic, Model: "m"}, "add credential: env:ANTHROPIC_API_KEY"},
+		{"bad base_url", capsule.Choice{Driver: capsule.DriverAnthropic, Model: "m", BaseURL: "127.0.0.1:8080"}, "base_url is not an http or https URL"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := NewAnthropicDriver("claude", tt.ch, nil, getenv)

@@ -12,6 +12,8 @@ import (
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
+
+	"github.com/murmur-run/murmur/member/capsule"
 )
 
 // openAIDefaultBaseURL is where a choice without base_url goes: the SDK's production environment.
@@ -31,7 +33,7 @@ const (
 // safe for concurrent use: it keeps no per-call state.
 type OpenAIDriver struct {
 	name     string
-	ch       Choice
+	ch       capsule.Choice
 	endpoint string // the base URL as errors show it, without any userinfo
 	getenv   func(string) string
 	// completionTokens says whether the output cap goes in max_completion_tokens (the OpenAI API,
@@ -49,8 +51,8 @@ var _ Driver = (*OpenAIDriver)(nil)
 // ResolveCredential's message. A choice may go without a credential only when it names a base_url (a
 // local server); no Authorization header is sent then. Nothing is read from OPENAI_* variables: the
 // choice alone says where requests go and with which key.
-func NewOpenAIDriver(name string, ch Choice, hc *http.Client, getenv func(string) string) (*OpenAIDriver, error) {
-	if err := checkModelChoice(DriverOpenAI, "OpenAI", "OPENAI_API_KEY", name, ch, getenv); err != nil {
+func NewOpenAIDriver(name string, ch capsule.Choice, hc *http.Client, getenv func(string) string) (*OpenAIDriver, error) {
+	if err := checkModelChoice(capsule.DriverOpenAI, "OpenAI", "OPENAI_API_KEY", name, ch, getenv); err != nil {
 		return nil, err
 	}
 	if hc == nil {

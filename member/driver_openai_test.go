@@ -12,6 +12,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/openai/openai-go/v3"
+
+	"github.com/murmur-run/murmur/member/capsule"
 )
 
 // The fixtures under testdata/openai are Chat Completions answers in the shapes the OpenAI API sends
@@ -40,10 +42,10 @@ func openAIFixture(t *testing.T, name string) []byte {
 type openAIEnv = testEnv
 
 // newOpenAITestDriver is the driver of choice gpt on the fake server, its key in MUR_TEST_OPENAI_KEY.
-func newOpenAITestDriver(t *testing.T, f *openAIFake, edit func(*Choice)) (*OpenAIDriver, *openAIEnv) {
+func newOpenAITestDriver(t *testing.T, f *openAIFake, edit func(*capsule.Choice)) (*OpenAIDriver, *openAIEnv) {
 	t.Helper()
 	env := &openAIEnv{vars: map[string]string{"MUR_TEST_OPENAI_KEY": openAITestKey}}
-	ch := Choice{Driver: DriverOpenAI, Model: "gpt-4.1-mini", BaseURL: f.URL + "/v1", Credential: "env:MUR_TEST_OPENAI_KEY"}
+	ch := capsule.Choice{Driver: capsule.DriverOpenAI, Model: "gpt-4.1-mini", BaseURL: f.URL + "/v1", Credential: "env:MUR_TEST_OPENAI_KEY"}
 	if edit != nil {
 		edit(&ch)
 	}
@@ -98,7 +100,7 @@ func TestOpenAIToolCallAnswer(t *testing.T) {
 // testdata/openai/conversation_request.json, and the request's headers.
 func TestOpenAIConversationRequest(t *testing.T) {
 	f := newOpenAIFake(t, openAIAnswer{Fixture: "text.json"})
-	d, _ := newOpenAITestDriver(t, f, func(ch *Choice) { ch.MaxOutputTokens = 512 })
+	d, _ := newOpenAITestDriver(t, f, func(ch *capsule.Choice) { ch.MaxOutputTokens = 512 })
 	req := InferRequest{
 		System: "You are a worker. Answer arithmetic questions.",
 		Messages: []ChatMessage{
@@ -287,7 +289,7 @@ func TestOpenAILocalServerWithoutCredential(t *testing.T) {
 	t.Setenv("OPENAI_API_KEY", "sk-ambient-key-from-the-process")
 	t.Setenv("OPENAI_BASE_URL", "http://192.0.2.1:9/v1")
 	f := newOpenAIFake(t, openAIAnswer{Fixture: "ollama_text.json"})
-	d, _ := newOpenAITestDriver(t, f, func(ch *Choice) { ch.Model, ch.Credential = "llama3.2", "" })
+	d, _ := newOpenAITestDriver(t, f, func(ch *capsule.Choice) { ch.Model, ch.Credential = "llama3.2", "" })
 	got, err := d.Infer(t.Context(), openAITask("hello"))
 	if err != nil {
 		t.Fatal(err)
@@ -330,7 +332,7 @@ func TestOpenAIDefaultEndpoint(t *testing.T) {
 	transport := f.Client().Transport
 	rt := &openAIRedirect{to: to, next: transport}
 	env := map[string]string{"OPENAI_API_KEY": openAITestKey}
-	ch := Choice{Driver: DriverOpenAI, Model: "gpt-4.1-mini", Credential: "env:OPENAI_API_KEY", MaxOutputTokens: 2048}
+	ch := capsule.Choice{Driver: capsule.DriverOpenAI, Model: "gpt-4.1-mini", Credential: "env:OPENAI_API_KEY", MaxOutputTokens: 2048}
 	d, err := NewOpenAIDriver("gpt", ch, &http.Client{Transport: rt}, func(k string) string { return env[k] })
 	if err != nil {
 		t.Fatal(err)
@@ -477,13 +479,13 @@ func TestNewOpenAIDriverRefuses(t *testing.T) {
 	getenv := func(string) string { return "" }
 	tests := []struct {
 		name string
-		ch   Choice
+		ch   capsule.Choice
 		want string
 	}{
-		{"no model", Choice{Driver: DriverOpenAI, Credential: "env:OPENAI_API_KEY"}, "openai choice gpt names no model"},
-		{"no credential for the OpenAI API", Choice{Driver: DriverOpenAI, Model: "gpt-4.1-mini"}, "add credential: env:OPENAI_API_KEY"},
-		{"base_url not http", Choice{Driver: DriverOpenAI, Model: "m", BaseURL: "ftp://example.test/v1"}, "base_url is not an http or https URL"},
-		{"another driver", Choice{Driver: DriverAnthropic, Model: "claude-sonnet-4-5", Credential: "env:ANTHROPIC_API_KEY"}, `uses driver "anthropic"`},
+		{"no model", capsule.Choice{Driver: capsule.DriverOpenAI, Credential: "env:OPENAI_API_KEY"}, "openai choice gpt names no model"},
+		{"no credential for the OpenAI API", capsule.Choice{Driver: capsule.DriverOpenAI, Model: "gpt-4.1-mini"}, "add credential: env:OPENAI_API_KEY"},
+		{"base_url not http", capsule.Choice{Driver: capsule.DriverOpenAI, Model: "m", BaseURL: "ftp://example.test/v1"}, "base_url is not an http or https URL"},
+		{"another driver", capsule.Choice{Driver: capsule.DriverAnthropic, Model: "claude-sonnet-4-5", Credential: "env:ANTHROPIC_API_KEY"}, `uses driver "anthropic"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -494,7 +496,7 @@ func TestNewOpenAIDriverRefuses(t *testing.T) {
 		})
 	}
 	// A local server needs no credential, and nil hc is allowed.
-	if _, err := NewOpenAIDriver("local", Choice{Driver: DriverOpenAI, Model: "llama3.2", BaseURL: "http://127.0.0.1:11434/v1"}, nil, getenv); err != nil {
+	if _, err := NewOpenAIDriver("local", capsule.Choice{Driver: capsule.DriverOpenAI, Model: "llama3.2", BaseURL: "http://127.0.0.1:11434/v1"}, nil, getenv); err != nil {
 		t.Fatal(err)
 	}
 }

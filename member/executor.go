@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/murmur-run/murmur/a2a"
+	"github.com/murmur-run/murmur/internal/ids"
 )
 
 // execute runs one task to its end and stores every step. It owns r until it closes r.done.
@@ -37,7 +38,7 @@ func (s *Session) execute(ctx context.Context, r *runningTask) {
 	if err != nil {
 		s.log.Error("storing the working state", "task", r.id, "err", err)
 	}
-	s.records.Write("task_start", string(t.ID), map[string]any{"origin": murmurMeta(t)["origin"], "trust": murmurMeta(t)["trust"]})
+	s.records.Write("task_start", string(t.ID), map[string]any{"origin": ids.Get(murmurMeta(t), ids.MetaOrigin), "trust": ids.Get(murmurMeta(t), ids.MetaTrust)})
 
 	text := t.History[0].Text()
 	var answer string
@@ -63,8 +64,8 @@ func (s *Session) execute(ctx context.Context, r *runningTask) {
 		var na *errNoAnswer
 		errors.As(err, &na)
 		meta := murmurMeta(t)
-		meta["noAnswer"] = true
-		meta["noAnswerBelow"] = noAnswerBelowMeta(na.below)
+		ids.Set(meta, ids.MetaNoAnswer, true)
+		ids.Set(meta, ids.MetaNoAnswerBelow, noAnswerBelowMeta(na.below))
 		err = s.finishLocked(store, t, a2a.TaskStateFailed, na.reason, nil)
 	case err != nil:
 		err = s.finishLocked(store, t, a2a.TaskStateFailed, err.Error(), nil)
@@ -92,7 +93,7 @@ func (s *Session) finishLocked(ctx context.Context, t *a2a.Task, state a2a.TaskS
 	}
 	running := s.runningCommandsLocked()
 	if len(running) > 0 {
-		murmurMeta(t)["runningCommands"] = running
+		ids.Set(murmurMeta(t), ids.MetaRunningCommands, running)
 	}
 	err := s.cfg.Store.Update(ctx, t)
 	// The task leaves the session whether or not its end was stored: it runs and waits no more.
@@ -115,7 +116,7 @@ func (s *Session) finishLocked(ctx context.Context, t *a2a.Task, state a2a.TaskS
 	if running != nil {
 		fields["runningCommands"] = running
 	}
-	noAnswer := murmurMeta(t)["noAnswer"] == true
+	noAnswer := ids.Get(murmurMeta(t), ids.MetaNoAnswer) == true
 	var errs []error
 	switch {
 	case noAnswer:
@@ -158,6 +159,6 @@ func (s *Session) notifyLocked() {
 }
 
 func murmurMeta(t *a2a.Task) map[string]any {
-	m, _ := t.Metadata["murmur"].(map[string]any)
+	m := ids.Murmur(t.Metadata)
 	return m
 }

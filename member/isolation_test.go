@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/murmur-run/murmur/member/capsule"
 )
 
 func TestOwnCgroup(t *testing.T) {
@@ -42,7 +44,7 @@ func TestOwnCgroup(t *testing.T) {
 }
 
 func TestIsolationFindings(t *testing.T) {
-	c := &Capsule{Path: "/x/murmur.yaml"}
+	c := &capsule.Capsule{Path: "/x/murmur.yaml"}
 	codes := func(iso isolation) []string {
 		var out []string
 		for _, f := range isolationFindings(c, "m", iso) {
@@ -97,9 +99,9 @@ func TestCgroupsAreRemoved(t *testing.T) {
 }
 
 func TestConfinementFindings(t *testing.T) {
-	shell := &Capsule{Path: "/x/murmur.yaml", Inference: &Inference{}}
+	shell := &capsule.Capsule{Path: "/x/murmur.yaml", Inference: &capsule.Inference{}}
 	shell.Capabilities.Shell.Allow = []string{"sh"}
-	script := &Capsule{Path: "/x/murmur.yaml", Script: &ScriptSpec{Command: []string{"./a.sh"}}}
+	script := &capsule.Capsule{Path: "/x/murmur.yaml", Script: &capsule.ScriptSpec{Command: []string{"./a.sh"}}}
 	off := *script
 	off.Capabilities.Shell.Confine = ptrTo(false)
 	netOK := *script
@@ -109,7 +111,7 @@ func TestConfinementFindings(t *testing.T) {
 	noNet.netNS = 0
 	for _, tc := range []struct {
 		name string
-		c    *Capsule
+		c    *capsule.Capsule
 		abi  int
 		iso  isolation
 		want []string

@@ -1,8 +1,9 @@
 package member
 
 import (
-	"github.com/murmur-run/murmur/a2a"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/murmur-run/murmur/a2a"
 )
 
 // Metrics are the task, inference and tool series of one member (DESIGN §8). The registerer a session is

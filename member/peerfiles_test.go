@@ -17,12 +17,14 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/murmur-run/murmur/internal/peercred"
-	"github.com/murmur-run/murmur/peerfile"
-	"github.com/murmur-run/murmur/roster"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"gopkg.in/yaml.v3"
+
+	"github.com/murmur-run/murmur/internal/peercred"
+	"github.com/murmur-run/murmur/member/capsule"
+	"github.com/murmur-run/murmur/peerfile"
+	"github.com/murmur-run/murmur/roster"
 )
 
 const peerSecret = "formation-token-for-peer-files"
@@ -62,7 +64,7 @@ func peerSession(t *testing.T, member, extra string) *peerEnv {
 	must(t, os.MkdirAll(dir, 0o755))
 	must(t, os.WriteFile(filepath.Join(dir, "script.yaml"), []byte("rules:\n  - match: ''\n    turns:\n      - say: ok\n"), 0o644))
 	must(t, os.WriteFile(filepath.Join(dir, "murmur.yaml"), []byte(agentCapsule(extra)), 0o644))
-	c, err := LoadCapsule(dir)
+	c, err := capsule.Load(dir)
 	must(t, err)
 	store, err := OpenStore(filepath.Join(root, "tasks.db"))
 	must(t, err)

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/murmur-run/murmur/a2a"
+	"github.com/murmur-run/murmur/internal/ids"
 	"github.com/murmur-run/murmur/internal/peercred"
 	"github.com/murmur-run/murmur/roster"
 )
@@ -51,8 +52,8 @@ func (p *doorPeers) client(member, trust string) (*a2a.Client, error) {
 }
 
 func (p *doorPeers) Send(ctx context.Context, member string, msg *a2a.Message) (*a2a.Task, error) {
-	meta, _ := msg.Metadata["murmur"].(map[string]any)
-	trust, _ := meta["trust"].(string)
+	meta := ids.Murmur(msg.Metadata)
+	trust, _ := ids.Get(meta, ids.MetaTrust).(string)
 	c, err := p.client(member, trust)
 	if err != nil {
 		return nil, err

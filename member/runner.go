@@ -11,6 +11,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/murmur-run/murmur/member/capsule"
 )
 
 // program is one command the runtime runs for a capsule: a shell binary, a script capsule's command,
@@ -126,7 +128,7 @@ func (s *Session) secretGrant(p string) string {
 
 // runsCommands reports whether a capsule runs programs: a script capsule's command, shell binaries, a
 // done_check.
-func runsCommands(c *Capsule) bool {
+func runsCommands(c *capsule.Capsule) bool {
 	return !c.IsAgent() || len(c.Capabilities.Shell.Allow) > 0 || c.Lifecycle.DoneCheck != nil
 }
 
@@ -267,7 +269,7 @@ func (s *Session) capsuleProgram(command []string) (program, error) {
 	name := command[0]
 	path := name
 	if strings.Contains(name, "/") {
-		path = capsulePath(s.cfg.Capsule.Dir, name)
+		path = capsule.ResolvePath(s.cfg.Capsule.Dir, name)
 		fi, err := os.Stat(path)
 		if err != nil {
 			return program{}, err

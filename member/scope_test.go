@@ -11,6 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/murmur-run/murmur/a2a"
+	"github.com/murmur-run/murmur/internal/ids"
 )
 
 // peerTask is storeTask n sent by caller ("" for the operator's).
@@ -20,7 +21,7 @@ func peerTask(n int, caller string) *a2a.Task {
 	if caller != "" {
 		meta["origin"], meta["caller"], meta["trust"] = OriginPeer, caller, TrustUntrusted
 	}
-	t.Metadata = map[string]any{"murmur": meta}
+	t.Metadata = map[string]any{ids.Meta: meta}
 	return t
 }
 

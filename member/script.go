@@ -17,6 +17,8 @@ import (
 	"unicode/utf8"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/murmur-run/murmur/internal/yamldoc"
 )
 
 //go:embed default_script.yaml
@@ -68,7 +70,7 @@ type ScriptError struct {
 	Fix  string
 }
 
-func (e *ScriptError) Error() string { return formatFileError(e.File, e.Line, e.Msg, e.Fix) }
+func (e *ScriptError) Error() string { return yamldoc.Format(e.File, e.Line, e.Msg, e.Fix) }
 
 // The keys every template's data holds, besides the matching rule's named groups.
 var scriptDataKeys = []string{"task", "results", "answers", "message", "transcript", "system", "tools", "turn"}
@@ -100,58 +102,57 @@ func LoadScript(path string) (*Script, error) {
 // that are not RE2 and templates that do not compile are errors, every one reported (joined with
 // errors.Join, each a *ScriptError) with its line.
 func ParseScript(path string, data []byte) (*Script, error) {
-	d := &yamlDoc{
-		lines:    map[string]int{},
-		misspelt: map[string]bool{},
-		mk: func(line int, msg, fix string) error {
+	d := &yamldoc.Doc{
+		Lines: map[string]int{},
+		Mk: func(line int, msg, fix string) error {
 			return &ScriptError{File: path, Line: line, Msg: msg, Fix: fix}
 		},
 	}
-	root := d.root(data, "rules: [{match: '', turns: [{say: 'echo: {{.task}}'}]}]")
+	root := d.Root(data, "rules: [{match: '', turns: [{say: 'echo: {{.task}}'}]}]")
 	if root == nil {
-		return nil, d.err()
+		return nil, d.Err()
 	}
 	s := &Script{Path: path}
 	var rulesKey *yaml.Node
-	d.fields(root, "", []yamlField{{"rules", func(k, v *yaml.Node) {
+	d.Fields(root, "", []yamldoc.Field{{Name: "rules", Fn: func(k, v *yaml.Node) {
 		rulesKey = k
-		if !d.isKind(v, yaml.SequenceNode, "rules") {
+		if !d.IsKind(v, yaml.SequenceNode, "rules") {
 			return
 		}
 		if len(v.Content) == 0 {
-			d.add(v.Line, "rules is empty", "write at least one rule, such as rules: [{match: '', turns: [{say: 'echo: {{.task}}'}]}]")
+			d.Add(v.Line, "rules is empty", "write at least one rule, such as rules: [{match: '', turns: [{say: 'echo: {{.task}}'}]}]")
 		}
 		for i, rn := range v.Content {
-			if r, ok := parseRule(d, yamlDeref(rn), fmt.Sprintf("rules[%d]", i)); ok {
+			if r, ok := parseRule(d, yamldoc.Deref(rn), fmt.Sprintf("rules[%d]", i)); ok {
 				s.Rules = append(s.Rules, r)
 			}
 		}
 	}}})
 	if rulesKey == nil {
-		d.missing(root.Line, "rules", "rules is missing", "write rules: followed by a list of rules, the last one match: '' as a catch-all")
+		d.Missing(root.Line, "rules", "rules is missing", "write rules: followed by a list of rules, the last one match: '' as a catch-all")
 	}
-	if err := d.err(); err != nil {
+	if err := d.Err(); err != nil {
 		return nil, err
 	}
 	return s, nil
 }
 
-func parseRule(d *yamlDoc, n *yaml.Node, path string) (ScriptRule, bool) {
+func parseRule(d *yamldoc.Doc, n *yaml.Node, path string) (ScriptRule, bool) {
 	r := ScriptRule{Line: n.Line}
 	var matchVal, turnsKey *yaml.Node
 	var turnNodes []*yaml.Node
-	if !d.fields(n, path, []yamlField{
-		{"match", func(_, v *yaml.Node) {
-			if s, ok := d.text(v, path+".match"); ok {
+	if !d.Fields(n, path, []yamldoc.Field{
+		{Name: "match", Fn: func(_, v *yaml.Node) {
+			if s, ok := d.Text(v, path+".match"); ok {
 				r.Match, matchVal = s, v
 			}
 		}},
-		{"turns", func(k, v *yaml.Node) {
+		{Name: "turns", Fn: func(k, v *yaml.Node) {
 			turnsKey = k
-			if d.isKind(v, yaml.SequenceNode, path+".turns") {
+			if d.IsKind(v, yaml.SequenceNode, path+".turns") {
 				turnNodes = v.Content
 				if len(turnNodes) == 0 {
-					d.add(v.Line, path+".turns is empty", "write at least one turn, such as turns: [{say: 'done'}]")
+					d.Add(v.Line, path+".turns is empty", "write at least one turn, such as turns: [{say: 'done'}]")
 				}
 			}
 		}},
@@ -160,13 +161,13 @@ func parseRule(d *yamlDoc, n *yaml.Node, path string) (ScriptRule, bool) {
 	}
 	ok := true
 	groups := []string{}
-	if matchVal == nil && d.lines[path+".match"] == 0 {
-		d.missing(n.Line, path+".match", path+" has no match", "write match: with an RE2 expression the task text must match, or match: '' to match every task")
+	if matchVal == nil && d.Lines[path+".match"] == 0 {
+		d.Missing(n.Line, path+".match", path+" has no match", "write match: with an RE2 expression the task text must match, or match: '' to match every task")
 		ok = false
 	} else if matchVal != nil {
 		re, err := regexp.Compile(r.Match)
 		if err != nil {
-			d.add(matchVal.Line, fmt.Sprintf("%s.match is not an RE2 expression: %s", path, strings.TrimPrefix(err.Error(), "error parsing regexp: ")),
+			d.Add(matchVal.Line, fmt.Sprintf("%s.match is not an RE2 expression: %s", path, strings.TrimPrefix(err.Error(), "error parsing regexp: ")),
 				"fix the expression; write it in single quotes so that YAML leaves its backslashes alone")
 			ok = false
 		} else {
@@ -176,7 +177,7 @@ func parseRule(d *yamlDoc, n *yaml.Node, path string) (ScriptRule, bool) {
 					continue
 				}
 				if slices.Contains(scriptDataKeys, g) {
-					d.add(matchVal.Line, fmt.Sprintf("%s.match names a group %q, which is a key the template data already has", path, g),
+					d.Add(matchVal.Line, fmt.Sprintf("%s.match names a group %q, which is a key the template data already has", path, g),
 						"rename the group; these names are taken: "+strings.Join(scriptDataKeys, ", "))
 					ok = false
 				}
@@ -187,39 +188,39 @@ func parseRule(d *yamlDoc, n *yaml.Node, path string) (ScriptRule, bool) {
 		ok = false
 	}
 	if turnsKey == nil {
-		d.missing(n.Line, path+".turns", path+" has no turns", "write turns: with at least one turn, such as turns: [{say: 'done'}]")
+		d.Missing(n.Line, path+".turns", path+" has no turns", "write turns: with at least one turn, such as turns: [{say: 'done'}]")
 		ok = false
 	}
 	known := append(slices.Clone(scriptDataKeys), groups...)
 	for i, tn := range turnNodes {
-		t, tok := parseTurn(d, yamlDeref(tn), fmt.Sprintf("%s.turns[%d]", path, i), known)
+		t, tok := parseTurn(d, yamldoc.Deref(tn), fmt.Sprintf("%s.turns[%d]", path, i), known)
 		ok = ok && tok
 		r.Turns = append(r.Turns, t)
 	}
 	return r, ok
 }
 
-func parseTurn(d *yamlDoc, n *yaml.Node, path string, known []string) (ScriptTurn, bool) {
+func parseTurn(d *yamldoc.Doc, n *yaml.Node, path string, known []string) (ScriptTurn, bool) {
 	t := ScriptTurn{Line: n.Line}
 	var sayKey, callKey *yaml.Node
-	ok := d.fields(n, path, []yamlField{
-		{"say", func(k, v *yaml.Node) {
+	ok := d.Fields(n, path, []yamldoc.Field{
+		{Name: "say", Fn: func(k, v *yaml.Node) {
 			sayKey = k
-			if s, good := d.text(v, path+".say"); good {
+			if s, good := d.Text(v, path+".say"); good {
 				t.Say = s
 				t.say = compileTemplate(d, v, path+".say", s, known)
 			}
 		}},
-		{"call", func(k, v *yaml.Node) {
+		{Name: "call", Fn: func(k, v *yaml.Node) {
 			callKey = k
-			if !d.isKind(v, yaml.SequenceNode, path+".call") {
+			if !d.IsKind(v, yaml.SequenceNode, path+".call") {
 				return
 			}
 			if len(v.Content) == 0 {
-				d.add(v.Line, path+".call is empty", "list at least one call, such as call: [{tool: expr, input: {args: ['1', '+', '2']}}]")
+				d.Add(v.Line, path+".call is empty", "list at least one call, such as call: [{tool: expr, input: {args: ['1', '+', '2']}}]")
 			}
 			for i, cn := range v.Content {
-				if c, good := parseCall(d, yamlDeref(cn), fmt.Sprintf("%s.call[%d]", path, i), known); good {
+				if c, good := parseCall(d, yamldoc.Deref(cn), fmt.Sprintf("%s.call[%d]", path, i), known); good {
 					t.Calls = append(t.Calls, c)
 				}
 			}
@@ -230,35 +231,35 @@ func parseTurn(d *yamlDoc, n *yaml.Node, path string, known []string) (ScriptTur
 	}
 	switch {
 	case sayKey != nil && callKey != nil:
-		d.add(callKey.Line, path+" both says and calls", "split it into two turns: the calls first, then the say")
+		d.Add(callKey.Line, path+" both says and calls", "split it into two turns: the calls first, then the say")
 		return t, false
 	case sayKey == nil && callKey == nil:
-		d.add(n.Line, path+" neither says nor calls", "write say: TEXT, or call: [{tool: NAME, input: {...}}]")
+		d.Add(n.Line, path+" neither says nor calls", "write say: TEXT, or call: [{tool: NAME, input: {...}}]")
 		return t, false
 	}
 	return t, (sayKey != nil && t.say != nil) || (callKey != nil && len(t.Calls) > 0)
 }
 
-func parseCall(d *yamlDoc, n *yaml.Node, path string, known []string) (ScriptCall, bool) {
+func parseCall(d *yamldoc.Doc, n *yaml.Node, path string, known []string) (ScriptCall, bool) {
 	c := ScriptCall{Line: n.Line, Input: map[string]any{}}
 	c.input = inputMap{}
 	var toolKey *yaml.Node
 	good := true
-	if !d.fields(n, path, []yamlField{
-		{"tool", func(k, v *yaml.Node) {
+	if !d.Fields(n, path, []yamldoc.Field{
+		{Name: "tool", Fn: func(k, v *yaml.Node) {
 			toolKey = k
-			if s, ok := d.text(v, path+".tool"); ok {
+			if s, ok := d.Text(v, path+".tool"); ok {
 				c.Tool = s
 				if strings.TrimSpace(s) == "" {
-					d.add(v.Line, path+".tool is empty", "name the tool to call, such as tool: call-member")
+					d.Add(v.Line, path+".tool is empty", "name the tool to call, such as tool: call-member")
 					good = false
 				}
 			} else {
 				good = false
 			}
 		}},
-		{"input", func(_, v *yaml.Node) {
-			if !d.isKind(v, yaml.MappingNode, path+".input") {
+		{Name: "input", Fn: func(_, v *yaml.Node) {
+			if !d.IsKind(v, yaml.MappingNode, path+".input") {
 				good = false
 				return
 			}
@@ -269,7 +270,7 @@ func parseCall(d *yamlDoc, n *yaml.Node, path string, known []string) (ScriptCal
 		return c, false
 	}
 	if toolKey == nil {
-		d.missing(n.Line, path+".tool", path+" names no tool", "write tool: NAME, such as tool: call-member")
+		d.Missing(n.Line, path+".tool", path+" names no tool", "write tool: NAME, such as tool: call-member")
 		return c, false
 	}
 	return c, good
@@ -321,14 +322,14 @@ func (l inputLiteral) render(map[string]any) (any, error) { return l.v, nil }
 
 // compileInput compiles the input value v: its string leaves become templates, other scalars pass
 // through as YAML reads them. It returns the value as written, too.
-func compileInput(d *yamlDoc, v *yaml.Node, path string, known []string) (any, inputNode, bool) {
-	v = yamlDeref(v)
+func compileInput(d *yamldoc.Doc, v *yaml.Node, path string, known []string) (any, inputNode, bool) {
+	v = yamldoc.Deref(v)
 	switch v.Kind {
 	case yaml.MappingNode:
 		raw := map[string]any{}
 		m := inputMap{}
 		ok := true
-		d.entries(v, path, func(k, val *yaml.Node) {
+		d.Walk(v, path, func(k, val *yaml.Node) {
 			r, n, good := compileInput(d, val, path+"."+k.Value, known)
 			ok = ok && good
 			raw[k.Value] = r
@@ -353,12 +354,12 @@ func compileInput(d *yamlDoc, v *yaml.Node, path string, known []string) (any, i
 		}
 		var lit any
 		if err := v.Decode(&lit); err != nil {
-			d.add(v.Line, fmt.Sprintf("%s cannot be read: %v", path, err), "quote it to pass it as text")
+			d.Add(v.Line, fmt.Sprintf("%s cannot be read: %v", path, err), "quote it to pass it as text")
 			return nil, inputLiteral{}, false
 		}
 		return lit, inputLiteral{lit}, true
 	}
-	d.add(v.Line, fmt.Sprintf("%s is %s", path, yamlDescribe(v)), "write text, a number, true, false, a list or a mapping")
+	d.Add(v.Line, fmt.Sprintf("%s is %s", path, yamldoc.Describe(v)), "write text, a number, true, false, a list or a mapping")
 	return nil, inputLiteral{}, false
 }
 
@@ -366,10 +367,10 @@ var templatePrefixRE = regexp.MustCompile(`^template: [^:]*:\d+(:\d+)?: `)
 
 // compileTemplate compiles src, the value at v, and checks that every field it reads from the template
 // data's top level is one the data will hold; it reports problems at v's line and returns nil then.
-func compileTemplate(d *yamlDoc, v *yaml.Node, path, src string, known []string) *template.Template {
+func compileTemplate(d *yamldoc.Doc, v *yaml.Node, path, src string, known []string) *template.Template {
 	t, err := template.New("t").Option("missingkey=error").Funcs(scriptFuncs).Parse(src)
 	if err != nil {
-		d.add(v.Line, fmt.Sprintf("%s is not a valid template: %s", path, templatePrefixRE.ReplaceAllString(err.Error(), "")),
+		d.Add(v.Line, fmt.Sprintf("%s is not a valid template: %s", path, templatePrefixRE.ReplaceAllString(err.Error(), "")),
 			"fix the template; actions are written {{.task}}, {{.member}} or {{(index .results 0).output}}")
 		return nil
 	}
@@ -385,10 +386,10 @@ func compileTemplate(d *yamlDoc, v *yaml.Node, path, src string, known []string)
 			dotted[i] = "." + k
 		}
 		fix := "the template data holds " + strings.Join(dotted, ", ")
-		if near := closestName(bad, known); near != "" {
+		if near := yamldoc.Closest(bad, known); near != "" {
 			fix += fmt.Sprintf("; did you mean \".%s\"?", near)
 		}
-		d.add(v.Line, fmt.Sprintf("%s reads .%s, which the template data does not hold", path, bad), fix)
+		d.Add(v.Line, fmt.Sprintf("%s reads .%s, which the template data does not hold", path, bad), fix)
 		return nil
 	}
 	return t

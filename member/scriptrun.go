@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -97,12 +96,4 @@ func (s *Session) workdir() string {
 		return s.cfg.WorkDir
 	}
 	return s.cfg.Capsule.Dir
-}
-
-// capsulePath resolves a path written in murmur.yaml against the capsule directory.
-func capsulePath(dir, p string) string {
-	if filepath.IsAbs(p) {
-		return p
-	}
-	return filepath.Join(dir, p)
 }

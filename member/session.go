@@ -13,7 +13,9 @@ import (
 	"time"
 
 	"github.com/murmur-run/murmur/a2a"
+	"github.com/murmur-run/murmur/internal/ids"
 	"github.com/murmur-run/murmur/internal/peercred"
+	"github.com/murmur-run/murmur/member/capsule"
 	"github.com/murmur-run/murmur/roster"
 	"github.com/murmur-run/murmur/runtimetools"
 )
@@ -71,7 +73,7 @@ type Origin struct {
 type Config struct {
 	Member    string // the member's name in its roster
 	Formation string
-	Capsule   *Capsule
+	Capsule   *capsule.Capsule
 	Store     *Store
 	// RecordsRoot is the project's records directory; the session's records go in RecordsRoot/<session id>.
 	RecordsRoot string
@@ -302,7 +304,7 @@ func (s *Session) ID() string { return s.id }
 func (s *Session) RecordsDir() string { return s.records.Dir() }
 
 // Capsule returns the capsule the session runs.
-func (s *Session) Capsule() *Capsule { return s.cfg.Capsule }
+func (s *Session) Capsule() *capsule.Capsule { return s.cfg.Capsule }
 
 // Ping reports whether the session can take work: not closed, store answering.
 func (s *Session) Ping(ctx context.Context) error {
@@ -355,16 +357,16 @@ func (s *Session) Send(ctx context.Context, msg *a2a.Message, origin Origin) (*a
 	}
 	in := *msg
 	in.TaskID, in.ContextID = id, contextID
-	meta := map[string]any{"member": s.cfg.Member, "trust": origin.Trust, "origin": origin.Origin}
+	meta := ids.NewMeta(map[ids.MetaKey]any{ids.MetaMember: s.cfg.Member, ids.MetaTrust: origin.Trust, ids.MetaOrigin: origin.Origin})
 	if origin.Origin == OriginPeer {
-		meta["caller"] = origin.Caller
+		ids.Set(meta, ids.MetaCaller, origin.Caller)
 	}
 	t := &a2a.Task{
 		ID:        id,
 		ContextID: contextID,
 		Status:    a2a.TaskStatus{State: a2a.TaskStateSubmitted, Timestamp: a2a.NewTimestamp(now)},
 		History:   []a2a.Message{in},
-		Metadata:  map[string]any{"murmur": meta},
+		Metadata:  map[string]any{ids.Meta: meta},
 	}
 	refusal, ok := s.admit.take()
 	if !ok {

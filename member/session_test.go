@@ -11,8 +11,9 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/murmur-run/murmur/a2a"
 	"go.uber.org/goleak"
+
+	"github.com/murmur-run/murmur/a2a"
 )
 
 // TestMain also lets the test binary be the confining helper of shell commands, as mur is.

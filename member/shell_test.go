@@ -8,8 +8,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/murmur-run/murmur/a2a"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/murmur-run/murmur/a2a"
+	"github.com/murmur-run/murmur/member/capsule"
 )
 
 // shellSession starts an agent whose one rule makes the given tool call and answers with the result
@@ -176,7 +178,7 @@ func TestShellAllowlistBypassesStartNothing(t *testing.T) {
 }
 
 func TestShellNameThatResolvesNowhereFailsStaging(t *testing.T) {
-	c := &Capsule{Path: "/x/murmur.yaml", Inference: &Inference{Driver: "local", ChoiceOrder: []string{"local"}, Choices: map[string]Choice{"local": {Driver: "script"}}}}
+	c := &capsule.Capsule{Path: "/x/murmur.yaml", Inference: &capsule.Inference{Driver: "local", ChoiceOrder: []string{"local"}, Choices: map[string]capsule.Choice{"local": {Driver: "script"}}}}
 	c.Capabilities.Shell.Allow = []string{"no-such-binary-anywhere"}
 	found := false
 	for _, f := range CheckCapsule(c, "m", func(string) string { return "" }) {

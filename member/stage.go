@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/murmur-run/murmur/member/capsule"
 	"github.com/murmur-run/murmur/roster"
 	"github.com/murmur-run/murmur/runtimetools"
 )
@@ -55,7 +56,7 @@ func CheckFormation(r *roster.Roster, only []string, getenv func(string) string)
 		if len(only) > 0 && !slices.Contains(only, m.Name) {
 			continue
 		}
-		c, err := LoadCapsule(m.Capsule)
+		c, err := capsule.Load(m.Capsule)
 		if err != nil {
 			for _, e := range splitJoined(err) {
 				out = append(out, Finding{Code: CodeCapsuleInvalid, Member: m.Name, Message: e.Error()})
@@ -100,7 +101,7 @@ func egressName(host string) string {
 }
 
 // CheckCapsule returns the staging findings of one capsule.
-func CheckCapsule(c *Capsule, memberName string, getenv func(string) string) []Finding {
+func CheckCapsule(c *capsule.Capsule, memberName string, getenv func(string) string) []Finding {
 	var out []Finding
 	for _, list := range [][]string{c.Tools, c.Skills} {
 		for _, name := range list {
@@ -111,9 +112,9 @@ func CheckCapsule(c *Capsule, memberName string, getenv func(string) string) []F
 			}
 		}
 	}
-	for _, d := range c.unbuiltDeclarations() {
+	for _, d := range c.UnbuiltDeclarations() {
 		out = append(out, Finding{Code: CodeNotBuilt, Member: memberName, Message: fmt.Sprintf(
-			"%s: %s is declared, but this build of mur does not provide %s yet; the declaration has no effect", c.Path, d.key, d.what)})
+			"%s: %s is declared, but this build of mur does not provide %s yet; the declaration has no effect", c.Path, d.Key, d.What)})
 	}
 	if c.IsAgent() && len(c.Capabilities.Shell.Allow) > 0 {
 		for _, name := range c.Capabilities.Shell.Allow {
@@ -157,7 +158,7 @@ func CheckCapsule(c *Capsule, memberName string, getenv func(string) string) []F
 
 // confinementFindings warns about what the host (its Landlock ABI, abi, 0 for none, and iso) or the
 // capsule leaves out of a command's confinement.
-func confinementFindings(c *Capsule, memberName string, abi int, iso isolation) []Finding {
+func confinementFindings(c *capsule.Capsule, memberName string, abi int, iso isolation) []Finding {
 	var out []Finding
 	off := c.Capabilities.Shell.Confine != nil && !*c.Capabilities.Shell.Confine
 	switch {
@@ -187,7 +188,7 @@ func confinementFindings(c *Capsule, memberName string, abi int, iso isolation) 
 }
 
 // commandsOf names what a capsule runs, for findings.
-func commandsOf(c *Capsule) string {
+func commandsOf(c *capsule.Capsule) string {
 	switch {
 	case !c.IsAgent():
 		return "the script command"
@@ -198,7 +199,7 @@ func commandsOf(c *Capsule) string {
 }
 
 // verb agrees a verb with commandsOf(c): "shell commands run", "the script command runs".
-func verb(c *Capsule, v string) string {
+func verb(c *capsule.Capsule, v string) string {
 	if c.IsAgent() && len(c.Capabilities.Shell.Allow) > 0 {
 		return v
 	}
@@ -206,7 +207,7 @@ func verb(c *Capsule, v string) string {
 }
 
 // isolationFindings warns about what this host does not let mur put around a capsule's shell commands.
-func isolationFindings(c *Capsule, memberName string, iso isolation) []Finding {
+func isolationFindings(c *capsule.Capsule, memberName string, iso isolation) []Finding {
 	var out []Finding
 	if !iso.treeKill() {
 		out = append(out, Finding{Code: CodeShellReach, Member: memberName, Message: fmt.Sprintf(

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/murmur-run/murmur/member/capsule"
 	"github.com/murmur-run/murmur/runtimetools"
 )
 
@@ -102,7 +103,7 @@ var errSessionDeadline = errors.New("session deadline reached")
 // noticeMargin is how long before the deadline the notice is given (SPEC "The deadline notice"): the
 // capsule's lifecycle.deadline_notice_secs, or five minutes or a tenth of the deadline, whichever is
 // shorter, at least a second. Zero sends none.
-func noticeMargin(c *Capsule) time.Duration {
+func noticeMargin(c *capsule.Capsule) time.Duration {
 	if n := c.Lifecycle.DeadlineNoticeSecs; n != nil {
 		return time.Duration(*n) * time.Second
 	}

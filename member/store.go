@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/murmur-run/murmur/a2a"
+	"github.com/murmur-run/murmur/internal/ids"
 	"github.com/murmur-run/murmur/roster"
 
 	_ "modernc.org/sqlite" // the "sqlite" database/sql driver
@@ -276,7 +277,7 @@ func (s *Store) Create(ctx context.Context, t *a2a.Task) error {
 // taskCaller is the member that sent t, from its metadata (murmur.caller); "" for the operator's tasks.
 // It is set once, when the task is created, and never changes.
 func taskCaller(t *a2a.Task) string {
-	c, _ := murmurMeta(t)["caller"].(string)
+	c, _ := ids.Get(murmurMeta(t), ids.MetaCaller).(string)
 	return c
 }
 

@@ -17,6 +17,7 @@ import (
 	"github.com/oklog/ulid/v2"
 
 	"github.com/murmur-run/murmur/a2a"
+	"github.com/murmur-run/murmur/internal/ids"
 )
 
 var storeEpoch = time.Date(2026, 12, 2, 10, 30, 0, 0, time.UTC)
@@ -99,7 +100,7 @@ func fullTask() *a2a.Task {
 				Parts:            []a2a.Part{a2a.TextPart("line one\nline two, ünïcode ✓")},
 				ContextID:        ctxID,
 				TaskID:           id,
-				Metadata:         map[string]any{"murmur": map[string]any{"caller": "alpha", "origin": "peer"}},
+				Metadata:         map[string]any{ids.Meta: map[string]any{"caller": "alpha", "origin": "peer"}},
 				Extensions:       []string{"urn:ext"},
 				ReferenceTaskIDs: []a2a.TaskID{"tsk_older"},
 			},

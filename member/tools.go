@@ -7,8 +7,10 @@ import (
 	"path/filepath"
 	"slices"
 
-	"github.com/murmur-run/murmur/runtimetools"
 	"gopkg.in/yaml.v3"
+
+	"github.com/murmur-run/murmur/internal/ids"
+	"github.com/murmur-run/murmur/runtimetools"
 )
 
 // stageTools builds the registry of the runtime-provided tools this capsule is granted (SPEC "The
@@ -26,7 +28,7 @@ func (s *Session) stageTools() (*runtimetools.Registry, error) {
 			tools = append(tools, &runtimetools.BackgroundCommand{Commands: backgroundTools{s}, Recorder: s.records})
 		}
 		tools = append(tools, &runtimetools.SessionStatus{Source: s, Recorder: s.records})
-		if slices.Contains(c.Control.AgentSettings, "inference.driver") {
+		if slices.Contains(c.Control.AgentSettings, string(ids.SettingInferenceDriver)) {
 			tools = append(tools, &runtimetools.SwitchDriver{Control: s, Recorder: s.records})
 		}
 		if len(s.Callable()) > 0 {

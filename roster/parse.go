@@ -16,8 +16,9 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/agnivade/levenshtein"
 	"gopkg.in/yaml.v3"
+
+	"github.com/murmur-run/murmur/internal/yamldoc"
 )
 
 const (
@@ -95,13 +96,13 @@ func (p *parser) root(data []byte) *yaml.Node {
 		p.syntax(data, err)
 		return nil
 	}
-	if len(doc.Content) == 0 || isNull(deref(doc.Content[0])) {
+	if len(doc.Content) == 0 || yamldoc.IsNull(yamldoc.Deref(doc.Content[0])) {
 		p.add(0, "the file is empty", "write "+exampleRoster)
 		return nil
 	}
-	n := deref(doc.Content[0])
+	n := yamldoc.Deref(doc.Content[0])
 	if n.Kind != yaml.MappingNode {
-		p.add(n.Line, "the file must be a mapping of keys, not "+describe(n), "write "+exampleRoster)
+		p.add(n.Line, "the file must be a mapping of keys, not "+yamldoc.Describe(n), "write "+exampleRoster)
 		return nil
 	}
 	return n
@@ -113,63 +114,10 @@ func (p *parser) syntax(data []byte, err error) {
 	if m := yamlLine.FindStringSubmatch(msg); m != nil {
 		line, _ = strconv.Atoi(m[1])
 		msg = m[2]
-		line = problemLine(data, line)
+		line = yamldoc.ProblemLine(data, line)
 	}
 	p.add(line, "not valid YAML: "+msg,
 		`fix the syntax there: indent with spaces, not tabs, and quote text that holds ": " or starts with * & ! | > % @ (write "*" as to: ["*"])`)
-}
-
-// problemLine narrows down where a syntax error is. yaml.v3 names the line where the enclosing block
-// starts (its "context"), which can be far above the mistake, so this finds the shortest run of the file's
-// lines from there on that already fails to parse: its last line is where the mistake is. A prefix ends
-// no block early that the mistake's own block did not, so the answer is never above the decoder's.
-// When the block left open at the end of the file began on its first line, yaml.v3 has no context line
-// and names the line after the file's end instead; the search then starts at the top.
-func problemLine(data []byte, reported int) int {
-	last := lastLine(data)
-	from := reported
-	if from > last {
-		from, reported = 1, last
-	}
-	lines := bytes.SplitAfter(data, []byte("\n"))
-	if len(lines[len(lines)-1]) == 0 {
-		lines = lines[:len(lines)-1]
-	}
-	if len(lines) > 5000 {
-		return reported
-	}
-	for k := max(from, 1); k <= len(lines); k++ {
-		dec := yaml.NewDecoder(bytes.NewReader(bytes.Join(lines[:k], nil)))
-		for {
-			var n yaml.Node
-			err := dec.Decode(&n)
-			if errors.Is(err, io.EOF) {
-				break
-			}
-			if err != nil {
-				return k
-			}
-		}
-	}
-	return reported
-}
-
-// lastLine returns the number of the last line of data as YAML counts lines: it breaks them at \n, \r,
-// \r\n, NEL, LS and PS, and a break that ends the file starts no line.
-func lastLine(data []byte) int {
-	n, prev := 1, rune(0)
-	for _, c := range string(data) {
-		switch {
-		case c == '\n' && prev == '\r':
-		case c == '\n', c == '\r', c == '\u0085', c == '\u2028', c == '\u2029':
-			n++
-		}
-		prev = c
-	}
-	if strings.ContainsRune("\n\r\u0085\u2028\u2029", prev) {
-		n--
-	}
-	return max(n, 1)
 }
 
 // field is one key of a mapping with its value.
@@ -180,9 +128,9 @@ type field struct{ key, val *yaml.Node }
 func (p *parser) fields(n *yaml.Node, where string, known []string) map[string]field {
 	out := map[string]field{}
 	for i := 0; i+1 < len(n.Content); i += 2 {
-		k, v := deref(n.Content[i]), deref(n.Content[i+1])
+		k, v := yamldoc.Deref(n.Content[i]), yamldoc.Deref(n.Content[i+1])
 		if k.Kind != yaml.ScalarNode {
-			p.add(k.Line, fmt.Sprintf("a key %s is %s", where, describe(k)), "write plain names as keys; known keys: "+strings.Join(known, ", "))
+			p.add(k.Line, fmt.Sprintf("a key %s is %s", where, yamldoc.Describe(k)), "write plain names as keys; known keys: "+strings.Join(known, ", "))
 			continue
 		}
 		if !slices.Contains(known, k.Value) {
@@ -210,11 +158,11 @@ func (p *parser) text(f field, what, example string, optional bool) (string, boo
 		fix += ", or remove the key"
 	}
 	switch {
-	case isNull(f.val):
+	case yamldoc.IsNull(f.val):
 		p.add(f.key.Line, what+" has no value", fix)
 		return "", false
 	case f.val.Kind != yaml.ScalarNode:
-		p.add(f.key.Line, fmt.Sprintf("%s must be a single value, not %s", what, describe(f.val)), fix)
+		p.add(f.key.Line, fmt.Sprintf("%s must be a single value, not %s", what, yamldoc.Describe(f.val)), fix)
 		return "", false
 	case f.val.Value == "":
 		p.add(f.key.Line, what+" is empty", fix)
@@ -284,12 +232,12 @@ type slot struct {
 }
 
 func (p *parser) members(f field, ms *members) []Member {
-	if isNull(f.val) || f.val.Kind == yaml.SequenceNode && len(f.val.Content) == 0 {
+	if yamldoc.IsNull(f.val) || f.val.Kind == yaml.SequenceNode && len(f.val.Content) == 0 {
 		p.add(f.key.Line, "members lists no member", "add at least one, such as members: [{name: lead, capsule: ./lead}]")
 		return nil
 	}
 	if f.val.Kind != yaml.SequenceNode {
-		p.add(f.key.Line, "members must be a list, not "+describe(f.val),
+		p.add(f.key.Line, "members must be a list, not "+yamldoc.Describe(f.val),
 			`write one entry per member under members:, each "- name: NAME" with "capsule: DIR" indented under it`)
 		return nil
 	}
@@ -302,9 +250,9 @@ func (p *parser) members(f field, ms *members) []Member {
 				"write each member out in full: every member needs a name and a door of its own")
 			continue
 		}
-		item = deref(item)
+		item = yamldoc.Deref(item)
 		if item.Kind != yaml.MappingNode {
-			p.add(item.Line, fmt.Sprintf("member %d must be a mapping with name: and capsule:, not %s", i+1, describe(item)),
+			p.add(item.Line, fmt.Sprintf("member %d must be a mapping with name: and capsule:, not %s", i+1, yamldoc.Describe(item)),
 				`write "- name: NAME" with "capsule: DIR" indented under it, or - {name: NAME, capsule: DIR}`)
 			continue
 		}
@@ -490,19 +438,19 @@ func (p *parser) listen(line int, who, addr string) (string, int, bool) {
 }
 
 func (p *parser) reach(f field, ms *members) []Rule {
-	if isNull(f.val) {
+	if yamldoc.IsNull(f.val) {
 		return nil // every rule commented out: nobody calls anybody
 	}
 	if f.val.Kind != yaml.SequenceNode {
-		p.add(f.key.Line, "reach must be a list of rules, not "+describe(f.val),
+		p.add(f.key.Line, "reach must be a list of rules, not "+yamldoc.Describe(f.val),
 			`write one rule per caller under reach:, each "- from: MEMBER" with "to: [MEMBER, ...]" under it`)
 		return nil
 	}
 	var out []Rule
 	for i, item := range f.val.Content {
-		item = deref(item)
+		item = yamldoc.Deref(item)
 		if item.Kind != yaml.MappingNode {
-			p.add(item.Line, fmt.Sprintf("reach rule %d must be a mapping with from: and to:, not %s", i+1, describe(item)),
+			p.add(item.Line, fmt.Sprintf("reach rule %d must be a mapping with from: and to:, not %s", i+1, yamldoc.Describe(item)),
 				"write - {from: MEMBER, to: [MEMBER, ...]}")
 			continue
 		}
@@ -545,7 +493,7 @@ func (p *parser) rule(item *yaml.Node, ms *members) Rule {
 	case !ok:
 		p.add(item.Line, ruleName+" has no to", example)
 		return rule
-	case isNull(tf.val) || tf.val.Kind == yaml.SequenceNode && len(tf.val.Content) == 0:
+	case yamldoc.IsNull(tf.val) || tf.val.Kind == yaml.SequenceNode && len(tf.val.Content) == 0:
 		p.add(tf.key.Line, "to of "+ruleName+" is empty",
 			fmt.Sprintf("name the members %s may call, such as to: [%s], or remove the rule", caller, exampleCallee(ms.names, rule.From)))
 		return rule
@@ -557,13 +505,13 @@ func (p *parser) rule(item *yaml.Node, ms *members) Rule {
 				fix = `write to: ["*"]`
 			}
 		}
-		p.add(tf.key.Line, fmt.Sprintf("to of %s must be a list, not %s", ruleName, describe(tf.val)), fix)
+		p.add(tf.key.Line, fmt.Sprintf("to of %s must be a list, not %s", ruleName, yamldoc.Describe(tf.val)), fix)
 		return rule
 	}
 	for _, n := range tf.val.Content {
-		n = deref(n)
-		if n.Kind != yaml.ScalarNode || isNull(n) || n.Value == "" {
-			p.add(n.Line, fmt.Sprintf("an entry of to in %s is %s, not a member name", ruleName, describe(n)), example)
+		n = yamldoc.Deref(n)
+		if n.Kind != yaml.ScalarNode || yamldoc.IsNull(n) || n.Value == "" {
+			p.add(n.Line, fmt.Sprintf("an entry of to in %s is %s, not a member name", ruleName, yamldoc.Describe(n)), example)
 			continue
 		}
 		name := n.Value
@@ -594,7 +542,7 @@ func peekName(item *yaml.Node) string { return peekScalar(item, "name") }
 
 func peekScalar(item *yaml.Node, key string) string {
 	for i := 0; i+1 < len(item.Content); i += 2 {
-		if k, v := deref(item.Content[i]), deref(item.Content[i+1]); k.Value == key && v.Kind == yaml.ScalarNode && !isNull(v) {
+		if k, v := yamldoc.Deref(item.Content[i]), yamldoc.Deref(item.Content[i+1]); k.Value == key && v.Kind == yaml.ScalarNode && !yamldoc.IsNull(v) {
 			return v.Value
 		}
 	}
@@ -637,12 +585,7 @@ func first(names []string) string {
 
 // closest returns the option nearest to got within edit distance 2, if one is.
 func closest(got string, options []string) (string, bool) {
-	best, bestDist := "", 3
-	for _, o := range options {
-		if d := levenshtein.ComputeDistance(got, o); d < bestDist && o != got {
-			best, bestDist = o, d
-		}
-	}
+	best := yamldoc.Closest(got, options)
 	return best, best != ""
 }
 
@@ -669,33 +612,4 @@ func overlap(a, b string) bool {
 	}
 	return sameHost(canonicalHost(a), canonicalHost(b)) ||
 		strings.EqualFold(a, "localhost") && b == defaultHost || strings.EqualFold(b, "localhost") && a == defaultHost
-}
-
-func deref(n *yaml.Node) *yaml.Node {
-	for n.Kind == yaml.AliasNode && n.Alias != nil {
-		n = n.Alias
-	}
-	return n
-}
-
-func isNull(n *yaml.Node) bool {
-	return n.Kind == yaml.ScalarNode && n.Tag == "!!null"
-}
-
-// describe names a node's kind or value for messages, in place of a Go type.
-func describe(n *yaml.Node) string {
-	switch n.Kind {
-	case yaml.MappingNode:
-		return "a mapping"
-	case yaml.SequenceNode:
-		return "a list"
-	}
-	if isNull(n) {
-		return "an empty value"
-	}
-	s := n.Value
-	if len(s) > 40 {
-		s = s[:37] + "..."
-	}
-	return strconv.Quote(s)
 }

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/murmur-run/murmur/internal/yamldoc"
 )
 
 // Retention says which ended tasks a member's task store keeps (store.retention in roster.yaml, for the
@@ -78,7 +80,7 @@ func (p *parser) store(f field) StoreSettings {
 			n, err := strconv.ParseInt(text, 10, 64)
 			switch {
 			case nf.val.ShortTag() != "!!int" || err != nil:
-				p.add(nf.key.Line, fmt.Sprintf("store.retention.max_tasks must be a whole number, not %s", describe(nf.val)),
+				p.add(nf.key.Line, fmt.Sprintf("store.retention.max_tasks must be a whole number, not %s", yamldoc.Describe(nf.val)),
 					"write how many ended tasks to keep, such as max_tasks: 10000")
 			case n < 1 || n > math.MaxInt32:
 				p.add(nf.key.Line, fmt.Sprintf("store.retention.max_tasks must be from 1 to %d, not %d", math.MaxInt32, n),
@@ -94,11 +96,11 @@ func (p *parser) store(f field) StoreSettings {
 // mapping reports whether f's value is a mapping, recording what to write instead when it is not.
 func (p *parser) mapping(f field, what, example string) bool {
 	switch {
-	case isNull(f.val):
+	case yamldoc.IsNull(f.val):
 		p.add(f.key.Line, what+" has no value", "write "+example+", or remove the key")
 		return false
 	case f.val.Kind != yaml.MappingNode:
-		p.add(f.key.Line, fmt.Sprintf("%s must be a mapping of keys, not %s", what, describe(f.val)), "write "+example)
+		p.add(f.key.Line, fmt.Sprintf("%s must be a mapping of keys, not %s", what, yamldoc.Describe(f.val)), "write "+example)
 		return false
 	}
 	return true

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+
+	"github.com/murmur-run/murmur/internal/ids"
 )
 
 // ChoiceInfo describes one declared driver choice.
@@ -69,17 +71,17 @@ func (t *SwitchDriver) Run(_ context.Context, call Call) (Result, error) {
 	}
 	if err := json.Unmarshal(call.Input, &in); err != nil || in.Driver == nil {
 		msg := `switch-driver needs {"driver": "<choice name>"}`
-		t.Recorder.Write("control_refused", call.Task, map[string]any{"principal": "agent", "setting": "inference.driver", "reason": msg})
+		t.Recorder.Write("control_refused", call.Task, map[string]any{"principal": "agent", "setting": string(ids.SettingInferenceDriver), "reason": msg})
 		return Refused(msg), nil
 	}
 	prev := t.Control.Current()
 	if err := t.Control.Switch(*in.Driver); err != nil {
 		t.Recorder.Write("control_refused", call.Task, map[string]any{
-			"principal": "agent", "setting": "inference.driver", "value": *in.Driver, "reason": err.Error()})
+			"principal": "agent", "setting": string(ids.SettingInferenceDriver), "value": *in.Driver, "reason": err.Error()})
 		return Refused("switch-driver refused: " + err.Error() + "; the driver choice is still " + prev + "."), nil
 	}
 	if err := t.Recorder.Write("control_change", call.Task, map[string]any{
-		"principal": "agent", "setting": "inference.driver", "from": prev, "value": *in.Driver}); err != nil {
+		"principal": "agent", "setting": string(ids.SettingInferenceDriver), "from": prev, "value": *in.Driver}); err != nil {
 		return Result{}, err
 	}
 	return Result{Status: StatusOK, Output: fmt.Sprintf(

@@ -13,7 +13,9 @@ import (
 
 	a2ago "github.com/a2aproject/a2a-go/v2/a2a"
 	"github.com/a2aproject/a2a-go/v2/a2aclient"
+
 	"github.com/murmur-run/murmur/member"
+	"github.com/murmur-run/murmur/member/capsule"
 	"github.com/murmur-run/murmur/roster"
 )
 
@@ -53,7 +55,7 @@ func startDoor(t testing.TB, files map[string]string) *fixture {
 			t.Fatal(err)
 		}
 	}
-	capsule, err := member.LoadCapsule(dir)
+	capsule, err := capsule.Load(dir)
 	if err != nil {
 		t.Fatal(err)
 	}

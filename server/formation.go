@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/murmur-run/murmur/member"
+	"github.com/murmur-run/murmur/member/capsule"
 	"github.com/murmur-run/murmur/roster"
 )
 
@@ -119,7 +120,7 @@ func StartFormation(cfg FormationConfig) (*Formation, error) {
 
 func (f *Formation) start(m roster.Member, ln net.Listener) (*RunningMember, error) {
 	cfg := f.cfg
-	capsule, err := member.LoadCapsule(m.Capsule)
+	capsule, err := capsule.Load(m.Capsule)
 	if err != nil {
 		ln.Close()
 		return nil, err

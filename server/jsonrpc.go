@@ -14,9 +14,11 @@ import (
 	"strings"
 	"time"
 
-	"github.com/murmur-run/murmur/a2a"
-	"github.com/murmur-run/murmur/member"
 	"github.com/sourcegraph/jsonrpc2"
+
+	"github.com/murmur-run/murmur/a2a"
+	"github.com/murmur-run/murmur/internal/ids"
+	"github.com/murmur-run/murmur/member"
 )
 
 // response is the JSON-RPC response envelope. jsonrpc2.Response cannot say "id": null, which the answers
@@ -338,9 +340,9 @@ func (d *Door) origin(caller Caller, msg *a2a.Message) (member.Origin, error) {
 	if caller.Principal == Operator {
 		return member.Origin{Trust: member.TrustTrusted, Origin: member.OriginOperator}, nil
 	}
-	meta, _ := msg.Metadata["murmur"].(map[string]any)
-	claimed, hasCaller := meta["caller"]
-	claimedTrust, hasTrust := meta["trust"]
+	meta := ids.Murmur(msg.Metadata)
+	claimed, hasCaller := ids.Lookup(meta, ids.MetaCaller)
+	claimedTrust, hasTrust := ids.Lookup(meta, ids.MetaTrust)
 	if (hasCaller && claimed != caller.Member) || (hasTrust && claimedTrust != caller.Trust) {
 		d.cfg.Executor.RecordRefusal(map[string]any{
 			"reason": "metadata_mismatch", "caller": caller.Member, "trust": caller.Trust,
@@ -353,8 +355,8 @@ func (d *Door) origin(caller Caller, msg *a2a.Message) (member.Origin, error) {
 			shortAny(claimed, caller.Member), shortAny(claimedTrust, caller.Trust), caller.Member, caller.Trust))
 	}
 	o := member.Origin{Trust: caller.Trust, Origin: member.OriginPeer, Caller: caller.Member}
-	o.CallID, _ = meta["call_id"].(string)
-	o.CallerTaskID, _ = meta["caller_task_id"].(string)
+	o.CallID, _ = ids.Get(meta, ids.MetaCallID).(string)
+	o.CallerTaskID, _ = ids.Get(meta, ids.MetaCallerTaskID).(string)
 	return o, nil
 }
 

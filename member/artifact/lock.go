@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 	"gopkg.in/yaml.v3"
 
+	"github.com/murmur-run/murmur/internal/yamldoc"
 	"github.com/murmur-run/murmur/runtimetools"
 )
 
@@ -214,25 +215,25 @@ const lockExample = "pins: with one entry per pin ({name: local/tool-edit, versi
 // ParseLock parses data as the murmur.lock at path, strictly: every problem is an *Error with its line
 // and the fix, in line order; a pin whose tool name is reserved is refused with E-CAP-013.
 func ParseLock(path string, data []byte) (*Lock, error) {
-	d := &yamlDoc{file: path}
+	d := &yamlDoc{Doc: yamldoc.Doc{File: path}}
 	l := &Lock{raw: data}
 	if len(bytes.TrimSpace(stripComments(data))) == 0 {
 		return l, nil // a file emptied by hand holds no pins
 	}
-	root := d.root(data, lockExample)
+	root := d.Root(data, lockExample)
 	if root == nil {
-		return nil, d.err()
+		return nil, d.Err()
 	}
 	seen := map[Name]int{}
-	d.fields(root, "", []yamlField{
-		{"pins", func(_, v *yaml.Node) {
-			if !d.isKind(v, yaml.SequenceNode, "pins") {
+	d.Fields(root, "", []yamldoc.Field{
+		{Name: "pins", Fn: func(_, v *yaml.Node) {
+			if !d.IsKind(v, yaml.SequenceNode, "pins") {
 				return
 			}
-			for i, item := range yamlDeref(v).Content {
+			for i, item := range yamldoc.Deref(v).Content {
 				if p, ok := d.pin(item, fmt.Sprintf("pins[%d]", i)); ok {
 					if first, dup := seen[p.Name]; dup {
-						d.add(item.Line, fmt.Sprintf("pins lists %s twice (first at line %d)", p.Name, first), "keep one pin per name")
+						d.Add(item.Line, fmt.Sprintf("pins lists %s twice (first at line %d)", p.Name, first), "keep one pin per name")
 						continue
 					}
 					seen[p.Name] = item.Line
@@ -240,10 +241,10 @@ func ParseLock(path string, data []byte) (*Lock, error) {
 				}
 			}
 		}},
-		{"owners", func(_, v *yaml.Node) {
-			d.walk(v, "owners", func(k, v *yaml.Node) {
+		{Name: "owners", Fn: func(_, v *yaml.Node) {
+			d.Walk(v, "owners", func(k, v *yaml.Node) {
 				if !partRE.MatchString(k.Value) || len(k.Value) > maxPartLen {
-					d.add(k.Line, fmt.Sprintf("owners has %q, which is not a scope", k.Value), "write the scope, the part of a full name before /, such as acme: 4242")
+					d.Add(k.Line, fmt.Sprintf("owners has %q, which is not a scope", k.Value), "write the scope, the part of a full name before /, such as acme: 4242")
 					return
 				}
 				if id, ok := d.ownerID(v, "owners."+k.Value); ok {
@@ -255,7 +256,7 @@ func ParseLock(path string, data []byte) (*Lock, error) {
 			})
 		}},
 	})
-	if err := d.err(); err != nil {
+	if err := d.Err(); err != nil {
 		return nil, err
 	}
 	slices.SortFunc(l.Pins, func(a, b Pin) int { return cmpName(a.Name, b.Name) })
@@ -278,15 +279,15 @@ func (d *yamlDoc) pin(n *yaml.Node, path string) (Pin, bool) {
 	var p Pin
 	got := map[string]int{}
 	ok := true
-	bad := func(line int, msg, fix string) { d.add(line, path+" "+msg, fix); ok = false }
+	bad := func(line int, msg, fix string) { d.Add(line, path+" "+msg, fix); ok = false }
 	text := func(key string, v *yaml.Node) (string, bool) {
-		s, good := d.text(v, path+"."+key)
+		s, good := d.Text(v, path+"."+key)
 		ok = ok && good
 		return s, good
 	}
 	var owner *yaml.Node
-	if !d.fields(n, path, []yamlField{
-		{"name", func(k, v *yaml.Node) {
+	if !d.Fields(n, path, []yamldoc.Field{
+		{Name: "name", Fn: func(k, v *yaml.Node) {
 			got["name"] = k.Line
 			if s, good := text("name", v); good {
 				if rerr := CheckReserved(s); rerr != nil {
@@ -303,7 +304,7 @@ func (d *yamlDoc) pin(n *yaml.Node, path string) (Pin, bool) {
 				p.Name = name
 			}
 		}},
-		{"version", func(k, v *yaml.Node) {
+		{Name: "version", Fn: func(k, v *yaml.Node) {
 			got["version"] = k.Line
 			if s, good := text("version", v); good {
 				if err := checkVersion(s); err != nil {
@@ -315,7 +316,7 @@ func (d *yamlDoc) pin(n *yaml.Node, path string) (Pin, bool) {
 				p.Version = s
 			}
 		}},
-		{"digest", func(k, v *yaml.Node) {
+		{Name: "digest", Fn: func(k, v *yaml.Node) {
 			got["digest"] = k.Line
 			if s, good := text("digest", v); good {
 				if !ValidDigest(s) {
@@ -325,15 +326,15 @@ func (d *yamlDoc) pin(n *yaml.Node, path string) (Pin, bool) {
 				p.Digest = s
 			}
 		}},
-		{"origin", func(k, v *yaml.Node) {
+		{Name: "origin", Fn: func(k, v *yaml.Node) {
 			got["origin"] = k.Line
-			if s, good := d.enum(v, path+".origin", string(OriginOperator), string(OriginAgent)); good {
+			if s, good := d.Enum(v, path+".origin", string(OriginOperator), string(OriginAgent)); good {
 				p.Origin = Origin(s)
 			} else {
 				ok = false
 			}
 		}},
-		{"source", func(k, v *yaml.Node) {
+		{Name: "source", Fn: func(k, v *yaml.Node) {
 			got["source"] = k.Line
 			if s, good := text("source", v); good {
 				if s != string(ProjectStore) && s != string(GlobalStore) {
@@ -345,7 +346,7 @@ func (d *yamlDoc) pin(n *yaml.Node, path string) (Pin, bool) {
 				p.Source = Place(s)
 			}
 		}},
-		{"owner", func(k, v *yaml.Node) {
+		{Name: "owner", Fn: func(k, v *yaml.Node) {
 			got["owner"] = k.Line
 			owner = v
 		}},
@@ -354,7 +355,7 @@ func (d *yamlDoc) pin(n *yaml.Node, path string) (Pin, bool) {
 	}
 	for _, key := range []string{"name", "version", "digest", "origin", "source"} {
 		if _, has := got[key]; !has {
-			d.missing(n.Line, yamlJoin(path, key), path+" has no "+key, fmt.Sprintf("add %s:, or remove the pin and pin the artifact again with mur pull", key))
+			d.Missing(n.Line, yamldoc.Join(path, key), path+" has no "+key, fmt.Sprintf("add %s:, or remove the pin and pin the artifact again with mur pull", key))
 			ok = false
 		}
 	}
@@ -372,9 +373,9 @@ func (d *yamlDoc) pin(n *yaml.Node, path string) (Pin, bool) {
 
 // ownerID reads a GitHub owner id: a whole number of 1 or more.
 func (d *yamlDoc) ownerID(v *yaml.Node, path string) (int64, bool) {
-	n, ok := d.count(v, path)
+	n, ok := d.Count(v, path)
 	if ok && n == 0 {
-		d.add(yamlDeref(v).Line, path+" is 0, which is no GitHub owner id", "write the owner's id, such as "+yamlLastKey(path)+": 4242")
+		d.Add(yamldoc.Deref(v).Line, path+" is 0, which is no GitHub owner id", "write the owner's id, such as "+yamldoc.LastKey(path)+": 4242")
 		return 0, false
 	}
 	return n, ok

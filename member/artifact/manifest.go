@@ -15,6 +15,8 @@ import (
 	"unicode/utf8"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/murmur-run/murmur/internal/yamldoc"
 )
 
 // ServedWITLevel is the WIT level this mur serves: an artifact asking for a higher one does not fit.
@@ -117,60 +119,60 @@ var manifestKeys = []string{"name", "version", "runtime", "implementation", "mod
 // reported, joined, each an *Error in line order; a role that disagrees with its payload also matches
 // ErrPayload.
 func ParseManifest(path string, data []byte) (*Manifest, error) {
-	d := &yamlDoc{file: path}
-	root := d.root(data, manifestExample)
+	d := &yamlDoc{Doc: yamldoc.Doc{File: path}}
+	root := d.Root(data, manifestExample)
 	if root == nil {
-		return nil, d.err()
+		return nil, d.Err()
 	}
 	m := &Manifest{WITLevel: 1, file: path, lines: map[string]int{}}
 	vals := map[string]*yaml.Node{}
-	fields := make([]yamlField, len(manifestKeys))
+	fields := make([]yamldoc.Field, len(manifestKeys))
 	for i, key := range manifestKeys {
-		fields[i] = yamlField{key, func(k, v *yaml.Node) { m.lines[key] = k.Line; vals[key] = v }}
+		fields[i] = yamldoc.Field{Name: key, Fn: func(k, v *yaml.Node) { m.lines[key] = k.Line; vals[key] = v }}
 	}
-	d.fields(root, "", fields)
+	d.Fields(root, "", fields)
 
 	if v := vals["name"]; v != nil {
-		if s, ok := d.text(v, "name"); ok {
+		if s, ok := d.Text(v, "name"); ok {
 			if n, err := ParseName(s); err != nil {
 				var ne *NameError
 				errors.As(err, &ne)
-				d.add(v.Line, "name "+ne.Msg, ne.Fix)
+				d.Add(v.Line, "name "+ne.Msg, ne.Fix)
 			} else {
 				m.Name = n
 			}
 		}
 	} else {
-		d.missing(root.Line, "name", "name is missing", "add the artifact's full name, such as name: local/tool-edit")
+		d.Missing(root.Line, "name", "name is missing", "add the artifact's full name, such as name: local/tool-edit")
 	}
 	if v := vals["version"]; v != nil {
-		if s, ok := d.text(v, "version"); ok {
+		if s, ok := d.Text(v, "version"); ok {
 			if err := checkVersion(s); err != nil {
 				var ne *NameError
 				errors.As(err, &ne)
-				d.add(v.Line, "version "+ne.Msg, ne.Fix)
+				d.Add(v.Line, "version "+ne.Msg, ne.Fix)
 			} else {
 				m.Version = s
 			}
 		}
 	} else {
-		d.missing(root.Line, "version", "version is missing", "add the artifact's version, such as version: 1.0.0")
+		d.Missing(root.Line, "version", "version is missing", "add the artifact's version, such as version: 1.0.0")
 	}
 	runtimes := []string{string(RuntimeTool), string(RuntimeSkill), string(RuntimeHook), string(RuntimeDriver), string(RuntimeCapsule)}
 	if v := vals["runtime"]; v != nil {
-		if s, ok := d.enum(v, "runtime", runtimes...); ok {
+		if s, ok := d.Enum(v, "runtime", runtimes...); ok {
 			m.Runtime = Runtime(s)
 		}
 	} else {
-		d.missing(root.Line, "runtime", "runtime is missing", "add what the artifact is: runtime: tool, skill, hook, driver or capsule")
+		d.Missing(root.Line, "runtime", "runtime is missing", "add what the artifact is: runtime: tool, skill, hook, driver or capsule")
 	}
 	if v := vals["description"]; v != nil {
-		m.Description, _ = d.text(v, "description")
+		m.Description, _ = d.Text(v, "description")
 	}
 	if v := vals["wit_level"]; v != nil {
-		if n, ok := d.countInt(v, "wit_level"); ok {
+		if n, ok := d.CountInt(v, "wit_level"); ok {
 			if n == 0 {
-				d.add(v.Line, "wit_level must be 1 or more, not 0", fmt.Sprintf("write wit_level: %d, the level this mur serves", ServedWITLevel))
+				d.Add(v.Line, "wit_level must be 1 or more, not 0", fmt.Sprintf("write wit_level: %d, the level this mur serves", ServedWITLevel))
 			} else {
 				m.WITLevel = n
 			}
@@ -178,7 +180,7 @@ func ParseManifest(path string, data []byte) (*Manifest, error) {
 	}
 	m.implementation(d, root, vals)
 	m.roleKeys(d, root, vals)
-	if err := d.err(); err != nil {
+	if err := d.Err(); err != nil {
 		return nil, err
 	}
 	return m, nil
@@ -187,20 +189,20 @@ func ParseManifest(path string, data []byte) (*Manifest, error) {
 // implementation reads implementation: and the payload key it needs, once the runtime is known.
 func (m *Manifest) implementation(d *yamlDoc, root *yaml.Node, vals map[string]*yaml.Node) {
 	payload := func(line int, msg, fix string) {
-		d.addErr(line, &payloadError{&Error{File: d.file, Line: line, Msg: msg, Fix: fix}})
+		d.AddErr(line, &payloadError{&Error{File: d.File, Line: line, Msg: msg, Fix: fix}})
 	}
 	allowed := implsOf[m.Runtime]
 	v := vals["implementation"]
 	if v == nil {
 		if m.Runtime != "" {
-			d.missing(root.Line, "implementation", "implementation is missing",
+			d.Missing(root.Line, "implementation", "implementation is missing",
 				fmt.Sprintf("add implementation: %s, with %s: %s", allowed[0], payloadKey[allowed[0]][0], payloadKey[allowed[0]][1]))
 		}
-	} else if s, ok := d.enum(v, "implementation", "wasm", "text", "command", "capsule", "native"); ok {
+	} else if s, ok := d.Enum(v, "implementation", "wasm", "text", "command", "capsule", "native"); ok {
 		impl := Implementation(s)
 		switch {
 		case impl == ImplNative:
-			d.add(v.Line, "implementation native belongs to the runtime's own tools, never to an artifact",
+			d.Add(v.Line, "implementation native belongs to the runtime's own tools, never to an artifact",
 				"write implementation: wasm, with module: tool.wasm")
 		case m.Runtime != "" && !slices.Contains(allowed, impl):
 			names := make([]string, len(allowed))
@@ -224,7 +226,7 @@ func (m *Manifest) implementation(d *yamlDoc, root *yaml.Node, vals map[string]*
 			continue
 		}
 		if m.Implementation != "" && m.Implementation != impl {
-			d.add(m.lines[key], fmt.Sprintf("%s is for implementation: %s, and this artifact's is %s", key, impl, m.Implementation),
+			d.Add(m.lines[key], fmt.Sprintf("%s is for implementation: %s, and this artifact's is %s", key, impl, m.Implementation),
 				"remove "+key)
 			continue
 		}
@@ -236,9 +238,9 @@ func (m *Manifest) implementation(d *yamlDoc, root *yaml.Node, vals map[string]*
 		case ImplCapsule:
 			m.Capsule, _ = d.localPath(pv, key)
 		case ImplCommand:
-			if l, ok := d.texts(pv, key); ok {
+			if l, ok := d.Texts(pv, key); ok {
 				if len(l) == 0 || l[0] == "" {
-					d.add(yamlDeref(pv).Line, "command names no program", "write command: [./policy.sh] (the program, then its arguments)")
+					d.Add(yamldoc.Deref(pv).Line, "command names no program", "write command: [./policy.sh] (the program, then its arguments)")
 				} else {
 					m.Command = l
 				}
@@ -249,12 +251,12 @@ func (m *Manifest) implementation(d *yamlDoc, root *yaml.Node, vals map[string]*
 
 // localPath reads a path inside the artifact directory.
 func (d *yamlDoc) localPath(v *yaml.Node, key string) (string, bool) {
-	s, ok := d.text(v, key)
+	s, ok := d.Text(v, key)
 	if !ok {
 		return "", false
 	}
 	if !filepath.IsLocal(s) || strings.Contains(s, `\`) {
-		d.add(yamlDeref(v).Line, fmt.Sprintf("%s %q is not a path inside the artifact directory", key, s),
+		d.Add(yamldoc.Deref(v).Line, fmt.Sprintf("%s %q is not a path inside the artifact directory", key, s),
 			fmt.Sprintf("write a relative path without .., such as %s: %s", key, payloadKeyExample(key)))
 		return "", false
 	}
@@ -274,12 +276,12 @@ func payloadKeyExample(key string) string {
 func (m *Manifest) roleKeys(d *yamlDoc, root *yaml.Node, vals map[string]*yaml.Node) {
 	if v := vals["input_schema"]; v != nil {
 		if m.Runtime != "" && m.Runtime != RuntimeTool {
-			d.add(m.lines["input_schema"], fmt.Sprintf("input_schema is for runtime: tool, and this artifact is a %s", m.Runtime), "remove input_schema")
-		} else if d.isKind(v, yaml.MappingNode, "input_schema") {
+			d.Add(m.lines["input_schema"], fmt.Sprintf("input_schema is for runtime: tool, and this artifact is a %s", m.Runtime), "remove input_schema")
+		} else if d.IsKind(v, yaml.MappingNode, "input_schema") {
 			var b bytes.Buffer
 			if d.json(&b, v, "input_schema") {
 				if t := schemaType(v); t != "object" {
-					d.add(yamlDeref(v).Line, "input_schema must describe an object (type: object), as a tool's input is one JSON object",
+					d.Add(yamldoc.Deref(v).Line, "input_schema must describe an object (type: object), as a tool's input is one JSON object",
 						"write input_schema: {type: object, properties: {path: {type: string}}}")
 				} else {
 					m.InputSchema = json.RawMessage(b.Bytes())
@@ -291,39 +293,39 @@ func (m *Manifest) roleKeys(d *yamlDoc, root *yaml.Node, vals map[string]*yaml.N
 	}
 	if v := vals["events"]; v != nil {
 		if m.Runtime != "" && m.Runtime != RuntimeHook {
-			d.add(m.lines["events"], fmt.Sprintf("events is for runtime: hook, and this artifact is a %s", m.Runtime), "remove events")
-		} else if l, ok := d.texts(v, "events"); ok {
+			d.Add(m.lines["events"], fmt.Sprintf("events is for runtime: hook, and this artifact is a %s", m.Runtime), "remove events")
+		} else if l, ok := d.Texts(v, "events"); ok {
 			seen := map[string]bool{}
 			for i, s := range l {
-				line := yamlItemLine(v, i)
+				line := yamldoc.ItemLine(v, i)
 				switch {
 				case s != string(EventToolCall) && s != string(EventTaskEnd):
-					d.add(line, fmt.Sprintf("events[%d] %q is not a hook event", i, s),
-						"write on-tool-call or on-task-end"+yamlDidYouMean(s, []string{string(EventToolCall), string(EventTaskEnd)}))
+					d.Add(line, fmt.Sprintf("events[%d] %q is not a hook event", i, s),
+						"write on-tool-call or on-task-end"+yamldoc.DidYouMean(s, []string{string(EventToolCall), string(EventTaskEnd)}))
 				case seen[s]:
-					d.add(line, fmt.Sprintf("events lists %q twice", s), "remove one")
+					d.Add(line, fmt.Sprintf("events lists %q twice", s), "remove one")
 				default:
 					seen[s] = true
 					m.Events = append(m.Events, Event(s))
 				}
 			}
 			if len(l) == 0 {
-				d.addErr(yamlDeref(v).Line, &payloadError{&Error{File: d.file, Line: yamlDeref(v).Line,
+				d.AddErr(yamldoc.Deref(v).Line, &payloadError{&Error{File: d.File, Line: yamldoc.Deref(v).Line,
 					Msg: "events is empty, so the hook would never be called", Fix: "write events: [on-tool-call], [on-task-end] or both"}})
 			}
 		}
 	} else if m.Runtime == RuntimeHook {
-		d.addErr(root.Line, &payloadError{&Error{File: d.file, Line: root.Line,
+		d.AddErr(root.Line, &payloadError{&Error{File: d.File, Line: root.Line,
 			Msg: "a hook needs events, and they are missing", Fix: "add events: [on-tool-call], [on-task-end] or both"}})
 	}
 }
 
 // schemaType returns the scalar value of a mapping's type: key, "" when it has none.
 func schemaType(n *yaml.Node) string {
-	n = yamlDeref(n)
+	n = yamldoc.Deref(n)
 	for i := 0; i+1 < len(n.Content); i += 2 {
-		if yamlDeref(n.Content[i]).Value == "type" {
-			return yamlDeref(n.Content[i+1]).Value
+		if yamldoc.Deref(n.Content[i]).Value == "type" {
+			return yamldoc.Deref(n.Content[i+1]).Value
 		}
 	}
 	return ""
@@ -331,21 +333,21 @@ func schemaType(n *yaml.Node) string {
 
 // json writes the YAML value n as JSON, keys in the file's order, reporting what JSON cannot hold.
 func (d *yamlDoc) json(b *bytes.Buffer, n *yaml.Node, path string) bool {
-	n = yamlDeref(n)
+	n = yamldoc.Deref(n)
 	switch n.Kind {
 	case yaml.MappingNode:
 		b.WriteByte('{')
 		ok := true
 		seen := map[string]bool{}
 		for i := 0; i+1 < len(n.Content); i += 2 {
-			k := yamlDeref(n.Content[i])
+			k := yamldoc.Deref(n.Content[i])
 			if k.Kind != yaml.ScalarNode || k.ShortTag() == "!!null" {
-				d.add(k.Line, fmt.Sprintf("a key in %s is %s", path, yamlDescribe(k)), "write plain names as keys")
+				d.Add(k.Line, fmt.Sprintf("a key in %s is %s", path, yamldoc.Describe(k)), "write plain names as keys")
 				ok = false
 				continue
 			}
 			if seen[k.Value] {
-				d.add(k.Line, fmt.Sprintf("key %q appears twice in %s", k.Value, path), "keep one of them")
+				d.Add(k.Line, fmt.Sprintf("key %q appears twice in %s", k.Value, path), "keep one of them")
 				ok = false
 				continue
 			}
@@ -381,14 +383,14 @@ func (d *yamlDoc) json(b *bytes.Buffer, n *yaml.Node, path string) bool {
 		case "!!int":
 			v, err := strconv.ParseInt(n.Value, 0, 64)
 			if err != nil {
-				d.add(n.Line, fmt.Sprintf("%s %s is not a number JSON can hold", path, n.Value), "write a smaller whole number")
+				d.Add(n.Line, fmt.Sprintf("%s %s is not a number JSON can hold", path, n.Value), "write a smaller whole number")
 				return false
 			}
 			b.WriteString(strconv.FormatInt(v, 10))
 		case "!!float":
 			v, err := strconv.ParseFloat(n.Value, 64)
 			if err != nil || math.IsNaN(v) || math.IsInf(v, 0) {
-				d.add(n.Line, fmt.Sprintf("%s %s is not a number JSON can hold", path, n.Value), "write a finite number")
+				d.Add(n.Line, fmt.Sprintf("%s %s is not a number JSON can hold", path, n.Value), "write a finite number")
 				return false
 			}
 			b.WriteString(strconv.FormatFloat(v, 'g', -1, 64))
@@ -396,12 +398,12 @@ func (d *yamlDoc) json(b *bytes.Buffer, n *yaml.Node, path string) bool {
 			s, _ := json.Marshal(n.Value)
 			b.Write(s)
 		default:
-			d.add(n.Line, fmt.Sprintf("%s holds a %s value, which JSON has no type for", path, n.ShortTag()), "write it as quoted text")
+			d.Add(n.Line, fmt.Sprintf("%s holds a %s value, which JSON has no type for", path, n.ShortTag()), "write it as quoted text")
 			return false
 		}
 		return true
 	}
-	d.add(n.Line, fmt.Sprintf("%s holds %s", path, yamlDescribe(n)), "write plain YAML values")
+	d.Add(n.Line, fmt.Sprintf("%s holds %s", path, yamldoc.Describe(n)), "write plain YAML values")
 	return false
 }
 
@@ -437,10 +439,10 @@ func readRegular(path string, limit int64) ([]byte, error) {
 
 // checkPayload checks that the files m names are in dir and are what their role needs.
 func (m *Manifest) checkPayload(dir string) error {
-	d := &yamlDoc{file: m.file}
+	d := &yamlDoc{Doc: yamldoc.Doc{File: m.file}}
 	payload := func(key, msg, fix string) {
 		line := m.lines[key]
-		d.addErr(line, &payloadError{&Error{File: m.file, Line: line, Msg: msg, Fix: fix}})
+		d.AddErr(line, &payloadError{&Error{File: m.file, Line: line, Msg: msg, Fix: fix}})
 	}
 	file := func(key, rel string) (os.FileInfo, bool) {
 		fi, err := os.Lstat(filepath.Join(dir, filepath.FromSlash(rel)))
@@ -507,7 +509,7 @@ func (m *Manifest) checkPayload(dir string) error {
 			}
 		}
 	}
-	return d.err()
+	return d.Err()
 }
 
 func describeMode(m fs.FileMode) string {

@@ -20,6 +20,8 @@ import (
 	"time"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/murmur-run/murmur/internal/yamldoc"
 )
 
 // Source is a scope's GitHub repository, written github:<owner>/<repo>.
@@ -73,30 +75,30 @@ func ReadSources(path string) (Sources, error) {
 // ParseSources parses data as the sources.yaml at path: a mapping of scope to github:<owner>/<repo>,
 // such as acme: github:acme/murmur-artifacts. Every problem is an *Error with its line.
 func ParseSources(path string, data []byte) (Sources, error) {
-	d := &yamlDoc{file: path}
+	d := &yamlDoc{Doc: yamldoc.Doc{File: path}}
 	out := Sources{}
-	root := d.root(data, "one line per scope, such as acme: github:acme/murmur-artifacts")
+	root := d.Root(data, "one line per scope, such as acme: github:acme/murmur-artifacts")
 	if root == nil {
-		return nil, d.err()
+		return nil, d.Err()
 	}
-	d.walk(root, "", func(k, v *yaml.Node) {
+	d.Walk(root, "", func(k, v *yaml.Node) {
 		if !partRE.MatchString(k.Value) || len(k.Value) > maxPartLen {
-			d.add(k.Line, fmt.Sprintf("%q is not a scope", k.Value), "write the scope, the part of a full name before /, such as acme: github:acme/murmur-artifacts")
+			d.Add(k.Line, fmt.Sprintf("%q is not a scope", k.Value), "write the scope, the part of a full name before /, such as acme: github:acme/murmur-artifacts")
 			return
 		}
-		s, ok := d.text(v, k.Value)
+		s, ok := d.Text(v, k.Value)
 		if !ok {
 			return
 		}
 		src, err := ParseSource(s)
 		if err != nil {
-			d.add(yamlDeref(v).Line, fmt.Sprintf("the source of scope %s, %q, is not github:<owner>/<repo>", k.Value, s),
+			d.Add(yamldoc.Deref(v).Line, fmt.Sprintf("the source of scope %s, %q, is not github:<owner>/<repo>", k.Value, s),
 				fmt.Sprintf("write %s: github:<owner>/<repo>, such as %s: github:acme/murmur-artifacts", k.Value, k.Value))
 			return
 		}
 		out[k.Value] = src
 	})
-	if err := d.err(); err != nil {
+	if err := d.Err(); err != nil {
 		return nil, err
 	}
 	return out, nil

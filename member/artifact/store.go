@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+
+	"github.com/murmur-run/murmur/internal/yamldoc"
 )
 
 // Place is where an artifact was found, as murmur.lock's source and pull-artifact's fetched_from write
@@ -156,16 +158,16 @@ func loadDir(dir string, want Ref, where string) (*Artifact, error) {
 	if err != nil {
 		return nil, err
 	}
-	d := &yamlDoc{file: m.file}
+	d := &yamlDoc{Doc: yamldoc.Doc{File: m.file}}
 	if m.Name != want.Name {
-		d.add(m.lines["name"], fmt.Sprintf("name %s does not match %s, %s", m.Name, where, want),
+		d.Add(m.lines["name"], fmt.Sprintf("name %s does not match %s, %s", m.Name, where, want),
 			fmt.Sprintf("write name: %s, or put the artifact where %s belongs", want.Name, m.Name))
 	}
 	if m.Version != want.Version {
-		d.add(m.lines["version"], fmt.Sprintf("version %s does not match %s, %s", m.Version, where, want),
+		d.Add(m.lines["version"], fmt.Sprintf("version %s does not match %s, %s", m.Version, where, want),
 			fmt.Sprintf("write version: %s, or put the artifact where version %s belongs", want.Version, m.Version))
 	}
-	if err := d.err(); err != nil {
+	if err := d.Err(); err != nil {
 		return nil, err
 	}
 	if err := m.checkPayload(dir); err != nil {

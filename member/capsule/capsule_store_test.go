@@ -1,4 +1,4 @@
-package member
+package capsule
 
 import (
 	"errors"
@@ -20,7 +20,7 @@ func TestCapsuleStoreRetention(t *testing.T) {
 		{"age only", "store: {retention: {max_age: 30m}}\n", roster.Retention{MaxAge: 30 * time.Minute}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			c, err := ParseCapsule("/w/murmur.yaml", []byte("name: w\nscript: {command: [cat]}\n"+tt.yaml))
+			c, err := Parse("/w/murmur.yaml", []byte("name: w\nscript: {command: [cat]}\n"+tt.yaml))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -79,15 +79,15 @@ func TestCapsuleStoreRetentionErrors(t *testing.T) {
 		},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			c, err := ParseCapsule(path, []byte("name: w\nscript: {command: [cat]}\n"+tt.yaml))
+			c, err := Parse(path, []byte("name: w\nscript: {command: [cat]}\n"+tt.yaml))
 			if err == nil {
-				t.Fatalf("ParseCapsule succeeded with %+v; want errors", c.Store)
+				t.Fatalf("Parse succeeded with %+v; want errors", c.Store)
 			}
 			var got []string
 			for _, e := range unjoin(err) {
-				var ce *CapsuleError
+				var ce *Error
 				if !errors.As(e, &ce) || ce.File != path || ce.Line < 1 {
-					t.Errorf("error %q is not a *CapsuleError with file and line", e)
+					t.Errorf("error %q is not a *Error with file and line", e)
 				}
 				got = append(got, e.Error())
 			}

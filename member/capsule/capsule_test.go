@@ -1,4 +1,4 @@
-package member
+package capsule
 
 import (
 	"errors"
@@ -12,7 +12,7 @@ import (
 )
 
 // TestParseCapsuleErrors checks that every problem of a bad murmur.yaml is reported, each with its file,
-// its line, what is wrong and what to write instead, as a *CapsuleError.
+// its line, what is wrong and what to write instead, as a *Error.
 func TestParseCapsuleErrors(t *testing.T) {
 	const path = "/w/murmur.yaml"
 	tests := []struct {
@@ -494,22 +494,22 @@ inference:
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c, err := ParseCapsule(path, []byte(tt.yaml))
+			c, err := Parse(path, []byte(tt.yaml))
 			if err == nil {
-				t.Fatalf("ParseCapsule succeeded with %+v; want errors", c)
+				t.Fatalf("Parse succeeded with %+v; want errors", c)
 			}
 			if c != nil {
-				t.Errorf("ParseCapsule returned a capsule along with its errors")
+				t.Errorf("Parse returned a capsule along with its errors")
 			}
 			var got []string
 			for _, e := range unjoin(err) {
-				var ce *CapsuleError
+				var ce *Error
 				if !errors.As(e, &ce) {
-					t.Errorf("error %q is a %T, not a *CapsuleError", e, e)
+					t.Errorf("error %q is a %T, not a *Error", e, e)
 					continue
 				}
 				if ce.File != path || ce.Line < 1 || ce.Msg == "" || ce.Fix == "" {
-					t.Errorf("CapsuleError %+v lacks its file, line, message or fix", *ce)
+					t.Errorf("Error %+v lacks its file, line, message or fix", *ce)
 				}
 				got = append(got, e.Error())
 			}
@@ -535,9 +535,9 @@ func TestLoadCapsuleFull(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := LoadCapsule("testdata/capsule/full")
+	got, err := Load("testdata/capsule/full")
 	if err != nil {
-		t.Fatalf("LoadCapsule: %v", err)
+		t.Fatalf("Load: %v", err)
 	}
 	want := &Capsule{
 		Dir:          dir,
@@ -599,9 +599,9 @@ func TestLoadCapsuleFull(t *testing.T) {
 	}
 
 	// The same file, named directly.
-	again, err := LoadCapsule(filepath.Join("testdata/capsule/full", "murmur.yaml"))
+	again, err := Load(filepath.Join("testdata/capsule/full", "murmur.yaml"))
 	if err != nil {
-		t.Fatalf("LoadCapsule of the file itself: %v", err)
+		t.Fatalf("Load of the file itself: %v", err)
 	}
 	if diff := cmp.Diff(want, again, cmpopts.IgnoreUnexported(Capsule{})); diff != "" {
 		t.Errorf("capsule loaded by file name (-want +got):\n%s", diff)
@@ -634,9 +634,9 @@ func TestLoadCapsuleMinimal(t *testing.T) {
 	} {
 		t.Run(filepath.Base(tt.dir), func(t *testing.T) {
 			dir, _ := filepath.Abs(tt.dir)
-			got, err := LoadCapsule(tt.dir)
+			got, err := Load(tt.dir)
 			if err != nil {
-				t.Fatalf("LoadCapsule: %v", err)
+				t.Fatalf("Load: %v", err)
 			}
 			if diff := cmp.Diff(tt.want(dir), got, cmpopts.IgnoreUnexported(Capsule{})); diff != "" {
 				t.Errorf("capsule (-want +got):\n%s", diff)
@@ -649,7 +649,7 @@ func TestLoadCapsuleMinimal(t *testing.T) {
 }
 
 func TestCapsuleDefaults(t *testing.T) {
-	c, err := ParseCapsule("/w/murmur.yaml", []byte("name: w\nscript: {command: [a]}\ntask_acceptance: queue\n"))
+	c, err := Parse("/w/murmur.yaml", []byte("name: w\nscript: {command: [a]}\ntask_acceptance: queue\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -671,7 +671,7 @@ func TestPeerFileForms(t *testing.T) {
 		{"exports: {peer_files: {root: .}}\ncapabilities: {peer_fetch: {}}\n", Exports{PeerFiles: "."}, true, 0},
 		{"capabilities: {peer_fetch: false}\n", Exports{}, false, 0},
 	} {
-		c, err := ParseCapsule("/w/murmur.yaml", []byte("name: w\nscript: {command: [a]}\n"+tc.yaml))
+		c, err := Parse("/w/murmur.yaml", []byte("name: w\nscript: {command: [a]}\n"+tc.yaml))
 		if err != nil {
 			t.Errorf("%s: %v", tc.yaml, err)
 			continue
@@ -687,10 +687,10 @@ func TestPeerFileForms(t *testing.T) {
 
 func TestLoadCapsuleMissingFile(t *testing.T) {
 	dir := t.TempDir()
-	_, err := LoadCapsule(dir)
-	var ce *CapsuleError
+	_, err := Load(dir)
+	var ce *Error
 	if !errors.As(err, &ce) {
-		t.Fatalf("LoadCapsule of an empty directory: %v, want a *CapsuleError", err)
+		t.Fatalf("Load of an empty directory: %v, want a *Error", err)
 	}
 	want := filepath.Join(dir, "murmur.yaml") + ": no murmur.yaml in the capsule directory; create it (with name: and inference: or script:), or point the roster's capsule: at the capsule's directory"
 	if err.Error() != want {
@@ -706,8 +706,8 @@ func TestCapsuleScriptRelative(t *testing.T) {
 		t.Fatal(err)
 	}
 	data := "name: w\ninference:\n  driver: l\n  choices: {l: {driver: script, script: s.yaml}}\n"
-	if _, err := ParseCapsule(filepath.Join(dir, "murmur.yaml"), []byte(data)); err != nil {
-		t.Errorf("ParseCapsule: %v", err)
+	if _, err := Parse(filepath.Join(dir, "murmur.yaml"), []byte(data)); err != nil {
+		t.Errorf("Parse: %v", err)
 	}
 }
 
@@ -715,7 +715,7 @@ func TestCapsuleShellReadAndNetwork(t *testing.T) {
 	dir := t.TempDir()
 	os.MkdirAll(filepath.Join(dir, "data", "sets"), 0o755)
 	data := "name: w\nscript: {command: [a]}\ncapabilities:\n  shell: {read: [data/sets, ./data/../data, /usr/share], network: true}\n"
-	c, err := ParseCapsule(filepath.Join(dir, "murmur.yaml"), []byte(data))
+	c, err := Parse(filepath.Join(dir, "murmur.yaml"), []byte(data))
 	if err != nil {
 		t.Fatal(err)
 	}
