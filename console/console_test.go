@@ -299,3 +299,46 @@ func TestCancelAndContinueFromTheConsole(t *testing.T) {
 		t.Fatalf("the continuation is %+v, want a new task in context %s", next, task.ContextID)
 	}
 }
+
+// A task the door no longer knows is still shown from its records: tool calls with input and fenced
+// result when the record has them, background commands with their log's tail, the deadline notice, the
+// no-answer reason.
+func TestTaskPageFromRecordsOnly(t *testing.T) {
+	h := startHello(t, false)
+	b := newBrowser(t, h.base)
+	b.login(h.console)
+	dir := filepath.Join(h.records, "ses_01fromrecords")
+	os.MkdirAll(filepath.Join(dir, "logs"), 0o700)
+	os.WriteFile(filepath.Join(dir, "logs", "wrk_0a1b2c.log"), []byte(strings.Repeat("x", 5000)+"\nbuild finished: 3 warnings\n"), 0o600)
+	id := "tsk_01fromrecords"
+	rec := func(typ, extra string) string {
+		return `{"type":"` + typ + `","session":"ses_01fromrecords","task":"` + id + `","ts":"2026-01-01T00:00:01.5Z"` + extra + "}\n"
+	}
+	lines := `{"type":"session_start","session":"ses_01fromrecords","member":"lead","formation":"hello","ts":"2026-01-01T00:00:00Z"}` + "\n" +
+		rec("task_start", "") +
+		rec("inference", `,"turn":1,"driver":"gpt","model":"gpt-4.1-mini","tokens":{"input":1200,"output":80}`) +
+		rec("tool_call", `,"call_id":"c1","tool":"make","status":"ok","duration_ms":1500,"input":"{\"args\":[\"all\"]}","result":"<untrusted-content source=tool:make>\nwork_id: wrk_0a1b2c\n</untrusted-content>"`) +
+		rec("background_command", `,"operation":"wait","work_id":"wrk_0a1b2c","state":"exited","exit_code":0`) +
+		rec("deadline_notice", `,"at":"2026-01-01T00:10:00Z","left_secs":120`) +
+		rec("task_end", `,"state":"TASK_STATE_COMPLETED","exit_status":"no_answer","reason":"the build needs a license key I do not have"`)
+	os.WriteFile(filepath.Join(dir, "trace.jsonl"), []byte(lines), 0o600)
+	var body string
+	waitFor(t, "the task page from the records", func() bool {
+		var code int
+		code, body = b.get("/members/lead/tasks/" + id)
+		return code == http.StatusOK && strings.Contains(body, "Turn 1")
+	})
+	body = html.UnescapeString(body)
+	for _, want := range []string{
+		`id="door-error"`, "door does not know this task", // the door does not know it; the records do
+		"driver <code>gpt</code>", "1200 in, 80 out",
+		`data-tool="make"`, `{"args":["all"]}`, "<untrusted-content source=tool:make>",
+		"wrk_0a1b2c", "exit 0", "build finished: 3 warnings", "the last 4096 of 5028 bytes",
+		"deadline notice", "120 s left",
+		`id="task-noanswer"`, "the build needs a license key I do not have",
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the task page lacks %q:\n%s", want, body)
+		}
+	}
+}
