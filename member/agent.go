@@ -4,13 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"strings"
 	"time"
 
 	"github.com/murmur-run/murmur/a2a"
 	"github.com/murmur-run/murmur/internal/ids"
 	"github.com/murmur-run/murmur/member/capsule"
+	"github.com/murmur-run/murmur/member/driver"
 	"github.com/murmur-run/murmur/runtimetools"
 )
 
@@ -32,11 +32,11 @@ func (s *Session) runAgent(ctx context.Context, t *a2a.Task, text string) (strin
 	c := s.cfg.Capsule
 	inf := c.Inference
 	if ids.Get(murmurMeta(t), ids.MetaTrust) == TrustUntrusted {
-		text = fence("task", text, "")
+		text = driver.Fence("task", text, "")
 	}
-	req := InferRequest{
+	req := driver.InferRequest{
 		System:   s.systemPrompt(),
-		Messages: []ChatMessage{{Role: RoleUser, Text: text}},
+		Messages: []driver.ChatMessage{{Role: driver.RoleUser, Text: text}},
 		Tools:    toolSpecs(s.tools),
 		Task:     t.History[0].Text(),
 	}
@@ -84,15 +84,15 @@ func (s *Session) runAgent(ctx context.Context, t *a2a.Task, text string) (strin
 		s.account(task, choice, req, resp)
 
 		if len(resp.Calls) > 0 {
-			req.Messages = append(req.Messages, ChatMessage{Role: RoleAssistant, Text: resp.Text, Calls: resp.Calls})
-			results := make([]ToolResult, 0, len(resp.Calls))
+			req.Messages = append(req.Messages, driver.ChatMessage{Role: driver.RoleAssistant, Text: resp.Text, Calls: resp.Calls})
+			results := make([]driver.ToolResult, 0, len(resp.Calls))
 			for _, call := range resp.Calls {
 				if ctx.Err() != nil {
 					return "", ctx.Err()
 				}
 				results = append(results, s.dispatch(ctx, task, call))
 			}
-			req.Messages = append(req.Messages, ChatMessage{Role: RoleTool, Results: results})
+			req.Messages = append(req.Messages, driver.ChatMessage{Role: driver.RoleTool, Results: results})
 			if tc.noAnswer != nil {
 				return "", &errNoAnswer{reason: *tc.noAnswer, below: NoAnswerBelow(tc.latest())}
 			}
@@ -100,7 +100,7 @@ func (s *Session) runAgent(ctx context.Context, t *a2a.Task, text string) (strin
 		}
 
 		answer := resp.Text
-		req.Messages = append(req.Messages, ChatMessage{Role: RoleAssistant, Text: answer})
+		req.Messages = append(req.Messages, driver.ChatMessage{Role: driver.RoleAssistant, Text: answer})
 		// Calls still out, or answered and not yet delivered: with a turn left, wait and continue.
 		if out, undelivered, _ := tc.pending(); out+undelivered > 0 && (inf.MaxTurns == 0 || p.turns < inf.MaxTurns) {
 			if err := s.waitCalls(ctx, t, tc); err != nil {
@@ -109,7 +109,7 @@ func (s *Session) runAgent(ctx context.Context, t *a2a.Task, text string) (strin
 			round, latest := tc.round()
 			s.workingStatus(t, fmt.Sprintf("continuing with %d member answer(s)", len(round)))
 			s.records.Write("task_continued", task, map[string]any{"answers": len(round)})
-			req.Messages = append(req.Messages, ChatMessage{Role: RoleUser, Text: ContinuationMessage(round, latest, tc.origin.Caller)})
+			req.Messages = append(req.Messages, driver.ChatMessage{Role: driver.RoleUser, Text: ContinuationMessage(round, latest, tc.origin.Caller)})
 			req.Answers = answersData(round)
 			continue
 		}
@@ -120,7 +120,7 @@ func (s *Session) runAgent(ctx context.Context, t *a2a.Task, text string) (strin
 				used := p.keepWorking
 				s.mu.Unlock()
 				s.records.Write("keep_working", task, map[string]any{"used": used, "left": kw.Limit - used})
-				req.Messages = append(req.Messages, ChatMessage{Role: RoleUser, Text: keepWorkingNudge})
+				req.Messages = append(req.Messages, driver.ChatMessage{Role: driver.RoleUser, Text: keepWorkingNudge})
 				continue
 			}
 			return "", errors.New("the model ended its turn without an answer")
@@ -150,9 +150,9 @@ func (s *Session) runAgent(ctx context.Context, t *a2a.Task, text string) (strin
 				s.mu.Unlock()
 				s.records.Write("task_reopened", task, map[string]any{
 					"reason": "done_check", "command": dc.Command, "exit_code": code, "used": used, "left": dc.Limit - used})
-				req.Messages = append(req.Messages, ChatMessage{Role: RoleUser, Text: fmt.Sprintf(
+				req.Messages = append(req.Messages, driver.ChatMessage{Role: driver.RoleUser, Text: fmt.Sprintf(
 					"[runtime] The task is not done: its check `%s` %s.\n%s\nKeep working until the check passes, then answer again.",
-					strings.Join(dc.Command, " "), detail, fence("done_check", out, ""))})
+					strings.Join(dc.Command, " "), detail, driver.Fence("done_check", out, ""))})
 				continue
 			}
 		}
@@ -220,12 +220,12 @@ func originOf(t *a2a.Task) Origin {
 func (s *Session) systemPrompt() string { return s.cfg.Capsule.Instructions }
 
 // account adds one inference call to the session's numbers, its metrics and its records.
-func (s *Session) account(task, choice string, req InferRequest, resp InferResponse) {
+func (s *Session) account(task, choice string, req driver.InferRequest, resp driver.InferResponse) {
 	u := resp.Usage
 	ch := s.cfg.Capsule.Inference.Choices[choice]
 	in, out := u.Input, u.Output
 	if !u.Reported && !u.Estimated {
-		in, out = EstimateInput(req), EstimateTokens(resp.Text)
+		in, out = driver.EstimateInput(req), driver.EstimateTokens(resp.Text)
 	}
 	measured, used := "estimate", in+out
 	if u.Reported {
@@ -276,7 +276,7 @@ func contextSnapshot(ch capsule.Choice, used int64, measured string) *runtimetoo
 
 // compact shortens the conversation when the last check found it past the threshold of its budget:
 // the task's message stays, the oldest turns after it go, and the model is told how many.
-func (s *Session) compact(task string, req *InferRequest) {
+func (s *Session) compact(task string, req *driver.InferRequest) {
 	s.mu.Lock()
 	cs := s.context
 	s.mu.Unlock()
@@ -294,7 +294,7 @@ func (s *Session) compact(task string, req *InferRequest) {
 	// Cut at an assistant message so no tool result is left without its call; keep the last two turns.
 	cut := -1
 	for i := len(req.Messages) - 4; i >= 1; i-- {
-		if req.Messages[i].Role == RoleAssistant {
+		if req.Messages[i].Role == driver.RoleAssistant {
 			cut = i
 			break
 		}
@@ -305,8 +305,8 @@ func (s *Session) compact(task string, req *InferRequest) {
 	removed := cut - 1
 	first := req.Messages[0]
 	first.Text += fmt.Sprintf("\n\n[runtime] %d earlier message(s) of this conversation were removed to keep it within the context budget.", removed)
-	req.Messages = append([]ChatMessage{first}, req.Messages[cut:]...)
-	after := EstimateInput(*req)
+	req.Messages = append([]driver.ChatMessage{first}, req.Messages[cut:]...)
+	after := driver.EstimateInput(*req)
 	s.mu.Lock()
 	s.context = &runtimetools.ContextSnapshot{UsedTokens: after, WindowTokens: cs.WindowTokens,
 		BudgetTokens: cs.BudgetTokens, BudgetBasis: cs.BudgetBasis, MeasuredBy: "estimate"}
@@ -340,7 +340,7 @@ func lastLine(s string) string {
 
 // dispatch answers one tool call through the session's registry. A name that was not staged is refused
 // with the message naming the declaration that would have staged it.
-func (s *Session) dispatch(ctx context.Context, task string, call ToolCall) ToolResult {
+func (s *Session) dispatch(ctx context.Context, task string, call driver.ToolCall) driver.ToolResult {
 	start := time.Now()
 	var res runtimetools.Result
 	ran := false
@@ -374,13 +374,13 @@ func (s *Session) dispatch(ctx context.Context, task string, call ToolCall) Tool
 			note = strings.TrimPrefix(note+"\n"+line, "\n")
 		}
 	}
-	return ToolResult{
+	return driver.ToolResult{
 		CallID: call.ID,
 		Tool:   call.Name,
 		Status: res.Status,
 		Output: res.Output,
 		Data:   res.Data,
-		Text:   fence("tool:"+call.Name, res.Output, note),
+		Text:   driver.Fence("tool:"+call.Name, res.Output, note),
 	}
 }
 
@@ -402,35 +402,16 @@ func (s *Session) deadlineNotice(task string) string {
 	return fmt.Sprintf(deadlineNotice, at, left)
 }
 
-// fence wraps content the model must treat as data, not instructions, as SPEC shows; the runtime's note,
-// if any, goes on the line after the fence.
-func fence(source, content, note string) string {
-	var b strings.Builder
-	b.WriteString("<untrusted-content source=")
-	b.WriteString(source)
-	b.WriteString(">\n")
-	b.WriteString(content)
-	if !strings.HasSuffix(content, "\n") {
-		b.WriteByte('\n')
-	}
-	b.WriteString("</untrusted-content>")
-	if note != "" {
-		b.WriteByte('\n')
-		b.WriteString(note)
-	}
-	return b.String()
-}
-
-func toolSpecs(r *runtimetools.Registry) []ToolSpec {
-	var out []ToolSpec
+func toolSpecs(r *runtimetools.Registry) []driver.ToolSpec {
+	var out []driver.ToolSpec
 	for _, m := range r.Manifests() {
-		out = append(out, ToolSpec{Name: m.Name, Description: m.Description, InputSchema: m.InputSchema})
+		out = append(out, driver.ToolSpec{Name: m.Name, Description: m.Description, InputSchema: m.InputSchema})
 	}
 	return out
 }
 
 // countInference counts a call in the metrics, and the tokens its provider reported.
-func (s *Session) countInference(driver string, u Usage) {
+func (s *Session) countInference(driver string, u driver.Usage) {
 	m := s.cfg.Metrics
 	m.InferenceCalls.WithLabelValues(driver).Inc()
 	if !u.Reported {
@@ -441,42 +422,4 @@ func (s *Session) countInference(driver string, u Usage) {
 			m.InferenceTokens.WithLabelValues(driver, kind).Add(float64(n))
 		}
 	}
-}
-
-// buildDrivers makes a driver for every choice the capsule declares. The choice a session starts on
-// must be one this build serves.
-func buildDrivers(c *capsule.Capsule, hc *http.Client, getenv func(string) string) (map[string]Driver, error) {
-	out := map[string]Driver{}
-	for _, name := range c.Inference.ChoiceOrder {
-		ch := c.Inference.Choices[name]
-		switch ch.Driver {
-		case "script":
-			sc := DefaultScript()
-			if ch.Script != "" {
-				var err error
-				if sc, err = LoadScript(capsule.ResolvePath(c.Dir, ch.Script)); err != nil {
-					return nil, err
-				}
-			}
-			out[name] = NewScriptDriver(name, sc)
-		case "openai":
-			d, err := NewOpenAIDriver(name, ch, hc, getenv)
-			if err != nil {
-				return nil, fmt.Errorf("%s: driver choice %s: %w", c.Path, name, err)
-			}
-			out[name] = d
-		case "anthropic":
-			d, err := NewAnthropicDriver(name, ch, hc, getenv)
-			if err != nil {
-				return nil, fmt.Errorf("%s: driver choice %s: %w", c.Path, name, err)
-			}
-			out[name] = d
-		}
-	}
-	if _, ok := out[c.Inference.Driver]; !ok {
-		ch := c.Inference.Choices[c.Inference.Driver]
-		return nil, fmt.Errorf("%s: inference.driver %q uses driver %q, which this build of mur does not serve yet; use a choice with driver: script",
-			c.Path, c.Inference.Driver, ch.Driver)
-	}
-	return out, nil
 }

@@ -16,6 +16,8 @@ import (
 
 	"github.com/murmur-run/murmur/a2a"
 	"github.com/murmur-run/murmur/member/capsule"
+	"github.com/murmur-run/murmur/member/sandbox"
+	"github.com/murmur-run/murmur/member/store"
 	"github.com/murmur-run/murmur/roster"
 )
 
@@ -36,7 +38,7 @@ type sessionOpts struct {
 	clock   *clock
 	getenv  func(string) string
 	confine bool // commands run through this test binary as the confining helper
-	isolate func() isolation
+	isolate func() sandbox.Isolation
 	roster  string // a roster.yaml for the session, whose member is "m"; "" for none
 	peers   Peers  // how peers' doors are reached, with roster
 	token   string // the formation token
@@ -58,7 +60,7 @@ func startSession(t testing.TB, files map[string]string, o sessionOpts) (*testSe
 	if err != nil {
 		t.Fatal(err)
 	}
-	store, err := OpenStore(filepath.Join(root, "tasks.db"))
+	store, err := store.Open(filepath.Join(root, "tasks.db"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,7 +10,9 @@ import (
 	"time"
 
 	"github.com/murmur-run/murmur/a2a"
+	"github.com/murmur-run/murmur/internal/ids"
 	"github.com/murmur-run/murmur/member/capsule"
+	"github.com/murmur-run/murmur/member/sandbox"
 	"github.com/murmur-run/murmur/runtimetools"
 )
 
@@ -55,7 +57,7 @@ type bgCommand struct {
 	name    string
 	started time.Time
 	pid     int
-	cg      *cgroupSet
+	cg      *sandbox.Cgroups
 	out     *shellOutput
 	logPath string
 	done    chan struct{} // closed once the command has exited and its output is closed
@@ -208,7 +210,7 @@ func (s *Session) backgroundEnded(c *bgCommand) {
 	}
 	text := fmt.Sprintf("Background command %s (%s) %s with exit code %d. Its output is in %s; background-command with this work id reports it.",
 		c.id, c.name, state, code, c.logPath)
-	s.Send(context.Background(), &a2a.Message{MessageID: a2a.MessageID(newID(prefixMessage)), Role: a2a.RoleUser,
+	s.Send(context.Background(), &a2a.Message{MessageID: a2a.MessageID(ids.New(ids.PrefixMessage)), Role: a2a.RoleUser,
 		Parts: []a2a.Part{a2a.TextPart(text)}}, Origin{Trust: TrustTrusted, Origin: OriginCompletion})
 }
 
@@ -250,7 +252,7 @@ func (s *Session) killBackground() {
 // kill ends the command's process group and everything in its cgroup.
 func (c *bgCommand) kill() {
 	syscall.Kill(-c.pid, syscall.SIGKILL)
-	c.cg.killAll()
+	c.cg.KillAll()
 }
 
 func (s *Session) logPath(id string) string { return filepath.Join(s.records.Dir(), "logs", id+".log") }

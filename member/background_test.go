@@ -19,6 +19,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/murmur-run/murmur/a2a"
+	"github.com/murmur-run/murmur/member/sandbox"
+	"github.com/murmur-run/murmur/member/store"
 )
 
 // bgSession starts an agent that may run sh, whose commands move to the background after a second.
@@ -190,8 +192,8 @@ func escapers(t *testing.T, o sessionOpts) (survivors []string) {
 }
 
 func TestStopReachesEscapers(t *testing.T) {
-	iso := probeIsolation()
-	if !iso.treeKill() {
+	iso := sandbox.Probe()
+	if !iso.TreeKill() {
 		t.Skip("this host gives the runtime neither a PID namespace nor a cgroup: see W-SHELL-003")
 	}
 	if got := escapers(t, sessionOpts{}); len(got) > 0 {
@@ -200,12 +202,12 @@ func TestStopReachesEscapers(t *testing.T) {
 }
 
 func TestStopReachesEscapersThroughTheCgroupAlone(t *testing.T) {
-	iso := probeIsolation()
-	if iso.killBase == "" {
+	iso := sandbox.Probe()
+	if iso.KillBase == "" {
 		t.Skip("this host gives the runtime no cgroup v2 directory to make cgroups in")
 	}
-	iso.pidNS = 0
-	if got := escapers(t, sessionOpts{isolate: func() isolation { return iso }}); len(got) > 0 {
+	iso.PidNS = 0
+	if got := escapers(t, sessionOpts{isolate: func() sandbox.Isolation { return iso }}); len(got) > 0 {
 		t.Errorf("%v outlived the stop", got)
 	}
 }
@@ -213,7 +215,7 @@ func TestStopReachesEscapersThroughTheCgroupAlone(t *testing.T) {
 // Without a PID namespace or a cgroup only the process group is reached, as SPEC's stop says: a process
 // that left it runs on. This is what the other escaper tests would see if their mechanism did nothing.
 func TestStopWithTheProcessGroupAloneMissesASetsidEscaper(t *testing.T) {
-	got := escapers(t, sessionOpts{isolate: func() isolation { return isolation{} }})
+	got := escapers(t, sessionOpts{isolate: func() sandbox.Isolation { return sandbox.Isolation{} }})
 	if !slices.Contains(got, "escaped") {
 		t.Errorf("the setsid escaper did not run on (survivors: %v): the process group reached it", got)
 	}
@@ -224,9 +226,9 @@ const envAsNobody = "MUR_TEST_AS_NOBODY"
 
 func TestStopReachesEscapersWithoutRoot(t *testing.T) {
 	if os.Getenv(envAsNobody) == "1" {
-		iso := probeIsolation()
-		t.Logf("not root: PID namespace flags %#x, cgroup %q", iso.pidNS, iso.killBase)
-		if !iso.treeKill() {
+		iso := sandbox.Probe()
+		t.Logf("not root: PID namespace flags %#x, cgroup %q", iso.PidNS, iso.KillBase)
+		if !iso.TreeKill() {
 			t.Skip("not root, this host allows no user namespace and delegates no cgroup: see W-SHELL-003")
 		}
 		if got := escapers(t, sessionOpts{}); len(got) > 0 {
@@ -315,7 +317,7 @@ func TestAnExitArrivesAsACompletionTask(t *testing.T) {
 	}
 	ctx := t.Context()
 	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		page, _ := s.List(ctx, ListQuery{PageSize: 10}, OperatorScope())
+		page, _ := s.List(ctx, store.ListQuery{PageSize: 10}, OperatorScope())
 		if page.Total == 2 {
 			done, _ := s.Wait(ctx, page.Tasks[0].ID)
 			if murmurMeta(done)["origin"] != OriginCompletion || !strings.HasPrefix(answer(done), "noted: Background command wrk_") ||
@@ -387,17 +389,17 @@ func stopWithoutHandler(t *testing.T, o sessionOpts) string {
 // SPEC's stop sends SIGTERM first: a command that installed no handler ends by it (143), not by the
 // SIGKILL two seconds later (137), wherever it runs.
 func TestStopEndsACommandBySIGTERM(t *testing.T) {
-	host := probeIsolation()
+	host := sandbox.Probe()
 	noPIDNS := host
-	noPIDNS.pidNS = 0
+	noPIDNS.PidNS = 0
 	for _, tc := range []struct {
 		name string
-		iso  func() isolation
+		iso  func() sandbox.Isolation
 		skip string
 	}{
-		{"host default", nil, map[bool]string{true: "no PID namespace on this host"}[host.pidNS == 0]},
-		{"no PID namespace", func() isolation { return noPIDNS }, ""},
-		{"process group alone", func() isolation { return isolation{} }, ""},
+		{"host default", nil, map[bool]string{true: "no PID namespace on this host"}[host.PidNS == 0]},
+		{"no PID namespace", func() sandbox.Isolation { return noPIDNS }, ""},
+		{"process group alone", func() sandbox.Isolation { return sandbox.Isolation{} }, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if tc.skip != "" {
@@ -418,16 +420,16 @@ const envParentDeath = "MUR_TEST_PARENT_DEATH"
 // Where commands get a cgroup but no PID namespace, nothing is left to write cgroup.kill once mur is
 // killed with SIGKILL, unless the command's init does: it sees its parent die and ends the cgroup.
 func TestEscapersEndWithMurWithoutAPIDNamespace(t *testing.T) {
-	iso := probeIsolation()
-	if iso.killBase == "" {
+	iso := sandbox.Probe()
+	if iso.KillBase == "" {
 		t.Skip("this host gives the runtime no cgroup v2 directory to make cgroups in")
 	}
 	// The cgroup v2 alone: no PID namespace, and no v1 memory cgroup, whose processes the init kills too.
-	iso.pidNS, iso.memBase, iso.memV1 = 0, "", false
+	iso.PidNS, iso.MemBase, iso.MemV1 = 0, "", false
 	const started = "escapers running"
 	if dir := os.Getenv(envParentDeath); dir != "" {
 		// As mur: start the escapers, report, and wait to be killed.
-		s, root := stopSession(t, sessionOpts{isolate: func() isolation { return iso }})
+		s, root := stopSession(t, sessionOpts{isolate: func() sandbox.Isolation { return iso }})
 		id := runInBackground(t, s, root, escaperCommand(), strings.Fields(escaperReady)...)
 		if err := os.WriteFile(filepath.Join(dir, "report"), []byte(root+"\n"+id), 0o644); err != nil {
 			t.Fatal(err)
@@ -455,21 +457,21 @@ func TestEscapersEndWithMurWithoutAPIDNamespace(t *testing.T) {
 		}
 	}
 	t.Cleanup(func() { os.RemoveAll(filepath.Dir(root)) })
-	cg := filepath.Join(iso.killBase, "mur-"+id)
+	cg := filepath.Join(iso.KillBase, "mur-"+id)
 	t.Cleanup(func() {
-		for _, pid := range cgroupPIDs(cg) {
+		for _, pid := range sandbox.CgroupPIDs(cg) {
 			syscall.Kill(pid, syscall.SIGKILL)
 		}
 		os.Remove(cg)
 	})
-	if n := len(cgroupPIDs(cg)); n < 4 {
+	if n := len(sandbox.CgroupPIDs(cg)); n < 4 {
 		t.Fatalf("%d processes in the command's cgroup %s, want its init, the command and its three escapers", n, cg)
 	}
 	cmd.Process.Signal(syscall.SIGKILL)
 	cmd.Wait()
-	for deadline := time.Now().Add(60 * time.Second); len(cgroupPIDs(cg)) > 0; time.Sleep(20 * time.Millisecond) {
+	for deadline := time.Now().Add(60 * time.Second); len(sandbox.CgroupPIDs(cg)) > 0; time.Sleep(20 * time.Millisecond) {
 		if time.Now().After(deadline) {
-			t.Fatalf("processes %v outlived mur's SIGKILL in the command's cgroup", cgroupPIDs(cg))
+			t.Fatalf("processes %v outlived mur's SIGKILL in the command's cgroup", sandbox.CgroupPIDs(cg))
 		}
 	}
 	// Nothing is left to act; whatever the cgroup listing missed would act now.

@@ -123,7 +123,7 @@ func (s *Session) CallMember(ctx context.Context, task, member, text string) (ru
 	}
 	now := time.Now()
 	secs := s.delegationDeadline()
-	c := &memberCall{id: newID("mcl_"), member: member, text: text, started: now, deadline: now.Add(time.Duration(secs) * time.Second)}
+	c := &memberCall{id: ids.New("mcl_"), member: member, text: text, started: now, deadline: now.Add(time.Duration(secs) * time.Second)}
 	tc.calls = append(tc.calls, c)
 	tc.mu.Unlock()
 
@@ -166,7 +166,7 @@ func (tc *taskCalls) offer(ctx context.Context, c *memberCall) (*a2a.Task, error
 		trust = TrustTrusted
 	}
 	msg := &a2a.Message{
-		MessageID: a2a.MessageID(newID(prefixMessage)),
+		MessageID: a2a.MessageID(ids.New(ids.PrefixMessage)),
 		Role:      a2a.RoleUser,
 		Parts:     []a2a.Part{a2a.TextPart(c.text)},
 		Metadata: map[string]any{ids.Meta: ids.NewMeta(map[ids.MetaKey]any{

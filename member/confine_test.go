@@ -7,111 +7,23 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/google/go-cmp/cmp"
+	"github.com/murmur-run/murmur/member/sandbox"
 )
 
 // TestFSRules checks which paths become which Landlock rules, and the carve-out of a data directory
+
 // inside a granted directory (roster `capsule: .` beside `.murmur/`).
-func TestFSRules(t *testing.T) {
-	root, err := filepath.EvalSymlinks(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := func(rel string) string { return filepath.Join(root, rel) }
-	for _, f := range []string{
-		"proj/murmur.yaml", "proj/answer.sh", "proj/lib/util.sh",
-		"proj/.murmur/operator.token", "proj/.murmur/formation.token", "proj/.murmur/members/m/tasks.db",
-		"proj/.murmur/members/m/work/in.txt",
-		"proj/deep/a/b.txt", "proj/deep/keep.txt", "proj/deep/a/records/ses_x/trace.jsonl",
-		"extra/data.csv", "home/.ssh/id_ed25519", "home/notes.txt",
-	} {
-		os.MkdirAll(filepath.Dir(p(f)), 0o755)
-		os.WriteFile(p(f), []byte("x"), 0o644)
-	}
-	// A link beside the data directory that leads back into it is no way in.
-	os.Symlink(".murmur", p("proj/data-link"))
-	os.Symlink(p("extra"), p("extra-link"))
-
-	spec := confineSpec{
-		Read:  []string{p("proj"), p("extra-link"), p("home"), p("missing")},
-		Write: []string{p("proj/.murmur/members/m/work")},
-		Deny:  []string{p("proj/.murmur"), p("proj/deep/a/records"), p("home")},
-	}
-	rules, err := fsRules(spec, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var got []string
-	for _, r := range rules {
-		if within(r.Path, root) {
-			got = append(got, strings.TrimPrefix(r.Path, root+"/")+" "+r.Access.String())
-		}
-	}
-	want := []string{
-		// proj less .murmur and the records two levels down; the link is left out.
-		"proj/answer.sh read",
-		"proj/deep/a/b.txt read",
-		"proj/deep/keep.txt read",
-		"proj/lib read",
-		"proj/murmur.yaml read",
-		// the link resolved
-		"extra read",
-		// home is denied whole; the workdir inside the data directory is granted on purpose
-		"proj/.murmur/members/m/work write",
-	}
-	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("rules under the test root (-want +got):\n%s", diff)
-	}
-	// The system directories and the device nodes, as they are on this host.
-	var sys []string
-	for _, r := range rules {
-		if !within(r.Path, root) {
-			sys = append(sys, r.Path+" "+r.Access.String())
-		}
-	}
-	for _, w := range []string{"/usr read", "/etc read", "/dev/null device", "/dev/urandom read"} {
-		if !slices.Contains(sys, w) {
-			t.Errorf("no rule %q among %v", w, sys)
-		}
-	}
-	for _, r := range sys {
-		if r == "/ read" || strings.HasPrefix(r, "/proc") || strings.HasPrefix(r, "/tmp") || strings.HasPrefix(r, "/root") {
-			t.Errorf("rule %q reaches beyond the system directories", r)
-		}
-	}
-	// The command's own /proc entry, when given; a missing write path is an error.
-	rules, _ = fsRules(confineSpec{}, fmt.Sprintf("/proc/%d", os.Getpid()))
-	if !slices.Contains(rules, fsRule{Path: fmt.Sprintf("/proc/%d", os.Getpid()), Access: accessRead}) {
-		t.Errorf("no rule for the command's own /proc entry: %v", rules)
-	}
-	if _, err := fsRules(confineSpec{Write: []string{p("no-such-dir")}}, ""); err == nil {
-		t.Error("a missing write path is no error")
-	}
-	// A grant equal to a denied path is dropped; one of a denied path's parents with it.
-	rules, _ = fsRules(confineSpec{Read: []string{p("home")}, Deny: []string{p("home")}}, "")
-	for _, r := range rules {
-		if within(r.Path, p("home")) {
-			t.Errorf("rule %v inside the denied home", r)
-		}
-	}
-}
-
-func TestSecretFree(t *testing.T) {
-	got := secretFree([]string{"PATH=/bin", "MUR_OPERATOR_TOKEN=a", "MUR_FORMATION_TOKEN=b", "MUR_PEER_TOKEN_X=c",
-		"MUR_MEMBER=m", "X=has-the-secret-inside", "LANG=C.UTF-8"}, "the-secret")
-	if diff := cmp.Diff([]string{"PATH=/bin", "MUR_MEMBER=m", "LANG=C.UTF-8"}, got); diff != "" {
-		t.Errorf("(-want +got):\n%s", diff)
-	}
-}
 
 // probeScript is a shell script that tries to read each secret of a formation laid out under root
+
 // (startSession's layout: the data directory with its tokens and task store, the records) and the
+
 // home directory, the member's /proc entry and a door; it prints one line per try.
+
 func probeScript(root, home, granted string, door int) string {
 	tries := [][2]string{
 		{"operator-token", filepath.Join(root, "operator.token")},
@@ -138,10 +50,13 @@ func probeScript(root, home, granted string, door int) string {
 }
 
 // TestCommandsCannotReadSecrets runs a probe as a shell binary and as a script capsule's command: each
+
 // secret is refused, what the command may read is read, and the door is reached only with
+
 // capabilities.shell.network, by a network namespace or by Landlock's TCP rules.
+
 func TestCommandsCannotReadSecrets(t *testing.T) {
-	if !LandlockAvailable() {
+	if !sandbox.LandlockAvailable() {
 		t.Skip("this kernel does not enforce Landlock (W-SHELL-005)")
 	}
 	if _, err := os.Stat("/usr/bin/bash"); err != nil {
@@ -160,22 +75,22 @@ func TestCommandsCannotReadSecrets(t *testing.T) {
 	defer door.Close()
 	port := door.Listener.Addr().(*net.TCPAddr).Port
 
-	host := probeIsolation()
+	host := sandbox.Probe()
 	noNetNS := host
-	noNetNS.netNS = 0
+	noNetNS.NetNS = 0
 	for _, tc := range []struct {
 		name    string
-		iso     isolation
+		iso     sandbox.Isolation
 		skip    string
 		grants  string // the capabilities.shell keys besides allow
 		network bool
 		door    bool // check the door alone: without Landlock, reads are the user's
 	}{
-		{"network namespace", host, map[bool]string{true: "no network namespace on this host"}[host.netNS == 0], "", false, false},
-		{"Landlock TCP rules", noNetNS, map[bool]string{true: "this kernel's Landlock has no TCP rules"}[landlockABI() < landlockTCPABI], "", false, false},
+		{"network namespace", host, map[bool]string{true: "no network namespace on this host"}[host.NetNS == 0], "", false, false},
+		{"Landlock TCP rules", noNetNS, map[bool]string{true: "this kernel's Landlock has no TCP rules"}[sandbox.LandlockABI() < sandbox.LandlockTCPABI], "", false, false},
 		{"granted", host, "", "network: true, read: [" + grantedDir + "]", true, false},
 		// Without Landlock at all, the network namespace alone keeps the door out of reach.
-		{"network namespace without Landlock", host, map[bool]string{true: "no network namespace on this host"}[host.netNS == 0], "confine: false", false, true},
+		{"network namespace without Landlock", host, map[bool]string{true: "no network namespace on this host"}[host.NetNS == 0], "confine: false", false, true},
 	} {
 		for _, kind := range []string{"shell binary", "script capsule"} {
 			t.Run(tc.name+"/"+kind, func(t *testing.T) {
@@ -195,7 +110,7 @@ func TestCommandsCannotReadSecrets(t *testing.T) {
 				} else {
 					files["murmur.yaml"] = "name: s\nscript: {command: [sh, -c, 'read -r body; eval \"$body\"']}\ncapabilities:\n  shell: " + shell + "\n"
 				}
-				s, root := startSession(t, files, sessionOpts{confine: true, token: canary, isolate: func() isolation { return tc.iso }})
+				s, root := startSession(t, files, sessionOpts{confine: true, token: canary, isolate: func() sandbox.Isolation { return tc.iso }})
 				for _, f := range []string{"operator.token", "formation.token"} {
 					os.WriteFile(filepath.Join(root, f), []byte(canary+"\n"), 0o600)
 				}
@@ -228,9 +143,11 @@ func TestCommandsCannotReadSecrets(t *testing.T) {
 }
 
 // TestDoneCheckIsConfined: lifecycle.done_check runs through the same runner: it passes only when its
+
 // try at the operator token beside the workdir is refused.
+
 func TestDoneCheckIsConfined(t *testing.T) {
-	if !LandlockAvailable() {
+	if !sandbox.LandlockAvailable() {
 		t.Skip("this kernel does not enforce Landlock (W-SHELL-005)")
 	}
 	s, root := startSession(t, map[string]string{
@@ -245,11 +162,14 @@ func TestDoneCheckIsConfined(t *testing.T) {
 }
 
 // BenchmarkScriptTaskConfinement reports what a script capsule's task costs run the old way (the
+
 // process group alone, no helper) and confined (helper, Landlock, PID and network namespaces, cgroup),
+
 // alternating the two so a loaded machine weighs on both alike; the ratio is confined over direct.
+
 func BenchmarkScriptTaskConfinement(b *testing.B) {
 	capsule := map[string]string{"murmur.yaml": "name: s\nscript: {command: [cat]}\n"}
-	direct, _ := startSession(b, capsule, sessionOpts{isolate: func() isolation { return isolation{} }})
+	direct, _ := startSession(b, capsule, sessionOpts{isolate: func() sandbox.Isolation { return sandbox.Isolation{} }})
 	confined, _ := startSession(b, capsule, sessionOpts{confine: true})
 	var took [2]time.Duration
 	for b.Loop() {

@@ -3,6 +3,8 @@ package member
 import (
 	"strings"
 	"unicode/utf8"
+
+	"github.com/murmur-run/murmur/member/driver"
 )
 
 // CallOutcome is how one member call ended, as the continuation message reports it.
@@ -49,7 +51,7 @@ const (
 func ContinuationMessage(round, latest []CallOutcome, caller string) string {
 	var blocks []string
 	for _, c := range round {
-		blocks = append(blocks, continuationHeader(c)+"\n"+fence("member:"+c.Member, cutOutput(c.Output), ""))
+		blocks = append(blocks, continuationHeader(c)+"\n"+driver.Fence("member:"+c.Member, cutOutput(c.Output), ""))
 	}
 
 	var missing, gaps []string

@@ -85,7 +85,7 @@ func (s *Session) finishLocked(ctx context.Context, t *a2a.Task, state a2a.TaskS
 	s.setStatus(t, state, text, now)
 	if answer != nil {
 		t.Artifacts = append(t.Artifacts, a2a.Artifact{
-			ArtifactID: newID("art_"),
+			ArtifactID: ids.New("art_"),
 			Name:       "response",
 			Parts:      []a2a.Part{a2a.TextPart(*answer)},
 		})
@@ -143,7 +143,7 @@ func (s *Session) setStatus(t *a2a.Task, state a2a.TaskState, text string, now t
 	t.Status = a2a.TaskStatus{State: state, Timestamp: a2a.NewTimestamp(now)}
 	if text != "" {
 		t.Status.Message = &a2a.Message{
-			MessageID: a2a.MessageID(newID(prefixMessage)),
+			MessageID: a2a.MessageID(ids.New(ids.PrefixMessage)),
 			Role:      a2a.RoleAgent,
 			Parts:     []a2a.Part{a2a.TextPart(text)},
 			TaskID:    t.ID,

@@ -13,24 +13,21 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/murmur-run/murmur/a2a"
+	"github.com/murmur-run/murmur/member/store"
 )
 
 // gatedCapsule's tasks run until the test creates the file "go" in the capsule directory.
 const gatedCapsule = "name: s\nscript:\n  command: [sh, -c, 'while [ ! -e \"$MUR_CAPSULE_DIR/go\" ]; do sleep 0.01; done; echo done']\n"
 
 // setWriteHook sets st's write hook; the write lock orders it before every write that calls it.
-func setWriteHook(st *Store, hook func(op string, rows int)) {
-	st.wmu.Lock()
-	st.writing = hook
-	st.wmu.Unlock()
+func setWriteHook(st *store.Store, hook func(op string, rows int)) {
+	st.SetWriteHook(hook)
 }
 
 // holdWriteLock takes st's write lock, as a long write would, and returns what lets it go; a test that
 // fails lets it go at cleanup.
-func holdWriteLock(t *testing.T, st *Store) (unlock func()) {
-	st.wmu.Lock()
-	var once sync.Once
-	unlock = func() { once.Do(st.wmu.Unlock) }
+func holdWriteLock(t *testing.T, st *store.Store) (unlock func()) {
+	unlock = st.LockWrites()
 	t.Cleanup(unlock)
 	return unlock
 }
@@ -68,11 +65,11 @@ func waitForState(t *testing.T, s *Session, id a2a.TaskID, want a2a.TaskState) *
 }
 
 // waitStored polls until the store lists n tasks in state.
-func waitStored(t *testing.T, st *Store, state a2a.TaskState, n int) {
+func waitStored(t *testing.T, st *store.Store, state a2a.TaskState, n int) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		page, err := st.List(context.Background(), ListQuery{State: state, PageSize: 1})
+		page, err := st.List(context.Background(), store.ListQuery{State: state, PageSize: 1})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -163,12 +160,12 @@ func TestRejectionsAreStoredInOneBatch(t *testing.T) {
 	st := s.cfg.Store
 	var mu sync.Mutex
 	writes := map[string][]int{}
-	unlock := holdWriteLock(t, st) // the store is busy with a long write while the rejections come
-	st.writing = func(op string, rows int) {
+	st.SetWriteHook(func(op string, rows int) {
 		mu.Lock()
 		writes[op] = append(writes[op], rows)
 		mu.Unlock()
-	}
+	})
+	unlock := holdWriteLock(t, st) // the store is busy with a long write while the rejections come
 	collect(t, sendAll(s.Session, 100), 100, "while the store's write lock is held")
 	unlock()
 	waitStored(t, st, a2a.TaskStateRejected, 100)
@@ -177,8 +174,7 @@ func TestRejectionsAreStoredInOneBatch(t *testing.T) {
 	if len(writes["create"]) != 0 || len(writes["batch"]) != 1 || writes["batch"][0] != 100 {
 		t.Errorf("100 rejections were written as %v, want one batch of 100", writes)
 	}
-	var synchronous int
-	if err := st.write.QueryRow(`PRAGMA synchronous`).Scan(&synchronous); err != nil || synchronous != 2 {
+	if synchronous, err := st.WriteSynchronous(); err != nil || synchronous != 2 {
 		t.Errorf("after a batch the write connection's synchronous is %d (%v), want 2 (FULL)", synchronous, err)
 	}
 }
@@ -188,14 +184,14 @@ func TestRejectionsAreStoredInOneBatch(t *testing.T) {
 func TestRejectionsBeyondTheBufferAreNotKept(t *testing.T) {
 	s, _, _ := busySession(t)
 	st := s.cfg.Store
-	const n = batchMaxRows + 5
+	const n = store.BatchMaxRows + 5
 	unlock := holdWriteLock(t, st)
 	tasks := collect(t, sendAll(s.Session, n), n, "while the store's write lock is held")
 	unlock()
-	waitStored(t, st, a2a.TaskStateRejected, batchMaxRows)
+	waitStored(t, st, a2a.TaskStateRejected, store.BatchMaxRows)
 	for i, task := range tasks {
 		_, err := s.Get(context.Background(), task.ID, nil, OperatorScope())
-		switch kept := i < batchMaxRows; {
+		switch kept := i < store.BatchMaxRows; {
 		case kept && err != nil:
 			t.Errorf("rejection %d, within the buffer: %v", i, err)
 		case !kept && !errors.Is(err, a2a.ErrTaskNotFound):

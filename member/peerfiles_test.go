@@ -23,6 +23,8 @@ import (
 
 	"github.com/murmur-run/murmur/internal/peercred"
 	"github.com/murmur-run/murmur/member/capsule"
+	"github.com/murmur-run/murmur/member/driver"
+	"github.com/murmur-run/murmur/member/store"
 	"github.com/murmur-run/murmur/peerfile"
 	"github.com/murmur-run/murmur/roster"
 )
@@ -66,7 +68,7 @@ func peerSession(t *testing.T, member, extra string) *peerEnv {
 	must(t, os.WriteFile(filepath.Join(dir, "murmur.yaml"), []byte(agentCapsule(extra)), 0o644))
 	c, err := capsule.Load(dir)
 	must(t, err)
-	store, err := OpenStore(filepath.Join(root, "tasks.db"))
+	store, err := store.Open(filepath.Join(root, "tasks.db"))
 	must(t, err)
 	e.metrics, err = NewMetrics(prometheus.NewRegistry())
 	must(t, err)
@@ -127,10 +129,10 @@ func (e *peerEnv) share(t *testing.T, name, content string) *peerfile.Handle {
 
 // call dispatches one tool call as the agent loop does, and returns what the model was sent and the
 // call's last record.
-func (e *peerEnv) call(t *testing.T, tool string, input map[string]any) (ToolResult, map[string]any) {
+func (e *peerEnv) call(t *testing.T, tool string, input map[string]any) (driver.ToolResult, map[string]any) {
 	t.Helper()
 	in, _ := json.Marshal(input)
-	res := e.s.dispatch(context.Background(), "tsk_test", ToolCall{ID: "c1", Name: tool, Input: in})
+	res := e.s.dispatch(context.Background(), "tsk_test", driver.ToolCall{ID: "c1", Name: tool, Input: in})
 	recs := records(t, e.s)
 	// The tool's own record; a call that ran is followed by its tool_call record.
 	for i := len(recs) - 1; i >= 0; i-- {

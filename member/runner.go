@@ -12,7 +12,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/murmur-run/murmur/internal/ids"
 	"github.com/murmur-run/murmur/member/capsule"
+	"github.com/murmur-run/murmur/member/sandbox"
 )
 
 // program is one command the runtime runs for a capsule: a shell binary, a script capsule's command,
@@ -35,7 +37,7 @@ type program struct {
 // proc is a started program.
 type proc struct {
 	pid    int
-	cg     *cgroupSet
+	cg     *sandbox.Cgroups
 	exited chan struct{} // closed when the program itself has exited
 	// done is closed once what it left behind is gone, its output read, and its cgroups removed;
 	// the fields below are set then.
@@ -48,26 +50,26 @@ type proc struct {
 // kill ends the program's process group and everything in its cgroups.
 func (p *proc) kill() {
 	syscall.Kill(-p.pid, syscall.SIGKILL)
-	p.cg.killAll()
+	p.cg.KillAll()
 }
 
 // confinement is the helper's instructions for a command of this session: read and execute the system
 // directories, the capsule directory and capabilities.shell.read; write the workdir; never the data
 // directory, the records or $HOME, except the workdir; no network unless capabilities.shell.network.
-func (s *Session) confinement(work string, memBytes uint64, cg *cgroupSet) confineSpec {
+func (s *Session) confinement(work string, memBytes uint64, cg *sandbox.Cgroups) sandbox.Spec {
 	g := s.cfg.Capsule.Capabilities.Shell
-	spec := confineSpec{
+	spec := sandbox.Spec{
 		Landlock: s.confined(),
 		Read:     append([]string{s.cfg.Capsule.Dir}, s.readGrants()...),
 		Write:    []string{work},
 		Deny:     s.secretDirs(),
 		Network:  g.Network,
 		Mem:      memBytes,
-		Cgroups:  cg.extra,
-		Kill:     cg.kill,
+		Cgroups:  cg.Extra,
+		Kill:     cg.Kill,
 		Parent:   os.Getpid(),
 	}
-	if cg.mem != "" {
+	if cg.Mem != "" {
 		spec.Mem = 0 // the kernel holds the whole tree to it, and says when it stepped in
 	}
 	return spec
@@ -119,17 +121,11 @@ func (s *Session) secretGrant(p string) string {
 		if r, err := filepath.EvalSymlinks(abs); err == nil {
 			rd = r
 		}
-		if within(rp, rd) {
+		if sandbox.Within(rp, rd) {
 			return d
 		}
 	}
 	return ""
-}
-
-// runsCommands reports whether a capsule runs programs: a script capsule's command, shell binaries, a
-// done_check.
-func runsCommands(c *capsule.Capsule) bool {
-	return !c.IsAgent() || len(c.Capabilities.Shell.Allow) > 0 || c.Lifecycle.DoneCheck != nil
 }
 
 // start runs p in the workdir with a clean environment, in a process group of its own and, where the
@@ -143,20 +139,20 @@ func (s *Session) start(p program) (*proc, error) {
 	if err := os.MkdirAll(tmp, 0o700); err != nil {
 		return nil, err
 	}
-	env := secretFree(append([]string{"PATH=" + strings.Join(trustedPath, ":"), "HOME=" + work, "TMPDIR=" + tmp, "LANG=C.UTF-8"}, p.env...),
+	env := sandbox.SecretFree(append([]string{"PATH=" + strings.Join(sandbox.TrustedPath, ":"), "HOME=" + work, "TMPDIR=" + tmp, "LANG=C.UTF-8"}, p.env...),
 		s.cfg.FormationToken)
 	memBytes := uint64(p.memMB) << 20
 	if s.cfg.ConfineHelper == "" {
 		memBytes = 0 // unconfined (tests): no helper to apply a limit or join a v1 cgroup
 	}
-	cg, err := newCgroupSet(s.iso, p.id, memBytes)
+	cg, err := sandbox.NewCgroups(s.iso, p.id, memBytes)
 	if err != nil {
 		return nil, err
 	}
 	var cmd *exec.Cmd
 	if s.cfg.ConfineHelper != "" {
-		cmd = exec.Command(s.cfg.ConfineHelper, append([]string{ConfineCommand, p.path, p.name}, p.args...)...)
-		cmd.Env = append(env, s.confinement(work, memBytes, cg).encode())
+		cmd = exec.Command(s.cfg.ConfineHelper, append([]string{sandbox.ConfineCommand, p.path, p.name}, p.args...)...)
+		cmd.Env = append(env, s.confinement(work, memBytes, cg).Encode())
 	} else {
 		cmd = exec.Command(p.path, p.args...)
 		cmd.Args[0] = p.name
@@ -165,7 +161,7 @@ func (s *Session) start(p program) (*proc, error) {
 	cmd.Dir = work
 	cmd.Stdin = p.stdin
 	// A leftover holding stdin does not hold up Wait for long.
-	cmd.WaitDelay = lingerWait
+	cmd.WaitDelay = sandbox.LingerWait
 	// Each stream has a pipe of our own: the pipe's identity tells which leftover processes still hold
 	// the command's output.
 	writers := []io.Writer{p.stdout}
@@ -183,7 +179,7 @@ func (s *Session) start(p program) (*proc, error) {
 		if err != nil {
 			closeAll(readers)
 			closeAll(pipeWriters)
-			cg.remove()
+			cg.Remove()
 			return nil, err
 		}
 		readers, pipeWriters = append(readers, r), append(pipeWriters, w)
@@ -192,24 +188,24 @@ func (s *Session) start(p program) (*proc, error) {
 	// A process group of its own, and where the host allows, a PID namespace (when its PID 1, the
 	// helper as the command's init, ends with the command, the kernel kills every process it started),
 	// a network namespace, and a cgroup (cgroup.kill ends them all).
-	flags := s.iso.pidNS
+	flags := s.iso.PidNS
 	if !s.cfg.Capsule.Capabilities.Shell.Network {
-		flags |= s.iso.netNS
+		flags |= s.iso.NetNS
 	}
-	cmd.SysProcAttr = pidNSAttr(flags)
+	cmd.SysProcAttr = sandbox.PidNSAttr(flags)
 	if s.cfg.ConfineHelper != "" && flags&syscall.CLONE_NEWPID == 0 {
 		// The helper, the command's init, watches for mur's death itself and then ends the command's
 		// cgroup and process group; a SIGKILL here would end the init before it could.
 		cmd.SysProcAttr.Pdeathsig = 0
 	}
-	if cg.fd >= 0 {
-		cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, cg.fd
+	if cg.Fd >= 0 {
+		cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, cg.Fd
 	}
 	err = cmd.Start()
 	closeAll(pipeWriters)
 	if err != nil {
 		closeAll(readers)
-		cg.remove()
+		cg.Remove()
 		return nil, err
 	}
 	var copying sync.WaitGroup
@@ -228,27 +224,27 @@ func (s *Session) start(p program) (*proc, error) {
 		// Whatever it left behind goes with it. Where the host lets the runtime reach every process the
 		// command started, they end at once; otherwise they get lingerWait to let go of the output.
 		var lingering bool
-		if s.iso.treeKill() {
+		if s.iso.TreeKill() {
 			for _, r := range readers {
-				lingering = lingering || cg.holdsPipe(r)
+				lingering = lingering || cg.HoldsPipe(r)
 			}
 			pr.kill()
 		} else {
 			select {
 			case <-copied:
-			case <-time.After(lingerWait):
+			case <-time.After(sandbox.LingerWait):
 				lingering = true
 			}
 			pr.kill()
 		}
 		select {
 		case <-copied:
-		case <-time.After(lingerWait): // a process out of reach still holds the pipe: stop reading it
+		case <-time.After(sandbox.LingerWait): // a process out of reach still holds the pipe: stop reading it
 		}
 		closeAll(readers)
 		<-copied
-		pr.oom = cg.oomKilled()
-		if err := cg.remove(); err != nil {
+		pr.oom = cg.OomKilled()
+		if err := cg.Remove(); err != nil {
 			s.log.Warn("removing a command's cgroup", "work_id", p.id, "err", err)
 		}
 		if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
@@ -278,14 +274,14 @@ func (s *Session) capsuleProgram(command []string) (program, error) {
 			return program{}, fmt.Errorf("%s is not an executable file", path)
 		}
 	} else {
-		p, err := resolveShell(name)
+		p, err := sandbox.ResolveShell(name)
 		if err != nil {
-			return program{}, fmt.Errorf("%s is in none of %s", name, strings.Join(trustedPath, ", "))
+			return program{}, fmt.Errorf("%s is in none of %s", name, strings.Join(sandbox.TrustedPath, ", "))
 		}
 		path = p
 	}
 	return program{
-		id: newWorkID(), path: path, name: name, args: command[1:],
+		id: ids.NewWorkID(), path: path, name: name, args: command[1:],
 		env: []string{
 			"MUR_MEMBER=" + s.cfg.Member,
 			"MUR_FORMATION=" + s.cfg.Formation,

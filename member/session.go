@@ -16,6 +16,10 @@ import (
 	"github.com/murmur-run/murmur/internal/ids"
 	"github.com/murmur-run/murmur/internal/peercred"
 	"github.com/murmur-run/murmur/member/capsule"
+	"github.com/murmur-run/murmur/member/driver"
+	"github.com/murmur-run/murmur/member/sandbox"
+	"github.com/murmur-run/murmur/member/share"
+	"github.com/murmur-run/murmur/member/store"
 	"github.com/murmur-run/murmur/roster"
 	"github.com/murmur-run/murmur/runtimetools"
 )
@@ -74,7 +78,7 @@ type Config struct {
 	Member    string // the member's name in its roster
 	Formation string
 	Capsule   *capsule.Capsule
-	Store     *Store
+	Store     *store.Store
 	// RecordsRoot is the project's records directory; the session's records go in RecordsRoot/<session id>.
 	RecordsRoot string
 	// DataDir is the formation's data directory (tokens, task stores); "" when there is none. Commands
@@ -106,7 +110,7 @@ type Config struct {
 	ConfineHelper string
 	// isolate finds what the host allows around commands; nil probes it (probeIsolation). Tests
 	// set it to take one mechanism away.
-	isolate func() isolation
+	isolate func() sandbox.Isolation
 }
 
 // Session runs one capsule: it takes tasks through Send, runs them one at a time in submission order,
@@ -119,8 +123,9 @@ type Session struct {
 	id      string
 	started time.Time
 	records *Records
-	drivers map[string]Driver
+	drivers map[string]driver.Driver
 	log     *slog.Logger
+	files   *share.Files // share-file and fetch-peer-file
 
 	// admit decides, without mu, whether a new task enters; a rejection never waits for mu or the disk.
 	admit *admission
@@ -152,7 +157,7 @@ type Session struct {
 	calls         *taskCalls // the running agent task's member calls
 	peers         Peers
 	background    map[string]*bgCommand // by work id, for the rest of the session
-	iso           isolation             // what this host puts around commands; set at Start
+	iso           sandbox.Isolation     // what this host puts around commands; set at Start
 
 	base    context.Context
 	stopAll context.CancelFunc
@@ -187,7 +192,7 @@ func Start(cfg Config) (*Session, error) {
 	}
 	s := &Session{
 		cfg:        cfg,
-		id:         newID(prefixSession),
+		id:         ids.New(ids.PrefixSession),
 		started:    cfg.Now(),
 		log:        cfg.Logger.With("member", cfg.Member),
 		changed:    make(chan struct{}),
@@ -199,16 +204,16 @@ func Start(cfg Config) (*Session, error) {
 		done:       make(chan struct{}),
 	}
 	if cfg.Capsule.IsAgent() {
-		drivers, err := buildDrivers(cfg.Capsule, cfg.HTTPClient, cfg.Getenv)
+		drivers, err := driver.Build(cfg.Capsule, cfg.HTTPClient, cfg.Getenv)
 		if err != nil {
 			return nil, err
 		}
 		s.drivers = drivers
 		s.choice = cfg.Capsule.Inference.Driver
 	}
-	if runsCommands(cfg.Capsule) {
+	if cfg.Capsule.RunsCommands() {
 		if cfg.isolate == nil {
-			cfg.isolate = probeIsolation
+			cfg.isolate = sandbox.Probe
 		}
 		s.iso = cfg.isolate()
 		for _, p := range cfg.Capsule.Capabilities.Shell.Read {
@@ -240,6 +245,9 @@ func Start(cfg Config) (*Session, error) {
 	if s.peers == nil && cfg.Roster != nil {
 		s.peers = newDoorPeers(cfg.Roster, cfg.Member, s.credKey(), cfg.HTTPClient)
 	}
+	s.files = share.New(share.Config{Capsule: cfg.Capsule, Roster: cfg.Roster, Member: cfg.Member,
+		FormationToken: cfg.FormationToken, CredKey: s.credKey(), HTTPClient: cfg.HTTPClient, Now: cfg.Now,
+		Log: s.log, Workdir: s.workdir()})
 	if s.tools, err = s.stageTools(); err != nil {
 		rec.Close()
 		return nil, err
@@ -279,6 +287,10 @@ func Start(cfg Config) (*Session, error) {
 	go s.loop()
 	return s, nil
 }
+
+// ExportRoot is the absolute directory exports.peer_files names, inside the workdir; "" when the capsule
+// exports nothing. The door serves peer files from it.
+func (s *Session) ExportRoot() string { return s.files.ExportRoot() }
 
 // credKey is the key this member's peer credentials are derived with.
 func (s *Session) credKey() peercred.Key {
@@ -350,10 +362,10 @@ func (s *Session) Send(ctx context.Context, msg *a2a.Message, origin Origin) (*a
 		origin.Origin = OriginOperator
 	}
 	now := s.cfg.Now()
-	id := a2a.TaskID(newID(prefixTask))
+	id := a2a.TaskID(ids.New(ids.PrefixTask))
 	contextID := msg.ContextID
 	if contextID == "" {
-		contextID = newID(prefixContext)
+		contextID = ids.New(ids.PrefixContext)
 	}
 	in := *msg
 	in.TaskID, in.ContextID = id, contextID
@@ -462,7 +474,7 @@ func (s *Session) GetJSON(ctx context.Context, id a2a.TaskID, scope Scope) ([]by
 		return nil, err
 	}
 	if !scope.sees(caller) {
-		return nil, notStored(id)
+		return nil, store.NotStored(id)
 	}
 	return body, nil
 }
@@ -473,15 +485,15 @@ func (s *Session) get(ctx context.Context, id a2a.TaskID, scope Scope) (*a2a.Tas
 	if err != nil {
 		return nil, err
 	}
-	return decodeTask(id, body)
+	return store.Decode(id, body)
 }
 
 // List returns one page of the tasks in scope.
-func (s *Session) List(ctx context.Context, q ListQuery, scope Scope) (ListPage, error) {
+func (s *Session) List(ctx context.Context, q store.ListQuery, scope Scope) (store.ListPage, error) {
 	switch {
 	case scope.all:
 	case scope.caller == "":
-		return ListPage{}, nil
+		return store.ListPage{}, nil
 	default:
 		q.Caller = scope.caller
 	}

@@ -14,12 +14,13 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/murmur-run/murmur/a2a"
+	"github.com/murmur-run/murmur/member/sandbox"
 )
 
 // TestMain also lets the test binary be the confining helper of shell commands, as mur is.
 func TestMain(m *testing.M) {
-	if len(os.Args) > 1 && os.Args[1] == ConfineCommand {
-		os.Exit(ConfineMain(os.Args[2:]))
+	if len(os.Args) > 1 && os.Args[1] == sandbox.ConfineCommand {
+		os.Exit(sandbox.ConfineMain(os.Args[2:]))
 	}
 	goleak.VerifyTestMain(m)
 }
@@ -218,5 +219,26 @@ func TestCloseCancelsWorkInFlight(t *testing.T) {
 	late, err := s.Send(ctx, msg, Origin{})
 	if err != nil || late.Status.State != a2a.TaskStateRejected || status(late) != ShutdownReject {
 		t.Errorf("a task sent after Close: %+v %v", late, err)
+	}
+}
+
+func TestScopeSees(t *testing.T) {
+	for _, c := range []struct {
+		scope  Scope
+		caller string
+		want   bool
+	}{
+		{OperatorScope(), "", true},
+		{OperatorScope(), "lead", true},
+		{PeerScope("lead"), "lead", true},
+		{PeerScope("lead"), "", false},
+		{PeerScope("lead"), "critic", false},
+		{PeerScope(""), "", false},
+		{Scope{}, "", false},
+		{Scope{}, "lead", false},
+	} {
+		if got := c.scope.sees(c.caller); got != c.want {
+			t.Errorf("%+v sees a task of %q: %v, want %v", c.scope, c.caller, got, c.want)
+		}
 	}
 }

@@ -5,41 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"time"
 
+	"github.com/murmur-run/murmur/internal/ids"
+	"github.com/murmur-run/murmur/member/sandbox"
 	"github.com/murmur-run/murmur/runtimetools"
 )
-
-// trustedPath is the only PATH shell binaries are resolved on and run with: never the workdir, never a
-// PATH a task supplies.
-var trustedPath = []string{"/usr/local/bin", "/usr/bin", "/bin"}
-
-// The defaults of capabilities.shell.
-const (
-	defaultShellTimeout = 60 * time.Second
-	defaultShellMemMB   = 1024
-	defaultShellOutKB   = 16
-	lingerWait          = 2 * time.Second
-)
-
-// resolveShell finds a bare name on the trusted PATH: the absolute path of a regular, executable file.
-func resolveShell(name string) (string, error) {
-	if name == "" || strings.ContainsAny(name, "/\\") || name == "." || name == ".." {
-		return "", fmt.Errorf("%q is not a bare program name", name)
-	}
-	for _, dir := range trustedPath {
-		p := filepath.Join(dir, name)
-		fi, err := os.Stat(p)
-		if err == nil && fi.Mode().IsRegular() && fi.Mode().Perm()&0o111 != 0 {
-			return p, nil
-		}
-	}
-	return "", fmt.Errorf("capabilities.shell.allow lists %s, which is in none of %s; install it there or remove it from the list",
-		name, strings.Join(trustedPath, ", "))
-}
 
 // shellTools resolves every name of capabilities.shell.allow once, at staging.
 func (s *Session) shellTools() ([]runtimetools.Tool, error) {
@@ -47,7 +20,7 @@ func (s *Session) shellTools() ([]runtimetools.Tool, error) {
 	var out []runtimetools.Tool
 	var errs []error
 	for _, name := range c.Capabilities.Shell.Allow {
-		path, err := resolveShell(name)
+		path, err := sandbox.ResolveShell(name)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", c.Path, err))
 			continue
@@ -61,7 +34,7 @@ func (s *Session) shellOutputLimit() int {
 	if kb := s.cfg.Capsule.Capabilities.Shell.OutputKB; kb > 0 {
 		return kb << 10
 	}
-	return defaultShellOutKB << 10
+	return sandbox.DefaultShellOutKB << 10
 }
 
 // ShellAllowed checks a name against capabilities.shell.allow again, at dispatch.
@@ -72,7 +45,7 @@ func (s *Session) ShellAllowed(name string) bool {
 // confined reports whether commands run under their Landlock rules.
 func (s *Session) confined() bool {
 	c := s.cfg.Capsule.Capabilities.Shell.Confine
-	return (c == nil || *c) && s.cfg.ConfineHelper != "" && LandlockAvailable()
+	return (c == nil || *c) && s.cfg.ConfineHelper != "" && sandbox.LandlockAvailable()
 }
 
 // RunShell runs one allowed binary by its absolute path, in the workdir, with a clean environment, its
@@ -88,18 +61,18 @@ func (s *Session) RunShell(ctx context.Context, path, name string, args []string
 	if gs := s.cfg.Capsule.Lifecycle.ShellGraceSecs; gs != nil && *gs > 0 {
 		grace = time.Duration(*gs) * time.Second
 	}
-	limit := defaultShellTimeout
+	limit := sandbox.DefaultShellTimeout
 	if grace > 0 {
 		limit = 0 // a command that may move to the background runs until it ends, is stopped, or the session ends
 	}
 	if g.TimeoutSecs > 0 {
 		limit = time.Duration(g.TimeoutSecs) * time.Second
 	}
-	memMB := defaultShellMemMB
+	memMB := sandbox.DefaultShellMemMB
 	if g.MemoryMB > 0 {
 		memMB = g.MemoryMB
 	}
-	id := newWorkID()
+	id := ids.NewWorkID()
 	out := &shellOutput{buf: tail{max: s.shellOutputLimit()}}
 	if grace > 0 {
 		f, err := os.OpenFile(s.logPath(id), os.O_CREATE|os.O_WRONLY|os.O_EXCL, 0o600)

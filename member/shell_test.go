@@ -12,6 +12,8 @@ import (
 
 	"github.com/murmur-run/murmur/a2a"
 	"github.com/murmur-run/murmur/member/capsule"
+	"github.com/murmur-run/murmur/member/sandbox"
+	"github.com/murmur-run/murmur/member/stage"
 )
 
 // shellSession starts an agent whose one rule makes the given tool call and answers with the result
@@ -47,7 +49,7 @@ func TestShellFailureAndStdin(t *testing.T) {
 }
 
 func TestShellWritesOutsideTheWorkdirAreRefused(t *testing.T) {
-	if !LandlockAvailable() {
+	if !sandbox.LandlockAvailable() {
 		t.Skip("this kernel does not enforce Landlock")
 	}
 	outside := filepath.Join(t.TempDir(), "escaped")
@@ -81,21 +83,21 @@ func TestShellOutputKeepsTheLastBytes(t *testing.T) {
 }
 
 func TestShellLeftoversAreKilled(t *testing.T) {
-	host := probeIsolation()
+	host := sandbox.Probe()
 	cgroupOnly := host
-	cgroupOnly.pidNS = 0
+	cgroupOnly.PidNS = 0
 	for _, tc := range []struct {
 		name string
-		iso  isolation
+		iso  sandbox.Isolation
 		note bool // the model is told leftovers held the output
 		skip string
 	}{
 		// In a PID namespace the kernel kills the leftover the moment the command ends.
-		{"PID namespace", isolation{pidNS: host.pidNS}, false, map[bool]string{true: "no PID namespace on this host"}[host.pidNS == 0]},
+		{"PID namespace", sandbox.Isolation{PidNS: host.PidNS}, false, map[bool]string{true: "no PID namespace on this host"}[host.PidNS == 0]},
 		// In a cgroup the runtime finds the leftover holding the output and kills it at once.
-		{"cgroup", cgroupOnly, true, map[bool]string{true: "no cgroup v2 directory on this host"}[host.killBase == ""]},
+		{"cgroup", cgroupOnly, true, map[bool]string{true: "no cgroup v2 directory on this host"}[host.KillBase == ""]},
 		// With the process group alone, the leftover gets lingerWait to let go, then the group is killed.
-		{"process group", isolation{}, true, ""},
+		{"process group", sandbox.Isolation{}, true, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if tc.skip != "" {
@@ -104,7 +106,7 @@ func TestShellLeftoversAreKilled(t *testing.T) {
 			s, root := startSession(t, map[string]string{
 				"murmur.yaml": agentCapsule("capabilities:\n  shell: {allow: [sh]}\n"),
 				"script.yaml": "rules:\n  - match: ''\n    turns:\n      - call: [{tool: sh, input: {args: ['-c', 'sh -c \"" + gated("late") + "\" & echo started']}}]\n      - say: '{{(index .results 0).text}}'\n",
-			}, sessionOpts{confine: true, isolate: func() isolation { return tc.iso }})
+			}, sessionOpts{confine: true, isolate: func() sandbox.Isolation { return tc.iso }})
 			got := answer(s.run(t, "x", Origin{}))
 			if !strings.Contains(got, "exit_code: 0") || !strings.Contains(got, "started") {
 				t.Errorf("the model received:\n%s", got)
@@ -123,7 +125,7 @@ func TestShellLeftoversAreKilled(t *testing.T) {
 }
 
 func TestShellMemoryLimit(t *testing.T) {
-	if probeIsolation().memBase == "" {
+	if sandbox.Probe().MemBase == "" {
 		t.Skip("this host gives the runtime no memory cgroup: memory_mb is an address-space limit the runtime cannot attribute (W-SHELL-003)")
 	}
 	// dash keeps a command substitution's whole output in memory: 200 MB of it.
@@ -181,8 +183,8 @@ func TestShellNameThatResolvesNowhereFailsStaging(t *testing.T) {
 	c := &capsule.Capsule{Path: "/x/murmur.yaml", Inference: &capsule.Inference{Driver: "local", ChoiceOrder: []string{"local"}, Choices: map[string]capsule.Choice{"local": {Driver: "script"}}}}
 	c.Capabilities.Shell.Allow = []string{"no-such-binary-anywhere"}
 	found := false
-	for _, f := range CheckCapsule(c, "m", func(string) string { return "" }) {
-		if f.Code == CodeShellMissing && strings.Contains(f.Message, "lists no-such-binary-anywhere, which is in none of /usr/local/bin, /usr/bin, /bin") {
+	for _, f := range stage.Capsule(c, "m", func(string) string { return "" }) {
+		if f.Code == stage.CodeShellMissing && strings.Contains(f.Message, "lists no-such-binary-anywhere, which is in none of /usr/local/bin, /usr/bin, /bin") {
 			found = true
 		}
 	}
@@ -195,17 +197,17 @@ func TestShellNameThatResolvesNowhereFailsStaging(t *testing.T) {
 // A command's exit code is its own, 128+N when signal N ended it, wherever it runs: in a PID namespace a
 // command is not its PID 1, so a signal it sends itself ends it as it would anywhere.
 func TestShellExitCodes(t *testing.T) {
-	host := probeIsolation()
+	host := sandbox.Probe()
 	noPIDNS := host
-	noPIDNS.pidNS = 0
+	noPIDNS.PidNS = 0
 	for _, iso := range []struct {
 		name string
-		iso  func() isolation
+		iso  func() sandbox.Isolation
 		skip bool
 	}{
-		{"host default", nil, host.pidNS == 0},
-		{"no PID namespace", func() isolation { return noPIDNS }, false},
-		{"process group alone", func() isolation { return isolation{} }, false},
+		{"host default", nil, host.PidNS == 0},
+		{"no PID namespace", func() sandbox.Isolation { return noPIDNS }, false},
+		{"process group alone", func() sandbox.Isolation { return sandbox.Isolation{} }, false},
 	} {
 		for _, tc := range []struct{ command, want string }{
 			{"exit 3", "exit_code: 3\nstatus: error\n"},

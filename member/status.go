@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/murmur-run/murmur/member/capsule"
+	"github.com/murmur-run/murmur/member/driver"
 	"github.com/murmur-run/murmur/runtimetools"
 )
 
@@ -84,7 +85,7 @@ func (s *Session) Switch(name string) error {
 		return fmt.Errorf("driver choice %s uses driver %q, which this build of mur does not serve", name, ch.Driver)
 	}
 	if ch.Credential != "" {
-		if _, err := ResolveCredential(ch.Credential, s.cfg.Getenv); err != nil {
+		if _, err := driver.ResolveCredential(ch.Credential, s.cfg.Getenv); err != nil {
 			return fmt.Errorf("driver choice %s cannot be used now: %w", name, err)
 		}
 	}

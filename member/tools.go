@@ -35,10 +35,10 @@ func (s *Session) stageTools() (*runtimetools.Registry, error) {
 			tools = append(tools, &runtimetools.CallMember{Members: s}, &runtimetools.EndWithoutAnswer{Ender: s})
 		}
 		if c.Exports.PeerFiles != "" {
-			tools = append(tools, &runtimetools.ShareFile{Sharer: s, Recorder: s.records})
+			tools = append(tools, &runtimetools.ShareFile{Sharer: s.files, Recorder: s.records})
 		}
 		if c.Capabilities.PeerFetch {
-			tools = append(tools, &runtimetools.FetchPeerFile{Fetcher: s, Recorder: s.records})
+			tools = append(tools, &runtimetools.FetchPeerFile{Fetcher: s.files, Recorder: s.records})
 		}
 	}
 	// The export root exists from the start, so the door can serve it and the agent can write into it.

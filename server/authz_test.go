@@ -16,6 +16,7 @@ import (
 
 	a2ago "github.com/a2aproject/a2a-go/v2/a2a"
 	"github.com/google/go-cmp/cmp"
+
 	"github.com/murmur-run/murmur/internal/peercred"
 )
 

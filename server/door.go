@@ -6,10 +6,12 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/murmur-run/murmur/a2a"
 	"github.com/murmur-run/murmur/member"
+	"github.com/murmur-run/murmur/member/store"
 	"github.com/murmur-run/murmur/roster"
-	"github.com/prometheus/client_golang/prometheus"
 )
 
 // Executor is what a door needs of a member's session.
@@ -19,7 +21,7 @@ type Executor interface {
 	Wait(ctx context.Context, id a2a.TaskID) (*a2a.Task, error)
 	Get(ctx context.Context, id a2a.TaskID, historyLength *int, scope member.Scope) (*a2a.Task, error)
 	GetJSON(ctx context.Context, id a2a.TaskID, scope member.Scope) ([]byte, error)
-	List(ctx context.Context, q member.ListQuery, scope member.Scope) (member.ListPage, error)
+	List(ctx context.Context, q store.ListQuery, scope member.Scope) (store.ListPage, error)
 	Cancel(ctx context.Context, id a2a.TaskID, scope member.Scope) (*a2a.Task, error)
 	Ping(ctx context.Context) error
 	// RecordRefusal records a peer's request refused for claiming another identity than its credential.

@@ -10,7 +10,8 @@ import (
 	a2ago "github.com/a2aproject/a2a-go/v2/a2a"
 	"github.com/a2aproject/a2a-go/v2/a2aclient"
 	"github.com/google/go-cmp/cmp"
-	"github.com/murmur-run/murmur/member"
+
+	"github.com/murmur-run/murmur/member/stage"
 )
 
 const echoAgent = `name: echo
@@ -346,8 +347,8 @@ capabilities:
 		t.Errorf("the model saw %q, want %q", got, want)
 	}
 	var codes []string
-	for _, fd := range member.CheckCapsule(f.session.Capsule(), "solo", func(string) string { return "" }) {
-		if fd.Code == member.CodeNotBuilt {
+	for _, fd := range stage.Capsule(f.session.Capsule(), "solo", func(string) string { return "" }) {
+		if fd.Code == stage.CodeNotBuilt {
 			codes = append(codes, fd.Message)
 		}
 	}

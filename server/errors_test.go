@@ -12,8 +12,10 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
 	"github.com/murmur-run/murmur/internal/peercred"
 	"github.com/murmur-run/murmur/member"
+	"github.com/murmur-run/murmur/member/store"
 )
 
 type rpcReply struct {
@@ -58,7 +60,7 @@ func (f *fixture) post(body string, headers map[string]string) (int, rpcReply) {
 
 func (f *fixture) taskCount() int {
 	f.t.Helper()
-	page, err := f.session.List(context.Background(), member.ListQuery{PageSize: 100}, member.OperatorScope())
+	page, err := f.session.List(context.Background(), store.ListQuery{PageSize: 100}, member.OperatorScope())
 	if err != nil {
 		f.t.Fatal(err)
 	}

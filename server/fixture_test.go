@@ -16,6 +16,7 @@ import (
 
 	"github.com/murmur-run/murmur/member"
 	"github.com/murmur-run/murmur/member/capsule"
+	"github.com/murmur-run/murmur/member/store"
 	"github.com/murmur-run/murmur/roster"
 )
 
@@ -36,7 +37,7 @@ type fixture struct {
 	dir     string // the capsule directory
 	url     string // the door's base URL
 	session *member.Session
-	store   *member.Store
+	store   *store.Store
 	srv     *httptest.Server
 	door    *Door
 }
@@ -59,7 +60,7 @@ func startDoor(t testing.TB, files map[string]string) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	store, err := member.OpenStore(filepath.Join(root, "data", "tasks.db"))
+	store, err := store.Open(filepath.Join(root, "data", "tasks.db"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/murmur-run/murmur/member"
 	"github.com/murmur-run/murmur/member/capsule"
+	"github.com/murmur-run/murmur/member/store"
 	"github.com/murmur-run/murmur/roster"
 )
 
@@ -44,7 +45,7 @@ type RunningMember struct {
 	Name    string
 	URL     string // the base URL its door answers at
 	Session *member.Session
-	store   *member.Store
+	store   *store.Store
 	server  *http.Server
 	ln      net.Listener
 }
@@ -128,7 +129,7 @@ func (f *Formation) start(m roster.Member, ln net.Listener) (*RunningMember, err
 	dir := filepath.Join(cfg.DataDir, "members", m.Name)
 	log := cfg.Logger.With("member", m.Name)
 	// The capsule's store.retention overrides the roster's, key by key; the store fills in the defaults.
-	store, err := member.OpenStoreWith(filepath.Join(dir, "tasks.db"), member.StoreConfig{
+	store, err := store.OpenWith(filepath.Join(dir, "tasks.db"), store.Config{
 		Retention: capsule.Store.Retention.Or(cfg.Roster.Store.Retention), Now: cfg.Now, Logger: log,
 	})
 	if err != nil {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/murmur-run/murmur/a2a"
 	"github.com/murmur-run/murmur/member"
+	"github.com/murmur-run/murmur/member/store"
 )
 
 // The fuzz targets of the door: FuzzDoorRequest throws whole request bodies (and a choice of token,
@@ -340,7 +341,7 @@ func FuzzDoorRequest(f *testing.F) {
 // count returns the number of tasks in the door's store.
 func (d *fuzzDoor) count(t *testing.T) int {
 	t.Helper()
-	page, err := d.session.List(context.Background(), member.ListQuery{PageSize: 1}, member.OperatorScope())
+	page, err := d.session.List(context.Background(), store.ListQuery{PageSize: 1}, member.OperatorScope())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/murmur-run/murmur/a2a"
 	"github.com/murmur-run/murmur/internal/ids"
 	"github.com/murmur-run/murmur/member"
+	"github.com/murmur-run/murmur/member/store"
 )
 
 // response is the JSON-RPC response envelope. jsonrpc2.Response cannot say "id": null, which the answers
@@ -400,7 +401,7 @@ func (d *Door) listTasks(ctx context.Context, req *a2a.ListTasksRequest, scope m
 	if err := checkHistoryLength("historyLength", req.HistoryLength); err != nil {
 		return nil, err
 	}
-	q := member.ListQuery{ContextID: req.ContextID, State: req.Status, PageSize: size, PageToken: req.PageToken}
+	q := store.ListQuery{ContextID: req.ContextID, State: req.Status, PageSize: size, PageToken: req.PageToken}
 	if req.StatusTimestampAfter != nil {
 		q.After = req.StatusTimestampAfter.Time
 	}

@@ -21,7 +21,7 @@ import (
 	"time"
 
 	"github.com/murmur-run/murmur/a2a"
-	"github.com/murmur-run/murmur/member"
+	"github.com/murmur-run/murmur/member/store"
 )
 
 // The chaos test's knobs. Flags, as go test's own are, so that a run names them on its command line:
@@ -439,7 +439,7 @@ func checkTask(t *testing.T, proc *formationProc, task *chaosTask, counts *chaos
 	case task.state.Terminal() && state != task.state:
 		t.Errorf("task %s (%q on %s) was acknowledged %s and came back %s", task.id, task.text, task.member, task.state, state)
 	case !task.state.Terminal() && state == a2a.TaskStateFailed:
-		if msg := got.Status.Message; msg != nil && msg.Text() == member.RestartMessage {
+		if msg := got.Status.Message; msg != nil && msg.Text() == store.RestartMessage {
 			counts.failedByRestart++
 		} else {
 			counts.failedOther++

@@ -19,7 +19,7 @@ import (
 	"time"
 
 	"github.com/murmur-run/murmur/a2a"
-	"github.com/murmur-run/murmur/member"
+	"github.com/murmur-run/murmur/member/sandbox"
 )
 
 // lockedBuffer is a buffer two goroutines may write.
@@ -184,7 +184,7 @@ func probe(dataDir, recordsDir, home string, port string) string {
 // every kind of tool the runtime has; no canary appears in any tool result, answer, transcript,
 // record, stored task or log line, and each command's tries at the secrets are refused.
 func TestCanaryTokenReachesNothing(t *testing.T) {
-	if !member.LandlockAvailable() {
+	if !sandbox.LandlockAvailable() {
 		t.Skip("this kernel does not enforce Landlock (W-SHELL-005)")
 	}
 	if _, err := os.Stat("/usr/bin/bash"); err != nil {

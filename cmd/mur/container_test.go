@@ -20,8 +20,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/murmur-run/murmur/a2a"
 	"gopkg.in/yaml.v3"
+
+	"github.com/murmur-run/murmur/a2a"
 )
 
 // The container tests run the hello formation as deploy/compose.yaml lays it out, on an image built

@@ -14,6 +14,7 @@ import (
 
 	"github.com/murmur-run/murmur/a2a"
 	"github.com/murmur-run/murmur/member"
+	"github.com/murmur-run/murmur/member/store"
 )
 
 // A task whose text starts with "quick" is answered at once; any other waits for the file "go".
@@ -140,8 +141,8 @@ func TestAcknowledgedTasksSurviveSIGKILL(t *testing.T) {
 		if err != nil {
 			t.Fatalf("acknowledged task %s lost in the crash: %v", id, err)
 		}
-		if got.Status.State != a2a.TaskStateFailed || got.Status.Message == nil || got.Status.Message.Text() != member.RestartMessage {
-			t.Errorf("interrupted task %s came back %s %+v, want failed with %q", id, got.Status.State, got.Status.Message, member.RestartMessage)
+		if got.Status.State != a2a.TaskStateFailed || got.Status.Message == nil || got.Status.Message.Text() != store.RestartMessage {
+			t.Errorf("interrupted task %s came back %s %+v, want failed with %q", id, got.Status.State, got.Status.Message, store.RestartMessage)
 		}
 	}
 	page, err := c2.ListTasks(ctx, &a2a.ListTasksRequest{})

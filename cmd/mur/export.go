@@ -14,10 +14,11 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/murmur-run/murmur/member"
+	"gopkg.in/yaml.v3"
+
+	"github.com/murmur-run/murmur/member/stage"
 	"github.com/murmur-run/murmur/roster"
 	"github.com/murmur-run/murmur/server"
-	"gopkg.in/yaml.v3"
 )
 
 // Where things are inside a member's container. The image (Dockerfile) sets MUR_DATA_DIR=/data.
@@ -196,8 +197,8 @@ func cmdExport(args []string, getenv func(string) string, stdout, stderr io.Writ
 		return err
 	}
 	// The egress check, as the containers will see it: a finding here is one every container prints too.
-	for _, f := range member.CheckFormation(l.r, nil, getenv) {
-		if f.Code == member.CodeNoEgress {
+	for _, f := range stage.Formation(l.r, nil, getenv) {
+		if f.Code == stage.CodeNoEgress {
 			fmt.Fprintln(stderr, f)
 		}
 	}

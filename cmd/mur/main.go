@@ -11,12 +11,12 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/murmur-run/murmur/member"
+	"github.com/murmur-run/murmur/member/sandbox"
 )
 
 func main() {
-	if len(os.Args) > 1 && os.Args[1] == member.ConfineCommand {
-		os.Exit(member.ConfineMain(os.Args[2:]))
+	if len(os.Args) > 1 && os.Args[1] == sandbox.ConfineCommand {
+		os.Exit(sandbox.ConfineMain(os.Args[2:]))
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)

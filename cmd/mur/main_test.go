@@ -4,16 +4,17 @@ import (
 	"os"
 	"testing"
 
-	"github.com/murmur-run/murmur/member"
 	"go.uber.org/goleak"
+
+	"github.com/murmur-run/murmur/member/sandbox"
 )
 
 // TestMain lets a test run this very binary as mur (MUR_TEST_AS_MUR=1), so the crash test can start
 // and SIGKILL a real member process without building anything; such a member runs its commands through
 // this binary too, as the confining helper.
 func TestMain(m *testing.M) {
-	if len(os.Args) > 1 && os.Args[1] == member.ConfineCommand {
-		os.Exit(member.ConfineMain(os.Args[2:]))
+	if len(os.Args) > 1 && os.Args[1] == sandbox.ConfineCommand {
+		os.Exit(sandbox.ConfineMain(os.Args[2:]))
 	}
 	if os.Getenv("MUR_TEST_AS_MUR") == "1" {
 		main()

@@ -12,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/murmur-run/murmur/member"
+	"github.com/murmur-run/murmur/member/stage"
 	"github.com/murmur-run/murmur/roster"
 	"github.com/murmur-run/murmur/server"
 )
@@ -144,7 +144,7 @@ func loadRoster(path, doorURLs string, only []string, getenv func(string) string
 	if r, err = applyDoorURLs(r, doorURLs); err != nil {
 		return nil, err
 	}
-	findings := member.CheckFormation(r, only, getenv)
+	findings := stage.Formation(r, only, getenv)
 	bad := false
 	for _, f := range findings {
 		fmt.Fprintln(stderr, f)
@@ -306,7 +306,7 @@ func cmdCheck(args []string, getenv func(string) string, stdout, stderr io.Write
 	if r, err = applyDoorURLs(r, *doorURLs); err != nil {
 		return err
 	}
-	findings := member.CheckFormation(r, nil, getenv)
+	findings := stage.Formation(r, nil, getenv)
 	errs := 0
 	for _, f := range findings {
 		fmt.Fprintln(stdout, f)

@@ -12,10 +12,11 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/oklog/ulid/v2"
+
 	"github.com/murmur-run/murmur/a2a"
 	"github.com/murmur-run/murmur/roster"
 	"github.com/murmur-run/murmur/server"
-	"github.com/oklog/ulid/v2"
 )
 
 // target are the flags that say which door a client command talks to.

@@ -88,6 +88,12 @@ type Capsule struct {
 // IsAgent reports whether the capsule is an agent capsule (it has an inference: block).
 func (c *Capsule) IsAgent() bool { return c.Inference != nil }
 
+// RunsCommands reports whether the capsule runs programs: a script capsule's command, shell binaries, a
+// done_check.
+func (c *Capsule) RunsCommands() bool {
+	return !c.IsAgent() || len(c.Capabilities.Shell.Allow) > 0 || c.Lifecycle.DoneCheck != nil
+}
+
 // Line returns the line of murmur.yaml that writes key, a dotted path such as "inference.driver",
 // "inference.choices.gpt" or "tools[1]" for a list entry; 0 when the file does not write it. Staging uses
 // it to point its own findings at the line to change.

@@ -1,4 +1,4 @@
-package member
+package driver
 
 import (
 	"context"
@@ -41,7 +41,7 @@ var jsonText = cmp.Transformer("jsonText", func(m json.RawMessage) string { retu
 // TestScriptDriverRules plays the example of DESIGN §4.3: the first rule whose match matches the task
 // plays the turn numbered by the assistant messages so far, its named groups in the template data.
 func TestScriptDriverRules(t *testing.T) {
-	d := NewScriptDriver("local", loadScript(t, "testdata/script/design.yaml"))
+	d := NewScript("local", loadScript(t, "testdata/script/design.yaml"))
 	if d.Name() != "local" {
 		t.Errorf("Name() = %q, want local", d.Name())
 	}
@@ -122,7 +122,7 @@ func TestScriptDriverTemplateData(t *testing.T) {
       - call: [{tool: probe, input: {n: 5, ok: true, none: null, f: 1.5, nested: {list: ['{{.task}}', 2, '{{.turn}}']}}}]
       - say: "turn={{.turn}} tools={{join .tools \",\"}} system={{.system}}\nmessage={{.message}}\nresults={{range .results}}{{.tool}}/{{.status}}/{{.output}}/{{.data.k}}/{{.text}};{{end}} answers={{len .answers}}\n---\n{{.transcript}}"
 `)
-	d := NewScriptDriver("local", s)
+	d := NewScript("local", s)
 	req := InferRequest{
 		System:   "be brief",
 		Task:     "go",
@@ -182,7 +182,7 @@ func TestScriptDriverOutOfTurns(t *testing.T) {
     turns:
       - call: [{tool: x}]
 `)
-	d := NewScriptDriver("local", s)
+	d := NewScript("local", s)
 	two := []ChatMessage{
 		{Role: RoleUser, Text: "t"},
 		{Role: RoleAssistant, Text: "first 1"},
@@ -206,7 +206,7 @@ func TestScriptDriverOutOfTurns(t *testing.T) {
 }
 
 func TestScriptDriverNoMatch(t *testing.T) {
-	d := NewScriptDriver("local", parseScript(t, "rules:\n  - match: '^only this$'\n    turns: [{say: ok}]\n"))
+	d := NewScript("local", parseScript(t, "rules:\n  - match: '^only this$'\n    turns: [{say: ok}]\n"))
 	_, err := d.Infer(context.Background(), InferRequest{Task: "something else"})
 	want := "script: no rule in /w/script.yaml matches the task; add a catch-all rule with match: '' at the end of rules"
 	if err == nil || err.Error() != want {
@@ -217,7 +217,7 @@ func TestScriptDriverNoMatch(t *testing.T) {
 // TestScriptDriverTemplateRunError checks that a template failing at run time names the rule's line: a
 // key no result has, which only the data of that call can show.
 func TestScriptDriverTemplateRunError(t *testing.T) {
-	d := NewScriptDriver("local", parseScript(t, `rules:
+	d := NewScript("local", parseScript(t, `rules:
   - match: ''
     turns:
       - say: '{{(index .answers 0).outptu}}'
@@ -232,7 +232,7 @@ func TestScriptDriverTemplateRunError(t *testing.T) {
 func TestScriptDriverCanceled(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if _, err := NewScriptDriver("d", DefaultScript()).Infer(ctx, InferRequest{Task: "x"}); !errors.Is(err, context.Canceled) {
+	if _, err := NewScript("d", DefaultScript()).Infer(ctx, InferRequest{Task: "x"}); !errors.Is(err, context.Canceled) {
 		t.Errorf("Infer on a canceled context: %v, want context.Canceled", err)
 	}
 }
@@ -442,7 +442,7 @@ func TestDefaultScript(t *testing.T) {
 	if len(s.Rules) != 1 || s.Rules[0].Match != "" || len(s.Rules[0].Turns) != 1 || s.Rules[0].Turns[0].Say != "echo: {{.task}}" {
 		t.Fatalf("DefaultScript() = %+v; want one rule match: '' saying 'echo: {{.task}}'", s.Rules)
 	}
-	d := NewScriptDriver("local", s)
+	d := NewScript("local", s)
 	for _, task := range []string{"hello", "", "multi\nline {{.task}}"} {
 		resp, err := d.Infer(context.Background(), InferRequest{Task: task, Messages: []ChatMessage{{Role: RoleUser, Text: task}}, Turn: 1})
 		if err != nil {
@@ -457,7 +457,7 @@ func TestDefaultScript(t *testing.T) {
 // TestScriptDriverUsage checks the deterministic estimate: a quarter of the characters, rounded up, of
 // what is sent (system prompt, every message as the model sees it, the tool array) and what comes back.
 func TestScriptDriverUsage(t *testing.T) {
-	d := NewScriptDriver("local", loadScript(t, "testdata/script/design.yaml"))
+	d := NewScript("local", loadScript(t, "testdata/script/design.yaml"))
 	req := InferRequest{
 		System:   "abcd",                                                                             // 4
 		Messages: []ChatMessage{{Role: RoleUser, Text: "hello"}},                                     // 5
@@ -492,7 +492,7 @@ func TestScriptDriverUsage(t *testing.T) {
 // TestScriptDriverConcurrent runs many tasks through one driver at once; with -race it checks that the
 // driver keeps no state between calls.
 func TestScriptDriverConcurrent(t *testing.T) {
-	d := NewScriptDriver("local", loadScript(t, "testdata/script/design.yaml"))
+	d := NewScript("local", loadScript(t, "testdata/script/design.yaml"))
 	var wg sync.WaitGroup
 	errs := make(chan error, 64)
 	for i := range 64 {
@@ -534,4 +534,12 @@ func TestModelView(t *testing.T) {
 	if !strings.Contains(ChatMessage{Role: RoleAssistant, Text: "x", Calls: oneCall("c", "n", "{}")}.ModelView(), "x\n[call c] n {}") {
 		t.Errorf("an assistant message with text and calls shows the text, then the calls")
 	}
+}
+
+// unjoin returns the errors joined in err (err itself when it joins none).
+func unjoin(err error) []error {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		return j.Unwrap()
+	}
+	return []error{err}
 }

@@ -1,4 +1,4 @@
-package member
+package driver
 
 import (
 	"cmp"
@@ -48,13 +48,13 @@ type AnthropicDriver struct {
 
 var _ Driver = (*AnthropicDriver)(nil)
 
-// NewAnthropicDriver returns the driver of the choice called name. hc may be nil (then the SDK's
+// NewAnthropic returns the driver of the choice called name. hc may be nil (then the SDK's
 // default client; every attempt is bounded by its own timeout anyway); getenv resolves env:
 // credentials. The credential is resolved on every call, so a rotated key works and a missing one
 // fails that call with ResolveCredential's message. A choice may go without a credential only when it
 // names a base_url (a local server); no x-api-key header is sent then. Nothing is read from
 // ANTHROPIC_* variables or profiles: the choice alone says where requests go and with which key.
-func NewAnthropicDriver(name string, ch capsule.Choice, hc *http.Client, getenv func(string) string) (*AnthropicDriver, error) {
+func NewAnthropic(name string, ch capsule.Choice, hc *http.Client, getenv func(string) string) (*AnthropicDriver, error) {
 	if err := checkModelChoice(capsule.DriverAnthropic, "Anthropic", "ANTHROPIC_API_KEY", name, ch, getenv); err != nil {
 		return nil, err
 	}

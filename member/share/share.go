@@ -1,4 +1,4 @@
-package member
+package share
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -17,10 +18,31 @@ import (
 	"time"
 
 	"github.com/murmur-run/murmur/internal/peercred"
+	"github.com/murmur-run/murmur/member/capsule"
 	"github.com/murmur-run/murmur/peerfile"
 	"github.com/murmur-run/murmur/roster"
 	"github.com/murmur-run/murmur/runtimetools"
 )
+
+// Config is what share-file and fetch-peer-file are given by the session: plain values, read-only.
+type Config struct {
+	Capsule        *capsule.Capsule
+	Roster         *roster.Roster // nil outside a formation
+	Member         string
+	FormationToken string       // "" outside a formation
+	CredKey        peercred.Key // what this member's peer credentials are derived with
+	HTTPClient     *http.Client // for the peers' doors
+	Now            func() time.Time
+	Log            *slog.Logger
+	Workdir        string // absolute; fetched files land inside it
+}
+
+// Files serves one session's share-file (runtimetools.FileSharer) and fetch-peer-file
+// (runtimetools.PeerFileFetcher).
+type Files struct{ cfg Config }
+
+// New returns the peer-file tools of one session.
+func New(cfg Config) *Files { return &Files{cfg: cfg} }
 
 // The defaults of share-file and fetch-peer-file.
 const (
@@ -31,38 +53,38 @@ const (
 
 // ExportRoot is the absolute directory exports.peer_files names, inside the workdir; "" when the capsule
 // exports nothing. The door serves peer files from it.
-func (s *Session) ExportRoot() string {
-	if s.cfg.Capsule.Exports.PeerFiles == "" {
+func (pf *Files) ExportRoot() string {
+	if pf.cfg.Capsule.Exports.PeerFiles == "" {
 		return ""
 	}
-	return filepath.Join(s.workdir(), s.cfg.Capsule.Exports.PeerFiles)
+	return filepath.Join(pf.cfg.Workdir, pf.cfg.Capsule.Exports.PeerFiles)
 }
 
 // ShareSettings returns exports.peer_files as written and how long a handle works
 // (runtimetools.FileSharer).
-func (s *Session) ShareSettings() (string, time.Duration) {
-	ttl := s.cfg.Capsule.Exports.PeerFilesTTL
+func (pf *Files) ShareSettings() (string, time.Duration) {
+	ttl := pf.cfg.Capsule.Exports.PeerFilesTTL
 	if ttl <= 0 {
 		ttl = defaultPeerFileTTL
 	}
-	return s.cfg.Capsule.Exports.PeerFiles, ttl
+	return pf.cfg.Capsule.Exports.PeerFiles, ttl
 }
 
 // inFormation reports whether peers can redeem this member's handles and serve it theirs.
-func (s *Session) inFormation() bool { return s.cfg.Roster != nil && s.cfg.FormationToken != "" }
+func (pf *Files) inFormation() bool { return pf.cfg.Roster != nil && pf.cfg.FormationToken != "" }
 
 // ShareFile mints a handle for one file under the export root (runtimetools.FileSharer).
-func (s *Session) ShareFile(_ context.Context, path string) (runtimetools.SharedFile, error) {
-	root, ttl := s.ShareSettings()
-	if !s.inFormation() {
+func (pf *Files) ShareFile(_ context.Context, path string) (runtimetools.SharedFile, error) {
+	root, ttl := pf.ShareSettings()
+	if !pf.inFormation() {
 		return runtimetools.SharedFile{}, &runtimetools.Refusal{Reason: "not_in_formation",
 			Text: "'share-file' mints handles only for a member of a formation, and this session is in none: no peer could redeem one."}
 	}
-	f, err := peerfile.Inspect(s.ExportRoot(), path)
+	f, err := peerfile.Inspect(pf.ExportRoot(), path)
 	if err != nil {
 		var pe *peerfile.Error
 		if !errors.As(err, &pe) {
-			s.log.Error("share-file: the export root cannot be opened", "err", err)
+			pf.cfg.Log.Error("share-file: the export root cannot be opened", "err", err)
 			return runtimetools.SharedFile{}, &runtimetools.Refusal{Reason: "internal",
 				Text: fmt.Sprintf("'share-file' could not open the export root %s; the operator must check that it is a directory this member can read.", root)}
 		}
@@ -80,14 +102,14 @@ func (s *Session) ShareFile(_ context.Context, path string) (runtimetools.Shared
 		return runtimetools.SharedFile{}, &runtimetools.Refusal{Reason: peerfile.Reason(err),
 			Text: "'share-file' refused: " + pe.Detail + "." + hint}
 	}
-	h := peerfile.Mint(s.cfg.FormationToken, s.cfg.Roster.Formation, s.cfg.Member, f, s.cfg.Now().Add(ttl))
+	h := peerfile.Mint(pf.cfg.FormationToken, pf.cfg.Roster.Formation, pf.cfg.Member, f, pf.cfg.Now().Add(ttl))
 	return runtimetools.SharedFile{Handle: h.String(), ID: h.ID(), Name: f.Path, Size: f.Size,
 		SHA256: hex.EncodeToString(f.Digest[:]), Expires: h.ExpiresAt()}, nil
 }
 
 // FetchLimitMB is the largest file fetch-peer-file stores, in MiB (runtimetools.PeerFileFetcher).
-func (s *Session) FetchLimitMB() int {
-	if mb := s.cfg.Capsule.Capabilities.PeerFetchMaxMB; mb > 0 {
+func (pf *Files) FetchLimitMB() int {
+	if mb := pf.cfg.Capsule.Capabilities.PeerFetchMaxMB; mb > 0 {
 		return mb
 	}
 	return defaultFetchMB
@@ -98,7 +120,7 @@ func (s *Session) FetchLimitMB() int {
 // is sent; the door checks the handle again and compares the file with it; the bytes are checked against
 // the handle's SHA-256 while they are written to a temporary file beside the target, which is renamed (or,
 // without overwrite, linked) into place only once they match. Nothing is written outside the workdir.
-func (s *Session) FetchPeerFile(ctx context.Context, req runtimetools.FetchRequest) (runtimetools.FetchedFile, error) {
+func (pf *Files) FetchPeerFile(ctx context.Context, req runtimetools.FetchRequest) (runtimetools.FetchedFile, error) {
 	var out runtimetools.FetchedFile
 	sent := false // the door was asked: a failure from then on is the tool's, not a refusal of the call
 	refuse := func(reason, format string, args ...any) (runtimetools.FetchedFile, error) {
@@ -106,10 +128,10 @@ func (s *Session) FetchPeerFile(ctx context.Context, req runtimetools.FetchReque
 		if out.From != "" {
 			r.Fields = map[string]any{"from": out.From, "path": out.Name, "handle_id": out.ID}
 		}
-		s.log.Debug("fetch-peer-file refused", "reason", reason, "from", out.From)
+		pf.cfg.Log.Debug("fetch-peer-file refused", "reason", reason, "from", out.From)
 		return runtimetools.FetchedFile{}, r
 	}
-	if !s.inFormation() {
+	if !pf.inFormation() {
 		return refuse("not_in_formation", "handles are redeemed only by a member of a formation, and this session is in none.")
 	}
 	h, err := peerfile.Decode(req.Handle)
@@ -117,26 +139,26 @@ func (s *Session) FetchPeerFile(ctx context.Context, req runtimetools.FetchReque
 		return refuse("malformed", "%s is not a peer-file handle: %s. Copy the handle exactly as the member sent it: it starts with %s and has no spaces or line breaks.",
 			clip(req.Handle), strings.TrimPrefix(err.Error(), peerfile.ErrMalformed.Error()+": "), peerfile.Prefix)
 	}
-	formation := s.cfg.Roster.Formation
+	formation := pf.cfg.Roster.Formation
 	if h.Formation != formation {
 		return refuse(peerfile.Reason(peerfile.ErrWrongFormation), "the handle was minted in formation %q, and this member is in formation %q: a handle works only inside the formation that minted it. Ask a member of this formation to share the file.",
 			h.Formation, formation)
 	}
-	peer, ok := s.cfg.Roster.Member(h.Member)
+	peer, ok := pf.cfg.Roster.Member(h.Member)
 	if !ok {
 		return refuse(peerfile.Reason(peerfile.ErrUnknownMember), "the handle names member %q, which is not in this formation's roster. Copy the handle exactly as the member sent it.", h.Member)
 	}
 	out.From, out.Name, out.ID, out.Size = h.Member, h.Path, h.ID(), h.Size
 	out.SHA256 = hex.EncodeToString(h.Digest[:])
-	if h.Verify(s.cfg.FormationToken) != nil {
+	if h.Verify(pf.cfg.FormationToken) != nil {
 		return refuse(peerfile.Reason(peerfile.ErrForged), "the handle's signature does not match, so it was altered or mistyped on its way. Copy it exactly as %s sent it, or ask %s to share the file again.",
 			h.Member, h.Member)
 	}
-	if h.Expired(s.cfg.Now()) {
+	if h.Expired(pf.cfg.Now()) {
 		return refuse(peerfile.Reason(peerfile.ErrExpired), "the handle for %s expired at %s. Ask %s to share the file again.",
 			h.Path, h.ExpiresAt().Format(time.RFC3339), h.Member)
 	}
-	if mb := s.FetchLimitMB(); h.Size > int64(mb)<<20 {
+	if mb := pf.FetchLimitMB(); h.Size > int64(mb)<<20 {
 		return refuse(peerfile.Reason(peerfile.ErrTooLarge), "%s is %d bytes, more than the %d MiB this capsule may fetch (capabilities.peer_fetch.max_mb), so nothing was fetched.",
 			h.Path, h.Size, mb)
 	}
@@ -149,13 +171,13 @@ func (s *Session) FetchPeerFile(ctx context.Context, req runtimetools.FetchReque
 	}
 	target = filepath.Clean(target)
 	out.Stored = filepath.ToSlash(target)
-	if !roster.EgressAllowed(peer.URL, s.cfg.Capsule.Capabilities.Network.Allow) {
+	if !roster.EgressAllowed(peer.URL, pf.cfg.Capsule.Capabilities.Network.Allow) {
 		return refuse("egress", "%s's door is outside this capsule's capabilities.network.allow, so nothing was fetched; the operator must add localhost (or %s's host) to it.",
 			h.Member, h.Member)
 	}
-	wd, err := os.OpenRoot(s.workdir())
+	wd, err := os.OpenRoot(pf.cfg.Workdir)
 	if err != nil {
-		s.log.Error("fetch-peer-file: the workdir cannot be opened", "err", err)
+		pf.cfg.Log.Error("fetch-peer-file: the workdir cannot be opened", "err", err)
 		return refuse("internal", "the workdir cannot be opened, so nothing was stored.")
 	}
 	defer wd.Close()
@@ -174,7 +196,7 @@ func (s *Session) FetchPeerFile(ctx context.Context, req runtimetools.FetchReque
 	ctx, cancel := context.WithTimeout(ctx, peerFileTimeout)
 	defer cancel()
 	sent = true
-	resp, err := s.redeem(ctx, peer.URL, h.String())
+	resp, err := pf.redeem(ctx, peer.URL, h.String())
 	if err != nil {
 		if ctx.Err() != nil && errors.Is(ctx.Err(), context.Canceled) {
 			return refuse("canceled", "the task was canceled while %s was being fetched; nothing was stored.", h.Path)
@@ -183,7 +205,7 @@ func (s *Session) FetchPeerFile(ctx context.Context, req runtimetools.FetchReque
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return s.doorRefusal(resp, h, refuse)
+		return pf.doorRefusal(resp, h, refuse)
 	}
 	if d, ok := peerfile.ParseDigest(resp.Header.Get(peerfile.DigestHeader)); ok && d != h.Digest || resp.ContentLength >= 0 && resp.ContentLength != h.Size {
 		return refuse(peerfile.Reason(peerfile.ErrDigestMismatch), "%s's door offered other bytes than the handle names (its size or SHA-256 differ), so nothing was stored. Ask %s to share the file again.",
@@ -211,22 +233,22 @@ func (s *Session) FetchPeerFile(ctx context.Context, req runtimetools.FetchReque
 
 // redeem asks peer's door for the file a handle names, with this member's peer credential. Redirects
 // are not followed, so the credential goes to the door and nowhere else.
-func (s *Session) redeem(ctx context.Context, doorURL, handle string) (*http.Response, error) {
+func (pf *Files) redeem(ctx context.Context, doorURL, handle string) (*http.Response, error) {
 	r, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimRight(doorURL, "/")+"/peer-files/"+handle, nil)
 	if err != nil {
 		return nil, err
 	}
-	r.Header.Set("Authorization", "Bearer "+s.credKey().Credential(s.cfg.Member, peercred.Untrusted))
+	r.Header.Set("Authorization", "Bearer "+pf.cfg.CredKey.Credential(pf.cfg.Member, peercred.Untrusted))
 	hc := http.Client{}
-	if s.cfg.HTTPClient != nil {
-		hc = *s.cfg.HTTPClient
+	if pf.cfg.HTTPClient != nil {
+		hc = *pf.cfg.HTTPClient
 	}
 	hc.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 	return hc.Do(r)
 }
 
 // doorRefusal turns a door's refusal into the model's sentence, by the reason the door names.
-func (s *Session) doorRefusal(resp *http.Response, h *peerfile.Handle, refuse func(string, string, ...any) (runtimetools.FetchedFile, error)) (runtimetools.FetchedFile, error) {
+func (pf *Files) doorRefusal(resp *http.Response, h *peerfile.Handle, refuse func(string, string, ...any) (runtimetools.FetchedFile, error)) (runtimetools.FetchedFile, error) {
 	var body struct {
 		Reason string `json:"reason"`
 	}

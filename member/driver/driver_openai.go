@@ -1,4 +1,4 @@
-package member
+package driver
 
 import (
 	"context"
@@ -45,13 +45,13 @@ type OpenAIDriver struct {
 
 var _ Driver = (*OpenAIDriver)(nil)
 
-// NewOpenAIDriver returns the driver of the choice called name. hc may be nil (then a client like
+// NewOpenAI returns the driver of the choice called name. hc may be nil (then a client like
 // http.DefaultClient with a response-header timeout); getenv resolves env: credentials. The credential
 // is resolved on every call, so a rotated key works and a missing one fails that call with
 // ResolveCredential's message. A choice may go without a credential only when it names a base_url (a
 // local server); no Authorization header is sent then. Nothing is read from OPENAI_* variables: the
 // choice alone says where requests go and with which key.
-func NewOpenAIDriver(name string, ch capsule.Choice, hc *http.Client, getenv func(string) string) (*OpenAIDriver, error) {
+func NewOpenAI(name string, ch capsule.Choice, hc *http.Client, getenv func(string) string) (*OpenAIDriver, error) {
 	if err := checkModelChoice(capsule.DriverOpenAI, "OpenAI", "OPENAI_API_KEY", name, ch, getenv); err != nil {
 		return nil, err
 	}

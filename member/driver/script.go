@@ -1,4 +1,4 @@
-package member
+package driver
 
 import (
 	"bytes"
@@ -476,8 +476,8 @@ type ScriptDriver struct {
 
 var _ Driver = (*ScriptDriver)(nil)
 
-// NewScriptDriver returns a driver named name (the driver choice it serves) that plays s.
-func NewScriptDriver(name string, s *Script) *ScriptDriver {
+// NewScript returns a driver named name (the driver choice it serves) that plays s.
+func NewScript(name string, s *Script) *ScriptDriver {
 	return &ScriptDriver{name: name, script: s}
 }
 

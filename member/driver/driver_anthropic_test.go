@@ -1,4 +1,4 @@
-package member
+package driver
 
 import (
 	"context"
@@ -54,7 +54,7 @@ func newAnthropicTestDriver(t *testing.T, f *anthropicFake, edit func(*capsule.C
 	if edit != nil {
 		edit(&ch)
 	}
-	d, err := NewAnthropicDriver("claude", ch, f.Client(), env.getenv)
+	d, err := NewAnthropic("claude", ch, f.Client(), env.getenv)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,22 +143,22 @@ func TestAnthropicConversationRequest(t *testing.T) {
 	req := InferRequest{
 		System: "You are a worker. Answer arithmetic questions.",
 		Messages: []ChatMessage{
-			{Role: RoleUser, Text: fence("task", "sum 2 3 and tell me the session status", "")},
+			{Role: RoleUser, Text: Fence("task", "sum 2 3 and tell me the session status", "")},
 			{Role: RoleAssistant, Text: "I will compute it and look at the session.", Calls: []ToolCall{
 				{ID: "toolu_01A09q90qw90lq917835lq9", Name: "expr", Input: json.RawMessage(`{"args":["2","+","3"]}`)},
 				{ID: "call_b", Name: "session-status", Input: json.RawMessage(`{}`)},
 			}},
 			{Role: RoleTool, Results: []ToolResult{
-				{CallID: "toolu_01A09q90qw90lq917835lq9", Tool: "expr", Status: "ok", Output: "5", Text: fence("tool:expr", "5", "")},
+				{CallID: "toolu_01A09q90qw90lq917835lq9", Tool: "expr", Status: "ok", Output: "5", Text: Fence("tool:expr", "5", "")},
 				{CallID: "call_b", Tool: "session-status", Status: "ok", Output: `{"turns":{"used":1}}`,
-					Text: fence("tool:session-status", `{"turns":{"used":1}}`, "note: the deadline is in 2h")},
+					Text: Fence("tool:session-status", `{"turns":{"used":1}}`, "note: the deadline is in 2h")},
 			}},
 			{Role: RoleAssistant, Calls: []ToolCall{{ID: "call_2_1", Name: "read-file", Input: json.RawMessage(`{"path":"out/x"}`)}}},
 			{Role: RoleTool, Results: []ToolResult{
 				{CallID: "call_2_1", Tool: "read-file", Status: "refused", Output: "not staged", Text: "read-file is not staged for this session"},
 			}},
 			{Role: RoleAssistant, Text: " \n"},
-			{Role: RoleUser, Text: keepWorkingNudge},
+			{Role: RoleUser, Text: "[runtime] You ended your turn without an answer. Keep working on the task, and end your turn with your answer as text when you have it."},
 		},
 		Tools: []ToolSpec{
 			{Name: "expr", Description: "Evaluates an arithmetic expression.",
@@ -402,7 +402,7 @@ func TestAnthropicEndpoints(t *testing.T) {
 		rt := &anthropicRedirect{to: to, next: f.Client().Transport}
 		env := map[string]string{"ANTHROPIC_API_KEY": anthropicTestKey}
 		ch := capsule.Choice{Driver: capsule.DriverAnthropic, Model: "claude-sonnet-4-5", BaseURL: tt.baseURL, Credential: "env:ANTHROPIC_API_KEY"}
-		d, err := NewAnthropicDriver("claude", ch, &http.Client{Transport: rt}, func(k string) string { return env[k] })
+		d, err := NewAnthropic("claude", ch, &http.Client{Transport: rt}, func(k string) string { return env[k] })
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -561,7 +561,7 @@ func TestNewAnthropicDriverRefuses(t *testing.T) {
 		{"bad base_url", capsule.Choice{Driver: capsule.DriverAnthropic, Model: "m", BaseURL: "127.0.0.1:8080"}, "base_url is not an http or https URL"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := NewAnthropicDriver("claude", tt.ch, nil, getenv)
+			_, err := NewAnthropic("claude", tt.ch, nil, getenv)
 			if err == nil || !strings.Contains(err.Error(), tt.want) || !strings.Contains(err.Error(), "anthropic choice claude") {
 				t.Errorf("error %v, want one naming the choice and containing %q", err, tt.want)
 			}

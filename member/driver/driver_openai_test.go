@@ -1,4 +1,4 @@
-package member
+package driver
 
 import (
 	"context"
@@ -49,7 +49,7 @@ func newOpenAITestDriver(t *testing.T, f *openAIFake, edit func(*capsule.Choice)
 	if edit != nil {
 		edit(&ch)
 	}
-	d, err := NewOpenAIDriver("gpt", ch, f.Client(), env.getenv)
+	d, err := NewOpenAI("gpt", ch, f.Client(), env.getenv)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,9 +110,9 @@ func TestOpenAIConversationRequest(t *testing.T) {
 				{ID: "call_b", Name: "session-status", Input: json.RawMessage(`{}`)},
 			}},
 			{Role: RoleTool, Results: []ToolResult{
-				{CallID: "call_a", Tool: "expr", Status: "ok", Output: "5", Text: fence("tool:expr", "5", "")},
+				{CallID: "call_a", Tool: "expr", Status: "ok", Output: "5", Text: Fence("tool:expr", "5", "")},
 				{CallID: "call_b", Tool: "session-status", Status: "ok", Output: `{"turns":{"used":1}}`,
-					Text: fence("tool:session-status", `{"turns":{"used":1}}`, "note: the deadline is in 2h")},
+					Text: Fence("tool:session-status", `{"turns":{"used":1}}`, "note: the deadline is in 2h")},
 			}},
 			{Role: RoleAssistant, Calls: []ToolCall{{ID: "call_c", Name: "read-file", Input: json.RawMessage(`{"path":"out/x"}`)}}},
 			{Role: RoleTool, Results: []ToolResult{
@@ -333,7 +333,7 @@ func TestOpenAIDefaultEndpoint(t *testing.T) {
 	rt := &openAIRedirect{to: to, next: transport}
 	env := map[string]string{"OPENAI_API_KEY": openAITestKey}
 	ch := capsule.Choice{Driver: capsule.DriverOpenAI, Model: "gpt-4.1-mini", Credential: "env:OPENAI_API_KEY", MaxOutputTokens: 2048}
-	d, err := NewOpenAIDriver("gpt", ch, &http.Client{Transport: rt}, func(k string) string { return env[k] })
+	d, err := NewOpenAI("gpt", ch, &http.Client{Transport: rt}, func(k string) string { return env[k] })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -489,14 +489,14 @@ func TestNewOpenAIDriverRefuses(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := NewOpenAIDriver("gpt", tt.ch, nil, getenv)
+			_, err := NewOpenAI("gpt", tt.ch, nil, getenv)
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("error = %v, want one containing %q", err, tt.want)
 			}
 		})
 	}
 	// A local server needs no credential, and nil hc is allowed.
-	if _, err := NewOpenAIDriver("local", capsule.Choice{Driver: capsule.DriverOpenAI, Model: "llama3.2", BaseURL: "http://127.0.0.1:11434/v1"}, nil, getenv); err != nil {
+	if _, err := NewOpenAI("local", capsule.Choice{Driver: capsule.DriverOpenAI, Model: "llama3.2", BaseURL: "http://127.0.0.1:11434/v1"}, nil, getenv); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -1,4 +1,4 @@
-package member
+package driver
 
 import (
 	"errors"

@@ -1,4 +1,4 @@
-package member
+package driver
 
 import (
 	"context"
@@ -193,4 +193,23 @@ func redactSecrets(msg, key string) string {
 		msg = strings.ReplaceAll(msg, key, "[credential]")
 	}
 	return secretLikeRE.ReplaceAllString(msg, "sk-[redacted]")
+}
+
+// fence wraps content the model must treat as data, not instructions, as SPEC shows; the runtime's note,
+// if any, goes on the line after the fence.
+func Fence(source, content, note string) string {
+	var b strings.Builder
+	b.WriteString("<untrusted-content source=")
+	b.WriteString(source)
+	b.WriteString(">\n")
+	b.WriteString(content)
+	if !strings.HasSuffix(content, "\n") {
+		b.WriteByte('\n')
+	}
+	b.WriteString("</untrusted-content>")
+	if note != "" {
+		b.WriteByte('\n')
+		b.WriteString(note)
+	}
+	return b.String()
 }

@@ -1,4 +1,4 @@
-package member
+package store
 
 import (
 	"database/sql"
@@ -24,9 +24,9 @@ var storeEpoch = time.Date(2026, 12, 2, 10, 30, 0, 0, time.UTC)
 
 func openTestStore(t testing.TB) *Store {
 	t.Helper()
-	s, err := OpenStore(filepath.Join(t.TempDir(), "tasks.db"))
+	s, err := Open(filepath.Join(t.TempDir(), "tasks.db"))
 	if err != nil {
-		t.Fatalf("OpenStore: %v", err)
+		t.Fatalf("Open: %v", err)
 	}
 	t.Cleanup(func() {
 		if err := s.Close(); err != nil {
@@ -220,8 +220,8 @@ func TestStoreNotFound(t *testing.T) {
 			if !errors.Is(err, a2a.ErrTaskNotFound) {
 				t.Fatalf("err = %v, want one wrapping a2a.ErrTaskNotFound", err)
 			}
-			if !errors.Is(err, ErrStoreNotFound) {
-				t.Errorf("err = %v, want one wrapping ErrStoreNotFound", err)
+			if !errors.Is(err, ErrNotFound) {
+				t.Errorf("err = %v, want one wrapping ErrNotFound", err)
 			}
 			var wire *a2a.Error
 			if !errors.As(err, &wire) || wire.Metadata["taskId"] == "" {
@@ -537,9 +537,9 @@ func TestStoreRecover(t *testing.T) {
 func TestStoreDurable(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "data", "alpha")
 	path := filepath.Join(dir, "tasks.db")
-	s, err := OpenStore(path)
+	s, err := Open(path)
 	if err != nil {
-		t.Fatalf("OpenStore: %v", err)
+		t.Fatalf("Open: %v", err)
 	}
 	want := fullTask()
 	if err := s.Create(t.Context(), want); err != nil {
@@ -565,7 +565,7 @@ func TestStoreDurable(t *testing.T) {
 		}
 	}
 
-	s, err = OpenStore(path)
+	s, err = Open(path)
 	if err != nil {
 		t.Fatalf("reopening: %v", err)
 	}
@@ -591,9 +591,9 @@ func TestStoreDurable(t *testing.T) {
 
 func TestStoreRefusesNewerSchema(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "tasks.db")
-	s, err := OpenStore(path)
+	s, err := Open(path)
 	if err != nil {
-		t.Fatalf("OpenStore: %v", err)
+		t.Fatalf("Open: %v", err)
 	}
 	if _, err := s.write.ExecContext(t.Context(), fmt.Sprintf(`PRAGMA user_version = %d`, len(schema)+1)); err != nil {
 		t.Fatal(err)
@@ -601,9 +601,9 @@ func TestStoreRefusesNewerSchema(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if s, err := OpenStore(path); err == nil {
+	if s, err := Open(path); err == nil {
 		s.Close()
-		t.Fatal("OpenStore of a newer schema succeeded")
+		t.Fatal("Open of a newer schema succeeded")
 	}
 }
 

@@ -1,4 +1,4 @@
-package member
+package store
 
 import (
 	"context"
@@ -31,9 +31,9 @@ import (
 // Recover ended failed.
 const RestartMessage = "member restarted: the task was interrupted and did not finish"
 
-// ErrStoreNotFound is the failure of Update and Get for a task the store does not hold. It wraps
+// ErrNotFound is the failure of Update and Get for a task the store does not hold. It wraps
 // a2a.ErrTaskNotFound, so the wire sees -32001.
-var ErrStoreNotFound = fmt.Errorf("member: task not in the store: %w", a2a.ErrTaskNotFound)
+var ErrNotFound = fmt.Errorf("member: task not in the store: %w", a2a.ErrTaskNotFound)
 
 // Store is a member's durable task store: one SQLite file, in WAL mode with synchronous=FULL, so a
 // write is on disk when its method returns and a task the door acknowledged survives a crash.
@@ -67,8 +67,8 @@ type Store struct {
 	bg        sync.WaitGroup // the batch writer and the sweeper
 }
 
-// StoreConfig is what a store is given beyond its path. The zero value is valid.
-type StoreConfig struct {
+// Config is what a store is given beyond its path. The zero value is valid.
+type Config struct {
 	// Retention says which ended tasks the store keeps; its zero fields take roster.DefaultRetention's.
 	Retention roster.Retention
 	// Now is the clock of task ages and creation times; nil means time.Now.
@@ -110,15 +110,15 @@ var schema = []string{
 	`CREATE INDEX tasks_ended ON tasks (state, status_ts);`,
 }
 
-// OpenStore opens the task store at path with the default StoreConfig; see OpenStoreWith.
-func OpenStore(path string) (*Store, error) {
-	return OpenStoreWith(path, StoreConfig{})
+// Open opens the task store at path with the default Config; see OpenWith.
+func Open(path string) (*Store, error) {
+	return OpenWith(path, Config{})
 }
 
-// OpenStoreWith opens the task store at path, creating the file (mode 0600), its parent directory
+// OpenWith opens the task store at path, creating the file (mode 0600), its parent directory
 // (mode 0700) and the schema as needed, and starts its batch writer and its retention sweeper, which
 // Close stops. A store written by a newer program is refused.
-func OpenStoreWith(path string, cfg StoreConfig) (*Store, error) {
+func OpenWith(path string, cfg Config) (*Store, error) {
 	abs, err := filepath.Abs(path)
 	if err != nil {
 		return nil, fmt.Errorf("member: task store %s: %w", path, err)
@@ -277,7 +277,7 @@ func (s *Store) Create(ctx context.Context, t *a2a.Task) error {
 // taskCaller is the member that sent t, from its metadata (murmur.caller); "" for the operator's tasks.
 // It is set once, when the task is created, and never changes.
 func taskCaller(t *a2a.Task) string {
-	c, _ := ids.Get(murmurMeta(t), ids.MetaCaller).(string)
+	c, _ := ids.Get(ids.Murmur(t.Metadata), ids.MetaCaller).(string)
 	return c
 }
 
@@ -304,7 +304,7 @@ func (s *Store) hook(op string, rows int) {
 	}
 }
 
-// Update replaces the stored task whose id is t's with t. The error wraps ErrStoreNotFound (and so
+// Update replaces the stored task whose id is t's with t. The error wraps ErrNotFound (and so
 // a2a.ErrTaskNotFound) when the store has no such task.
 func (s *Store) Update(ctx context.Context, t *a2a.Task) error {
 	body, err := json.Marshal(t)
@@ -327,31 +327,31 @@ func (s *Store) Update(ctx context.Context, t *a2a.Task) error {
 		return fmt.Errorf("member: storing task %s: %w", t.ID, err)
 	}
 	if n == 0 {
-		return notStored(t.ID)
+		return NotStored(t.ID)
 	}
 	s.cache.put(t.ID, taskCaller(t), body)
 	return nil
 }
 
 // Get returns the stored task with the given id, a copy the caller may change. The error wraps
-// ErrStoreNotFound (and so a2a.ErrTaskNotFound) when the store has no such task.
+// ErrNotFound (and so a2a.ErrTaskNotFound) when the store has no such task.
 func (s *Store) Get(ctx context.Context, id a2a.TaskID) (*a2a.Task, error) {
 	body, err := s.GetJSON(ctx, id)
 	if err != nil {
 		return nil, err
 	}
-	return decodeTask(id, body)
+	return Decode(id, body)
 }
 
 // GetJSON returns the stored task's JSON, exactly as a2a.Task marshals. The caller must not modify it.
-// The error wraps ErrStoreNotFound (and so a2a.ErrTaskNotFound) when the store has no such task.
+// The error wraps ErrNotFound (and so a2a.ErrTaskNotFound) when the store has no such task.
 func (s *Store) GetJSON(ctx context.Context, id a2a.TaskID) ([]byte, error) {
 	body, _, err := s.GetWithCaller(ctx, id)
 	return body, err
 }
 
 // GetWithCaller returns the stored task's JSON and the member that sent it ("" for the operator). The
-// caller must not modify the bytes. The error wraps ErrStoreNotFound when the store has no such task.
+// caller must not modify the bytes. The error wraps ErrNotFound when the store has no such task.
 func (s *Store) GetWithCaller(ctx context.Context, id a2a.TaskID) (body []byte, caller string, err error) {
 	if body, caller, ok := s.cache.get(id); ok {
 		return body, caller, nil
@@ -361,7 +361,7 @@ func (s *Store) GetWithCaller(ctx context.Context, id a2a.TaskID) (body []byte, 
 	}
 	err = s.read.QueryRowContext(ctx, `SELECT task, caller FROM tasks WHERE id = ?`, string(id)).Scan(&body, &caller)
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, "", notStored(id)
+		return nil, "", NotStored(id)
 	}
 	if err != nil {
 		return nil, "", fmt.Errorf("member: reading task %s: %w", id, err)
@@ -456,7 +456,7 @@ func (s *Store) List(ctx context.Context, q ListQuery) (ListPage, error) {
 		if err := rows.Scan(&last, &id, &body); err != nil {
 			return ListPage{}, fmt.Errorf("member: listing tasks: %w", err)
 		}
-		t, err := decodeTask(a2a.TaskID(id), body)
+		t, err := Decode(a2a.TaskID(id), body)
 		if err != nil {
 			return ListPage{}, err
 		}
@@ -475,7 +475,7 @@ func (s *Store) List(ctx context.Context, q ListQuery) (ListPage, error) {
 // Recover ends failed, with RestartMessage and a status timestamp of now, every task that was not in a
 // terminal state: the member stopped while it ran or waited, and nothing will finish it. It returns
 // the ids of the tasks it changed, in creation order. Call it once, before the store takes new tasks.
-func (s *Store) Recover(ctx context.Context, now time.Time) (ids []a2a.TaskID, err error) {
+func (s *Store) Recover(ctx context.Context, now time.Time) (changed []a2a.TaskID, err error) {
 	s.fg.begin()
 	defer s.fg.end()
 	s.wmu.Lock()
@@ -508,7 +508,7 @@ func (s *Store) Recover(ctx context.Context, now time.Time) (ids []a2a.TaskID, e
 			rows.Close()
 			return nil, fmt.Errorf("member: recovering tasks: %w", err)
 		}
-		t, err := decodeTask(a2a.TaskID(id), body)
+		t, err := Decode(a2a.TaskID(id), body)
 		if err != nil {
 			rows.Close()
 			return nil, err
@@ -523,7 +523,7 @@ func (s *Store) Recover(ctx context.Context, now time.Time) (ids []a2a.TaskID, e
 		t.Status = a2a.TaskStatus{
 			State: a2a.TaskStateFailed,
 			Message: &a2a.Message{
-				MessageID: a2a.MessageID(newID(prefixMessage)),
+				MessageID: a2a.MessageID(ids.New(ids.PrefixMessage)),
 				Role:      a2a.RoleAgent,
 				Parts:     []a2a.Part{a2a.TextPart(RestartMessage)},
 				TaskID:    t.ID,
@@ -539,7 +539,7 @@ func (s *Store) Recover(ctx context.Context, now time.Time) (ids []a2a.TaskID, e
 			string(t.Status.State), statusMillis(t), body, string(t.ID)); err != nil {
 			return nil, fmt.Errorf("member: recovering task %s: %w", t.ID, err)
 		}
-		ids = append(ids, t.ID)
+		changed = append(changed, t.ID)
 		written[t.ID] = row{taskCaller(t), body}
 	}
 	s.hook("recover", len(tasks))
@@ -549,7 +549,7 @@ func (s *Store) Recover(ctx context.Context, now time.Time) (ids []a2a.TaskID, e
 	for id, w := range written {
 		s.cache.put(id, w.caller, w.body)
 	}
-	return ids, nil
+	return changed, nil
 }
 
 // statusMillis returns t's status timestamp in unix milliseconds, or nil (NULL) when it has none.
@@ -560,7 +560,7 @@ func statusMillis(t *a2a.Task) any {
 	return t.Status.Timestamp.UnixMilli()
 }
 
-func decodeTask(id a2a.TaskID, body []byte) (*a2a.Task, error) {
+func Decode(id a2a.TaskID, body []byte) (*a2a.Task, error) {
 	t := new(a2a.Task)
 	if err := json.Unmarshal(body, t); err != nil {
 		return nil, fmt.Errorf("member: reading task %s: %w", id, err)
@@ -572,7 +572,7 @@ func decodeTask(id a2a.TaskID, body []byte) (*a2a.Task, error) {
 // errors.As finds the one carrying the task's id.
 type taskNotStored struct{ wire *a2a.Error }
 
-func notStored(id a2a.TaskID) error {
+func NotStored(id a2a.TaskID) error {
 	return taskNotStored{a2a.ErrTaskNotFound.WithMeta("taskId", string(id))}
 }
 
@@ -580,7 +580,7 @@ func (e taskNotStored) Error() string {
 	return "member: task " + e.wire.Metadata["taskId"] + " not in the store"
 }
 
-func (e taskNotStored) Unwrap() []error { return []error{e.wire, ErrStoreNotFound} }
+func (e taskNotStored) Unwrap() []error { return []error{e.wire, ErrNotFound} }
 
 // A page token is base64url of a version byte, the seq of the last task of its page and a digest of
 // the filter it was issued for: opaque to clients, and refused with any other filter.

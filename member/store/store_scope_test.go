@@ -1,4 +1,4 @@
-package member
+package store
 
 import (
 	"context"
@@ -17,9 +17,9 @@ import (
 // peerTask is storeTask n sent by caller ("" for the operator's).
 func peerTask(n int, caller string) *a2a.Task {
 	t := storeTask(n, "ctx", a2a.TaskStateCompleted)
-	meta := map[string]any{"member": "solo", "origin": OriginOperator, "trust": TrustTrusted}
+	meta := map[string]any{"member": "solo", "origin": "operator", "trust": "trusted"}
 	if caller != "" {
-		meta["origin"], meta["caller"], meta["trust"] = OriginPeer, caller, TrustUntrusted
+		meta["origin"], meta["caller"], meta["trust"] = "peer", caller, "untrusted"
 	}
 	t.Metadata = map[string]any{ids.Meta: meta}
 	return t
@@ -63,27 +63,6 @@ func TestStoreCallerScope(t *testing.T) {
 	}
 }
 
-func TestScopeSees(t *testing.T) {
-	for _, c := range []struct {
-		scope  Scope
-		caller string
-		want   bool
-	}{
-		{OperatorScope(), "", true},
-		{OperatorScope(), "lead", true},
-		{PeerScope("lead"), "lead", true},
-		{PeerScope("lead"), "", false},
-		{PeerScope("lead"), "critic", false},
-		{PeerScope(""), "", false},
-		{Scope{}, "", false},
-		{Scope{}, "lead", false},
-	} {
-		if got := c.scope.sees(c.caller); got != c.want {
-			t.Errorf("%+v sees a task of %q: %v, want %v", c.scope, c.caller, got, c.want)
-		}
-	}
-}
-
 // A store written before callers were kept gets them on open: a peer's old task belongs to no member
 // (only the operator sees it), an operator's stays the operator's.
 func TestStoreMigratesCallers(t *testing.T) {
@@ -95,7 +74,7 @@ func TestStoreMigratesCallers(t *testing.T) {
 	if _, err := db.Exec(schema[0] + `; PRAGMA user_version = 1`); err != nil {
 		t.Fatal(err)
 	}
-	for n, origin := range []string{OriginOperator, OriginPeer} {
+	for n, origin := range []string{"operator", "peer"} {
 		task := fmt.Sprintf(`{"id":"tsk_%d","contextId":"c","status":{"state":"TASK_STATE_COMPLETED"},"metadata":{"murmur":{"origin":%q}}}`, n, origin)
 		if _, err := db.Exec(`INSERT INTO tasks (id, context_id, state, created, task) VALUES (?, 'c', 'TASK_STATE_COMPLETED', 0, ?)`,
 			fmt.Sprintf("tsk_%d", n), task); err != nil {
@@ -103,7 +82,7 @@ func TestStoreMigratesCallers(t *testing.T) {
 		}
 	}
 	db.Close()
-	s, err := OpenStore(path)
+	s, err := Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}

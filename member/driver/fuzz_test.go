@@ -1,4 +1,4 @@
-package member
+package driver
 
 import (
 	"context"
@@ -119,7 +119,7 @@ func FuzzParseScript(f *testing.F) {
 		if !boundedScript(s) {
 			return
 		}
-		d := NewScriptDriver("local", s)
+		d := NewScript("local", s)
 		for turn := 1; turn <= maxTurns+1; turn++ {
 			req := InferRequest{Task: task, Messages: []ChatMessage{{Role: RoleUser, Text: task}}, Turn: turn,
 				Tools: []ToolSpec{{Name: "call-member"}}, System: "you are fuzzed"}

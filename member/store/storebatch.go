@@ -1,4 +1,4 @@
-package member
+package store
 
 import (
 	"context"
@@ -28,7 +28,7 @@ const (
 	backgroundMaxWait = 2 * time.Second
 	backgroundPoll    = 10 * time.Millisecond
 	batchChunk        = 128
-	batchMaxRows      = 1024
+	BatchMaxRows      = 1024
 	batchMaxBytes     = 8 << 20
 )
 
@@ -109,7 +109,7 @@ func (s *Store) CreateBatched(t *a2a.Task) bool {
 	b := &s.batch
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.closed || len(b.rows) >= batchMaxRows || b.bytes+len(body) > batchMaxBytes {
+	if b.closed || len(b.rows) >= BatchMaxRows || b.bytes+len(body) > batchMaxBytes {
 		b.dropped++
 		return false
 	}
@@ -154,7 +154,7 @@ func (b *batcher) close() {
 	b.mu.Unlock()
 }
 
-// writeBatches is the batch writer: it runs from OpenStoreWith until Close ends ctx, and writes what is
+// writeBatches is the batch writer: it runs from OpenWith until Close ends ctx, and writes what is
 // left before it returns.
 func (s *Store) writeBatches(ctx context.Context) {
 	for {

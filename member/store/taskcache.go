@@ -1,4 +1,4 @@
-package member
+package store
 
 import (
 	"container/list"

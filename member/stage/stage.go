@@ -1,4 +1,4 @@
-package member
+package stage
 
 import (
 	"errors"
@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"github.com/murmur-run/murmur/member/capsule"
+	"github.com/murmur-run/murmur/member/driver"
+	"github.com/murmur-run/murmur/member/sandbox"
 	"github.com/murmur-run/murmur/roster"
 	"github.com/murmur-run/murmur/runtimetools"
 )
@@ -50,7 +52,7 @@ const (
 
 // CheckFormation stages every member of r (or only those named) without starting anything and returns
 // every finding, in roster order.
-func CheckFormation(r *roster.Roster, only []string, getenv func(string) string) []Finding {
+func Formation(r *roster.Roster, only []string, getenv func(string) string) []Finding {
 	var out []Finding
 	for _, m := range r.Members {
 		if len(only) > 0 && !slices.Contains(only, m.Name) {
@@ -63,7 +65,7 @@ func CheckFormation(r *roster.Roster, only []string, getenv func(string) string)
 			}
 			continue
 		}
-		out = append(out, CheckCapsule(c, m.Name, getenv)...)
+		out = append(out, Capsule(c, m.Name, getenv)...)
 		for _, callee := range r.Reachable(m.Name) {
 			peer, _ := r.Member(callee)
 			if !roster.EgressAllowed(peer.URL, c.Capabilities.Network.Allow) {
@@ -101,7 +103,7 @@ func egressName(host string) string {
 }
 
 // CheckCapsule returns the staging findings of one capsule.
-func CheckCapsule(c *capsule.Capsule, memberName string, getenv func(string) string) []Finding {
+func Capsule(c *capsule.Capsule, memberName string, getenv func(string) string) []Finding {
 	var out []Finding
 	for _, list := range [][]string{c.Tools, c.Skills} {
 		for _, name := range list {
@@ -118,13 +120,13 @@ func CheckCapsule(c *capsule.Capsule, memberName string, getenv func(string) str
 	}
 	if c.IsAgent() && len(c.Capabilities.Shell.Allow) > 0 {
 		for _, name := range c.Capabilities.Shell.Allow {
-			if _, err := resolveShell(name); err != nil {
+			if _, err := sandbox.ResolveShell(name); err != nil {
 				out = append(out, Finding{Code: CodeShellMissing, Member: memberName, Message: fmt.Sprintf("%s: %v", c.Path, err)})
 			}
 		}
 	}
-	if runsCommands(c) {
-		out = append(out, confinementFindings(c, memberName, landlockABI(), probeIsolation())...)
+	if c.RunsCommands() {
+		out = append(out, confinementFindings(c, memberName, sandbox.LandlockABI(), sandbox.Probe())...)
 	}
 	if c.IsAgent() {
 		for _, name := range c.Inference.ChoiceOrder {
@@ -132,7 +134,7 @@ func CheckCapsule(c *capsule.Capsule, memberName string, getenv func(string) str
 			if ch.Credential == "" {
 				continue
 			}
-			if _, err := ResolveCredential(ch.Credential, getenv); err != nil {
+			if _, err := driver.ResolveCredential(ch.Credential, getenv); err != nil {
 				if name == c.Inference.Driver {
 					out = append(out, Finding{Code: CodeNoCredential, Member: memberName, Message: fmt.Sprintf(
 						"%s: inference.driver %s starts the session, but %v", c.Path, name, err)})
@@ -142,9 +144,9 @@ func CheckCapsule(c *capsule.Capsule, memberName string, getenv func(string) str
 				}
 			}
 		}
-		if _, err := buildDrivers(c, nil, getenv); err != nil {
+		if _, err := driver.Build(c, nil, getenv); err != nil {
 			code := CodeDriverMissing
-			var se *ScriptError
+			var se *driver.ScriptError
 			if errors.As(err, &se) {
 				code = CodeScriptInvalid
 			}
@@ -158,7 +160,7 @@ func CheckCapsule(c *capsule.Capsule, memberName string, getenv func(string) str
 
 // confinementFindings warns about what the host (its Landlock ABI, abi, 0 for none, and iso) or the
 // capsule leaves out of a command's confinement.
-func confinementFindings(c *capsule.Capsule, memberName string, abi int, iso isolation) []Finding {
+func confinementFindings(c *capsule.Capsule, memberName string, abi int, iso sandbox.Isolation) []Finding {
 	var out []Finding
 	off := c.Capabilities.Shell.Confine != nil && !*c.Capabilities.Shell.Confine
 	switch {
@@ -179,7 +181,7 @@ func confinementFindings(c *capsule.Capsule, memberName string, abi int, iso iso
 			out = append(out, f)
 		}
 	}
-	if !c.Capabilities.Shell.Network && iso.netNS == 0 && (off || abi < landlockTCPABI) {
+	if !c.Capabilities.Shell.Network && iso.NetNS == 0 && (off || abi < sandbox.LandlockTCPABI) {
 		out = append(out, Finding{Code: CodeShellNetwork, Member: memberName, Message: fmt.Sprintf(
 			"%s: this host gives mur no network namespace and %s, so %s %s the network although capabilities.shell.network is not true: the formation's doors and anything else this host reaches; run mur as root, allow unprivileged user namespaces, or use Linux 6.7 or later with Landlock",
 			c.Path, map[bool]string{true: "capabilities.shell.confine is false", false: "this kernel's Landlock has no TCP rules"}[off], commandsOf(c), verb(c, "keep"))})
@@ -207,13 +209,13 @@ func verb(c *capsule.Capsule, v string) string {
 }
 
 // isolationFindings warns about what this host does not let mur put around a capsule's shell commands.
-func isolationFindings(c *capsule.Capsule, memberName string, iso isolation) []Finding {
+func isolationFindings(c *capsule.Capsule, memberName string, iso sandbox.Isolation) []Finding {
 	var out []Finding
-	if !iso.treeKill() {
+	if !iso.TreeKill() {
 		out = append(out, Finding{Code: CodeShellReach, Member: memberName, Message: fmt.Sprintf(
 			"%s: this host gives mur neither a PID namespace nor a cgroup v2 directory it may write, so a process a shell command starts that leaves its process group (setsid, a double fork) outlives the command, a stop and the session; run mur as root, allow unprivileged user namespaces, or delegate a cgroup v2 subtree to mur's user", c.Path)})
 	}
-	if iso.memBase == "" {
+	if iso.MemBase == "" {
 		out = append(out, Finding{Code: CodeShellMemory, Member: memberName, Message: fmt.Sprintf(
 			"%s: this host gives mur no memory cgroup it may write, so capabilities.shell.memory_mb is applied as an address-space limit (RLIMIT_AS): a command over it sees failed allocations, and the model is not told a limit stopped it; run mur as root or delegate a cgroup v2 subtree with the memory controller", c.Path)})
 	}

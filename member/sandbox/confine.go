@@ -1,4 +1,4 @@
-package member
+package sandbox
 
 import (
 	"encoding/json"
@@ -32,7 +32,7 @@ const envConfine = "MUR_CONFINE"
 const envConfineExec = "MUR_CONFINE_EXEC"
 
 // confineSpec is what the helper sets up before it executes a command.
-type confineSpec struct {
+type Spec struct {
 	// Landlock applies the rule set fsRules computes (and the TCP rules unless Network); false leaves
 	// the filesystem and the network as this user has them.
 	Landlock bool `json:"landlock,omitempty"`
@@ -85,10 +85,10 @@ type fsRule struct {
 }
 
 // LandlockAvailable reports whether the kernel enforces Landlock, so confinement can be applied.
-func LandlockAvailable() bool { return landlockABI() >= 1 }
+func LandlockAvailable() bool { return LandlockABI() >= 1 }
 
 // landlockABI is the kernel's Landlock ABI version; 0 when it has none (or a seccomp filter hides it).
-func landlockABI() int {
+func LandlockABI() int {
 	v, err := llsys.LandlockGetABIVersion()
 	if err != nil {
 		return 0
@@ -97,7 +97,7 @@ func landlockABI() int {
 }
 
 // landlockTCPABI is the first Landlock ABI with rules for TCP bind and connect (Linux 6.7).
-const landlockTCPABI = 4
+const LandlockTCPABI = 4
 
 // fsRules computes the rules of a confined command: the system directories, spec's Read and Write
 // paths, the device nodes and procSelf (the command's own /proc entry; "" for none), every one with
@@ -107,7 +107,7 @@ const landlockTCPABI = 4
 // the rules reach everything beneath it but the Deny path; symbolic links among those entries are left
 // out, so none can lead back to it. Missing system, device and Read paths are left out; a missing Write
 // path is an error.
-func fsRules(spec confineSpec, procSelf string) ([]fsRule, error) {
+func fsRules(spec Spec, procSelf string) ([]fsRule, error) {
 	var deny []string
 	for _, d := range spec.Deny {
 		if d == "" {
@@ -156,7 +156,7 @@ func fsRules(spec confineSpec, procSelf string) ([]fsRule, error) {
 }
 
 // within reports whether path is dir or beneath it; both are clean and absolute.
-func within(path, dir string) bool {
+func Within(path, dir string) bool {
 	return path == dir || dir == "/" || strings.HasPrefix(path, dir+"/")
 }
 
@@ -167,7 +167,7 @@ func carve(path string, access fsAccess, deny []string) []fsRule {
 		if d == path {
 			return nil
 		}
-		if within(d, path) {
+		if Within(d, path) {
 			inside = true
 		}
 	}
@@ -219,7 +219,7 @@ func restrictThread(rules []fsRule, network bool) error {
 		all |= llsys.AccessFSIoctlDev
 	}
 	attr := llsys.RulesetAttr{HandledAccessFS: all}
-	if !network && abi >= landlockTCPABI {
+	if !network && abi >= LandlockTCPABI {
 		attr.HandledAccessNet = llsys.AccessNetBindTCP | llsys.AccessNetConnectTCP
 	}
 	if abi >= 6 {
@@ -291,7 +291,7 @@ func ConfineMain(args []string) int {
 		return 126
 	}
 	var env []string
-	var spec confineSpec
+	var spec Spec
 	second := false
 	for _, kv := range os.Environ() {
 		k, v, _ := strings.Cut(kv, "=")
@@ -324,7 +324,7 @@ func ConfineMain(args []string) int {
 // command's status; as PID 1, its exit ends the namespace and every process left in it. Without a PID
 // namespace, it also watches its parent: when mur dies, even by SIGKILL, it kills the command's cgroups
 // and process group, which nothing else is left to do.
-func confineInit(args []string, spec confineSpec) int {
+func confineInit(args []string, spec Spec) int {
 	// Before anything that can fail or take time: until it is caught, SIGTERM would end the init (where
 	// it is not PID 1) and leave the command without its init.
 	sigs := make(chan os.Signal, 16)
@@ -399,9 +399,9 @@ func confineInit(args []string, spec confineSpec) int {
 
 // killTree ends everything the command started, for an init whose parent died: the processes in its
 // cgroup v1 directories, then its cgroup v2 (cgroup.kill) and its process group, the init with them.
-func killTree(spec confineSpec) {
+func killTree(spec Spec) {
 	for _, d := range spec.Cgroups {
-		for _, pid := range cgroupPIDs(d) {
+		for _, pid := range CgroupPIDs(d) {
 			syscall.Kill(pid, syscall.SIGKILL)
 		}
 	}
@@ -414,7 +414,7 @@ func killTree(spec confineSpec) {
 
 // confineExec becomes the command: it joins its cgroups, sets its Landlock rules and its memory limit,
 // then executes it. It returns only on failure.
-func confineExec(path string, argv, env []string, spec confineSpec) int {
+func confineExec(path string, argv, env []string, spec Spec) int {
 	// Joined before the command executes, so nothing it starts is ever outside them. "0" is this
 	// process, whatever its number in a PID namespace.
 	for _, d := range spec.Cgroups {
@@ -469,7 +469,7 @@ func confineExec(path string, argv, env []string, spec confineSpec) int {
 }
 
 // encode returns the spec as the helper's environment entry.
-func (c confineSpec) encode() string {
+func (c Spec) Encode() string {
 	b, _ := json.Marshal(c)
 	return envConfine + "=" + string(b)
 }
@@ -477,7 +477,7 @@ func (c confineSpec) encode() string {
 // secretFree returns env without the entries that may carry a token: MUR_…TOKEN… names, and any value
 // holding one of the secrets given. A command's environment is built from scratch; this is the guard
 // that keeps it so when someone adds to it.
-func secretFree(env []string, secrets ...string) []string {
+func SecretFree(env []string, secrets ...string) []string {
 	return slices.DeleteFunc(slices.Clone(env), func(kv string) bool {
 		k, v, _ := strings.Cut(kv, "=")
 		if strings.HasPrefix(k, "MUR_") && strings.Contains(k, "TOKEN") {

@@ -1,4 +1,4 @@
-package member
+package sandbox
 
 import (
 	"bufio"
@@ -17,53 +17,53 @@ import (
 // isolation is what this host lets the runtime put around a shell command, so that ending the command
 // ends every process it started and its memory limit is the kernel's to enforce and to report. It is
 // probed once per session (probeIsolation); each field falls back on its own.
-type isolation struct {
+type Isolation struct {
 	// pidNS is the clone flags that give a command a PID namespace of its own, whose PID 1 is the
 	// command's init (confineInit): when the command ends, so does the init, and the kernel kills every
 	// process the command started, setsid escapers included.
 	// CLONE_NEWPID as root; CLONE_NEWUSER|CLONE_NEWPID (the user mapped to itself) otherwise; 0 when
 	// neither works here.
-	pidNS uintptr
+	PidNS uintptr
 	// netNS is the clone flags that, added to pidNS, give a command a network namespace of its own as
 	// well (with only a loopback interface, down): CLONE_NEWNET, with CLONE_NEWUSER where only a user
 	// namespace allows it; 0 when no network namespace can be made here.
-	netNS uintptr
+	NetNS uintptr
 	// killBase is a cgroup v2 directory the runtime may make children in; each command runs in a child
 	// of its own, and cgroup.kill ends everything in it. "" when there is none.
-	killBase string
+	KillBase string
 	// memBase is where a command's memory cgroup is made: killBase itself when cgroup v2 delegates the
 	// memory controller to its children, else the v1 memory hierarchy (memV1). "" when neither is
 	// writable: the memory limit is then an address-space limit (RLIMIT_AS), which a program sees as
 	// failed allocations and the runtime cannot attribute.
-	memBase string
-	memV1   bool
+	MemBase string
+	MemV1   bool
 }
 
 // treeKill reports whether ending a command reaches processes that left its process group.
-func (i isolation) treeKill() bool { return i.pidNS != 0 || i.killBase != "" }
+func (i Isolation) TreeKill() bool { return i.PidNS != 0 || i.KillBase != "" }
 
 // probeIsolation finds out what this host allows: it starts true (from the trusted PATH) in a PID
 // namespace, then in a PID and a network namespace, and makes (and removes) a probe cgroup.
-func probeIsolation() isolation {
-	var iso isolation
-	trueBin, err := resolveShell("true")
+func Probe() Isolation {
+	var iso Isolation
+	trueBin, err := ResolveShell("true")
 	starts := func(flags uintptr) bool {
 		if err != nil {
 			return false // nothing to start: no namespace is assumed
 		}
 		cmd := exec.Command(trueBin)
-		cmd.SysProcAttr = pidNSAttr(flags)
+		cmd.SysProcAttr = PidNSAttr(flags)
 		return cmd.Run() == nil
 	}
 	for _, flags := range pidNSFlags() {
 		if starts(flags) {
-			iso.pidNS = flags
+			iso.PidNS = flags
 			break
 		}
 	}
-	for _, flags := range netNSFlags(iso.pidNS) {
-		if starts(iso.pidNS | flags) {
-			iso.netNS = flags
+	for _, flags := range netNSFlags(iso.PidNS) {
+		if starts(iso.PidNS | flags) {
+			iso.NetNS = flags
 			break
 		}
 	}
@@ -72,19 +72,19 @@ func probeIsolation() isolation {
 	if dir := ownCgroup(mounts, own, "cgroup2", ""); dir != "" {
 		if probe, err := os.MkdirTemp(dir, "mur-probe-"); err == nil {
 			if fileExists(filepath.Join(probe, "cgroup.kill")) {
-				iso.killBase = dir
+				iso.KillBase = dir
 				if fileExists(filepath.Join(probe, "memory.max")) {
-					iso.memBase = dir
+					iso.MemBase = dir
 				}
 			}
 			os.Remove(probe)
 		}
 	}
-	if iso.memBase == "" {
+	if iso.MemBase == "" {
 		if dir := ownCgroup(mounts, own, "cgroup", "memory"); dir != "" {
 			if probe, err := os.MkdirTemp(dir, "mur-probe-"); err == nil {
 				if fileExists(filepath.Join(probe, "memory.limit_in_bytes")) {
-					iso.memBase, iso.memV1 = dir, true
+					iso.MemBase, iso.MemV1 = dir, true
 				}
 				os.Remove(probe)
 			}
@@ -116,7 +116,7 @@ func netNSFlags(pid uintptr) []uintptr {
 
 // pidNSAttr is the SysProcAttr of a command started in its own process group and, with flags, its own
 // PID (and network) namespace; in a new user namespace the user and group map to themselves, so files keep their owners.
-func pidNSAttr(flags uintptr) *syscall.SysProcAttr {
+func PidNSAttr(flags uintptr) *syscall.SysProcAttr {
 	a := &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL, Cloneflags: flags}
 	if flags&syscall.CLONE_NEWUSER != 0 {
 		uid, gid := os.Geteuid(), os.Getegid()
@@ -189,61 +189,61 @@ func fileExists(path string) bool {
 }
 
 // cgroupSet is the cgroups one command runs in.
-type cgroupSet struct {
-	kill  string // the v2 cgroup: cgroup.kill ends the whole tree; "" none
-	mem   string // the cgroup holding the memory limit; "" none
+type Cgroups struct {
+	Kill  string // the v2 cgroup: cgroup.kill ends the whole tree; "" none
+	Mem   string // the cgroup holding the memory limit; "" none
 	memV1 bool
-	extra []string // cgroups the command must join itself (v1 ones), before it executes
-	fd    int      // an open descriptor of kill, for starting the command inside it; -1 none
+	Extra []string // cgroups the command must join itself (v1 ones), before it executes
+	Fd    int      // an open descriptor of kill, for starting the command inside it; -1 none
 }
 
 // newCgroupSet makes the cgroups of the command with work id id and sets its memory limit in them.
 // When no memory cgroup could be made, the caller applies the limit as RLIMIT_AS instead.
-func newCgroupSet(iso isolation, id string, memBytes uint64) (*cgroupSet, error) {
-	cg := &cgroupSet{fd: -1}
+func NewCgroups(iso Isolation, id string, memBytes uint64) (*Cgroups, error) {
+	cg := &Cgroups{Fd: -1}
 	name := "mur-" + id
-	if iso.killBase != "" {
-		dir := filepath.Join(iso.killBase, name)
+	if iso.KillBase != "" {
+		dir := filepath.Join(iso.KillBase, name)
 		if err := os.Mkdir(dir, 0o755); err != nil {
 			return nil, fmt.Errorf("making the command's cgroup: %w", err)
 		}
-		cg.kill = dir
+		cg.Kill = dir
 		fd, err := syscall.Open(dir, syscall.O_DIRECTORY|syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
 		if err != nil {
-			cg.remove()
+			cg.Remove()
 			return nil, fmt.Errorf("opening the command's cgroup: %w", err)
 		}
-		cg.fd = fd
+		cg.Fd = fd
 	}
-	if iso.memBase != "" && memBytes > 0 {
+	if iso.MemBase != "" && memBytes > 0 {
 		limit := strconv.FormatUint(memBytes, 10)
-		if iso.memV1 {
-			dir := filepath.Join(iso.memBase, name)
+		if iso.MemV1 {
+			dir := filepath.Join(iso.MemBase, name)
 			if err := os.Mkdir(dir, 0o755); err != nil {
-				cg.remove()
+				cg.Remove()
 				return nil, fmt.Errorf("making the command's memory cgroup: %w", err)
 			}
-			cg.mem, cg.memV1 = dir, true
-			cg.extra = append(cg.extra, dir)
+			cg.Mem, cg.memV1 = dir, true
+			cg.Extra = append(cg.Extra, dir)
 			err := os.WriteFile(filepath.Join(dir, "memory.limit_in_bytes"), []byte(limit), 0)
 			if err == nil && fileExists(filepath.Join(dir, "memory.memsw.limit_in_bytes")) {
 				// No swapping past the limit: memory+swap gets the same bound.
 				err = os.WriteFile(filepath.Join(dir, "memory.memsw.limit_in_bytes"), []byte(limit), 0)
 			}
 			if err != nil {
-				cg.remove()
+				cg.Remove()
 				return nil, fmt.Errorf("setting the command's memory limit: %w", err)
 			}
-		} else if cg.kill != "" {
-			cg.mem = cg.kill
-			err := os.WriteFile(filepath.Join(cg.mem, "memory.max"), []byte(limit), 0)
+		} else if cg.Kill != "" {
+			cg.Mem = cg.Kill
+			err := os.WriteFile(filepath.Join(cg.Mem, "memory.max"), []byte(limit), 0)
 			if err == nil {
 				// One process over the limit ends the whole command, not just its largest process.
-				os.WriteFile(filepath.Join(cg.mem, "memory.oom.group"), []byte("1"), 0)
-				os.WriteFile(filepath.Join(cg.mem, "memory.swap.max"), []byte("0"), 0)
+				os.WriteFile(filepath.Join(cg.Mem, "memory.oom.group"), []byte("1"), 0)
+				os.WriteFile(filepath.Join(cg.Mem, "memory.swap.max"), []byte("0"), 0)
 			}
 			if err != nil {
-				cg.remove()
+				cg.Remove()
 				return nil, fmt.Errorf("setting the command's memory limit: %w", err)
 			}
 		}
@@ -252,17 +252,17 @@ func newCgroupSet(iso isolation, id string, memBytes uint64) (*cgroupSet, error)
 }
 
 // killAll ends every process in the command's cgroups and waits, briefly, until none is left.
-func (cg *cgroupSet) killAll() {
-	if cg.kill != "" {
-		os.WriteFile(filepath.Join(cg.kill, "cgroup.kill"), []byte("1"), 0)
+func (cg *Cgroups) KillAll() {
+	if cg.Kill != "" {
+		os.WriteFile(filepath.Join(cg.Kill, "cgroup.kill"), []byte("1"), 0)
 	}
-	deadline := time.Now().Add(lingerWait)
-	for _, dir := range append([]string{cg.kill}, cg.extra...) {
+	deadline := time.Now().Add(LingerWait)
+	for _, dir := range append([]string{cg.Kill}, cg.Extra...) {
 		if dir == "" {
 			continue
 		}
 		for time.Now().Before(deadline) {
-			pids := cgroupPIDs(dir)
+			pids := CgroupPIDs(dir)
 			if len(pids) == 0 {
 				break
 			}
@@ -274,7 +274,7 @@ func (cg *cgroupSet) killAll() {
 	}
 }
 
-func cgroupPIDs(dir string) []int {
+func CgroupPIDs(dir string) []int {
 	b, err := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
 	if err != nil {
 		return nil
@@ -289,7 +289,7 @@ func cgroupPIDs(dir string) []int {
 }
 
 // holdsPipe reports whether a process left in the command's cgroups holds the pipe its output is read from.
-func (cg *cgroupSet) holdsPipe(r *os.File) bool {
+func (cg *Cgroups) HoldsPipe(r *os.File) bool {
 	fi, err := r.Stat()
 	if err != nil {
 		return false
@@ -299,11 +299,11 @@ func (cg *cgroupSet) holdsPipe(r *os.File) bool {
 		return false
 	}
 	want := fmt.Sprintf("pipe:[%d]", st.Ino)
-	for _, dir := range append([]string{cg.kill}, cg.extra...) {
+	for _, dir := range append([]string{cg.Kill}, cg.Extra...) {
 		if dir == "" {
 			continue
 		}
-		for _, pid := range cgroupPIDs(dir) {
+		for _, pid := range CgroupPIDs(dir) {
 			fds := fmt.Sprintf("/proc/%d/fd", pid)
 			entries, _ := os.ReadDir(fds)
 			for _, e := range entries {
@@ -317,15 +317,15 @@ func (cg *cgroupSet) holdsPipe(r *os.File) bool {
 }
 
 // oomKilled reports whether the kernel killed a process of the command for its memory limit.
-func (cg *cgroupSet) oomKilled() bool {
-	if cg.mem == "" {
+func (cg *Cgroups) OomKilled() bool {
+	if cg.Mem == "" {
 		return false
 	}
 	file := "memory.events"
 	if cg.memV1 {
 		file = "memory.oom_control"
 	}
-	b, err := os.ReadFile(filepath.Join(cg.mem, file))
+	b, err := os.ReadFile(filepath.Join(cg.Mem, file))
 	if err != nil {
 		return false
 	}
@@ -339,14 +339,14 @@ func (cg *cgroupSet) oomKilled() bool {
 }
 
 // remove closes the descriptor and removes the command's (emptied) cgroups.
-func (cg *cgroupSet) remove() error {
-	if cg.fd >= 0 {
-		syscall.Close(cg.fd)
-		cg.fd = -1
+func (cg *Cgroups) Remove() error {
+	if cg.Fd >= 0 {
+		syscall.Close(cg.Fd)
+		cg.Fd = -1
 	}
-	dirs := []string{cg.kill}
-	if cg.mem != cg.kill { // under cgroup v2 they are one cgroup
-		dirs = append(dirs, cg.mem)
+	dirs := []string{cg.Kill}
+	if cg.Mem != cg.Kill { // under cgroup v2 they are one cgroup
+		dirs = append(dirs, cg.Mem)
 	}
 	var errs []error
 	for _, dir := range dirs {

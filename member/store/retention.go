@@ -1,4 +1,4 @@
-package member
+package store
 
 import (
 	"context"
@@ -41,7 +41,7 @@ func (s *Store) arrived(n int) {
 	}
 }
 
-// sweepLoop is the retention sweeper: it runs from OpenStoreWith until Close ends ctx.
+// sweepLoop is the retention sweeper: it runs from OpenWith until Close ends ctx.
 func (s *Store) sweepLoop(ctx context.Context) {
 	ticker := time.NewTicker(sweepEvery)
 	defer ticker.Stop()

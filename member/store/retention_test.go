@@ -1,4 +1,4 @@
-package member
+package store
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -21,7 +22,7 @@ import (
 // openRetentionStore opens a store with retention r on the clock c; it is closed at cleanup.
 func openRetentionStore(t *testing.T, r roster.Retention, c *clock) *Store {
 	t.Helper()
-	s, err := OpenStoreWith(filepath.Join(t.TempDir(), "tasks.db"), StoreConfig{Retention: r, Now: c.Now})
+	s, err := OpenWith(filepath.Join(t.TempDir(), "tasks.db"), Config{Retention: r, Now: c.Now})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -157,7 +158,7 @@ func TestSweeperRunsWhenManyTasksArrive(t *testing.T) {
 func TestSweepShrinksTheWriteAheadLog(t *testing.T) {
 	c := &clock{now: storeEpoch}
 	dir := t.TempDir()
-	s, err := OpenStoreWith(filepath.Join(dir, "tasks.db"), StoreConfig{Retention: roster.Retention{MaxAge: time.Hour, MaxTasks: 100000}, Now: c.Now})
+	s, err := OpenWith(filepath.Join(dir, "tasks.db"), Config{Retention: roster.Retention{MaxAge: time.Hour, MaxTasks: 100000}, Now: c.Now})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -200,7 +201,7 @@ func TestSweepShrinksTheWriteAheadLog(t *testing.T) {
 func TestStoreCloseDrainsAndStopsItsGoroutines(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	path := filepath.Join(t.TempDir(), "tasks.db")
-	s, err := OpenStore(path)
+	s, err := Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -218,7 +219,7 @@ func TestStoreCloseDrainsAndStopsItsGoroutines(t *testing.T) {
 	if s.CreateBatched(storeTask(1000, "ctx", a2a.TaskStateRejected)) {
 		t.Error("CreateBatched after Close took the task")
 	}
-	s, err = OpenStore(path)
+	s, err = Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -245,4 +246,17 @@ func TestStoreRetentionDefaults(t *testing.T) {
 			}
 		})
 	}
+}
+
+// clock is a test clock that moves only when told to.
+type clock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
+func (c *clock) advance(d time.Duration) {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	c.mu.Unlock()
 }
