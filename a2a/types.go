@@ -180,6 +180,8 @@ type SendMessageConfig struct {
 	AcceptedOutputModes []string `json:"acceptedOutputModes,omitempty"`
 	ReturnImmediately   bool     `json:"returnImmediately,omitempty"`
 	HistoryLength       *int     `json:"historyLength,omitempty"`
+	// PushConfig is a webhook for the task the message starts.
+	PushConfig *TaskPushNotificationConfig `json:"taskPushNotificationConfig,omitempty"`
 }
 
 // SendMessageRequest is the params of SendMessage and SendStreamingMessage.

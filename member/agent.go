@@ -9,6 +9,7 @@ import (
 
 	"github.com/murmur-run/murmur/a2a"
 	"github.com/murmur-run/murmur/internal/ids"
+	"github.com/murmur-run/murmur/member/artifact"
 	"github.com/murmur-run/murmur/member/capsule"
 	"github.com/murmur-run/murmur/member/driver"
 	"github.com/murmur-run/murmur/runtimetools"
@@ -37,7 +38,7 @@ func (s *Session) runAgent(ctx context.Context, t *a2a.Task, text string) (strin
 	req := driver.InferRequest{
 		System:   s.systemPrompt(),
 		Messages: []driver.ChatMessage{{Role: driver.RoleUser, Text: text}},
-		Tools:    toolSpecs(s.tools),
+		Tools:    s.toolSpecsNow(),
 		Task:     t.History[0].Text(),
 	}
 	task := string(t.ID)
@@ -71,6 +72,7 @@ func (s *Session) runAgent(ctx context.Context, t *a2a.Task, text string) (strin
 		if applied {
 			s.records.Write("control_applied", task, map[string]any{"setting": string(ids.SettingInferenceDriver), "value": choice})
 		}
+		s.refreshTools(task, &req)
 		s.compact(task, &req)
 		d := s.drivers[choice]
 		req.Turn = turns + 1
@@ -158,6 +160,10 @@ func (s *Session) runAgent(ctx context.Context, t *a2a.Task, text string) (strin
 		}
 		// SPEC: a task that answers in text while a member it called gave no answer completes, and names
 		// those members in metadata.murmur.noAnswerBelow, so its caller reads the answer with a gap line.
+		if msg, ok := s.taskEndHooks(ctx, task, "completed", answer, p); ok {
+			req.Messages = append(req.Messages, driver.ChatMessage{Role: driver.RoleUser, Text: msg})
+			continue
+		}
 		if below := NoAnswerBelow(tc.latest()); len(below) > 0 {
 			ids.Set(murmurMeta(t), ids.MetaNoAnswerBelow, noAnswerBelowMeta(below))
 		}
@@ -194,6 +200,7 @@ func (s *Session) workingStatus(t *a2a.Task, text string) {
 		s.log.Error("storing a working status", "task", t.ID, "err", err)
 	}
 	s.notifyLocked()
+	s.publish(t)
 }
 
 // answersData is the script driver's .answers: the member answers of the latest continuation.
@@ -216,8 +223,11 @@ func originOf(t *a2a.Task) Origin {
 	return o
 }
 
-// systemPrompt is the capsule's instructions; skills and the plan guidance join it with their features.
-func (s *Session) systemPrompt() string { return s.cfg.Capsule.Instructions }
+// systemPrompt is the capsule's instructions, then its skills (the operator's, then those the agent
+// pulled, fenced as untrusted); the plan guidance joins it with its feature.
+func (s *Session) systemPrompt() string {
+	return artifact.AppendSkills(s.cfg.Capsule.Instructions, s.art.allSkills())
+}
 
 // account adds one inference call to the session's numbers, its metrics and its records.
 func (s *Session) account(task, choice string, req driver.InferRequest, resp driver.InferResponse) {
@@ -344,7 +354,13 @@ func (s *Session) dispatch(ctx context.Context, task string, call driver.ToolCal
 	start := time.Now()
 	var res runtimetools.Result
 	ran := false
-	if tool, ok := s.tools.Lookup(call.Name); ok {
+	// Precedence (SPEC "Reserved names"): the runtime-provided tools, then a shell binary, then a tool
+	// artifact of the same name; every call passes the on-tool-call hooks first.
+	if refusal, ok := s.checkHooks(ctx, task, call); !ok {
+		res = runtimetools.Refused(refusal)
+	} else if tool, ok := s.tools.Lookup(call.Name); ok {
+		s.toolProgress(task, call, "running")
+		defer func() { s.toolProgress(task, call, res.Status) }()
 		r, err := tool.Run(ctx, runtimetools.Call{ID: call.ID, Name: call.Name, Input: call.Input, Task: task})
 		if err != nil {
 			r = runtimetools.Result{Status: runtimetools.StatusError, Output: err.Error()}
@@ -352,8 +368,13 @@ func (s *Session) dispatch(ctx context.Context, task string, call driver.ToolCal
 			ran = true
 		}
 		res = r
+	} else if a, ok := s.art.toolArtifact(call.Name); ok {
+		res = s.runTool(ctx, a, call)
+		ran = res.Status != runtimetools.StatusRefused
+	} else if s.art.removed(call.Name) {
+		res = runtimetools.Refused(runtimetools.RemovedCall(call.Name))
 	} else {
-		res = runtimetools.Refused(runtimetools.Unstaged(call.Name, s.tools.Names(), s.cfg.Capsule.DeclaresUnbuilt(call.Name)))
+		res = runtimetools.Refused(runtimetools.Unstaged(call.Name, s.inventory(), s.cfg.Capsule.DeclaresUnbuilt(call.Name)))
 	}
 	s.cfg.Metrics.ToolCalls.WithLabelValues(call.Name, res.Status).Inc()
 	s.cfg.Metrics.ToolDuration.WithLabelValues(call.Name).Observe(time.Since(start).Seconds())

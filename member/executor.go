@@ -34,6 +34,7 @@ func (s *Session) execute(ctx context.Context, r *runningTask) {
 	s.setStatus(t, a2a.TaskStateWorking, "", s.progress.start)
 	err = s.cfg.Store.Update(store, t)
 	s.notifyLocked()
+	s.publish(t)
 	s.mu.Unlock()
 	if err != nil {
 		s.log.Error("storing the working state", "task", r.id, "err", err)
@@ -102,6 +103,7 @@ func (s *Session) finishLocked(ctx context.Context, t *a2a.Task, state a2a.TaskS
 		return err
 	}
 	s.notifyLocked()
+	s.publish(t)
 	m := s.cfg.Metrics
 	m.TasksActive.Dec()
 	m.TasksTotal.WithLabelValues(string(state)).Inc()

@@ -20,6 +20,7 @@ type Metrics struct {
 	MemberCalls        *prometheus.CounterVec
 	MemberCallDuration *prometheus.HistogramVec
 	BackgroundCommands *prometheus.GaugeVec
+	ArtifactPulls      *prometheus.CounterVec
 }
 
 // NewMetrics builds the member's series and registers them on reg.
@@ -46,8 +47,10 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		Help: "Time from a call-member call to its end.", Buckets: prometheus.ExponentialBuckets(0.05, 4, 9)}, []string{"callee"})
 	m.BackgroundCommands = prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "mur", Name: "background_commands",
 		Help: "Shell commands that moved to the background, by state (running, exited, stopped)."}, []string{"state"})
+	m.ArtifactPulls = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "mur", Name: "artifact_pulls_total",
+		Help: "pull-artifact pulls, by the artifact's runtime (tool, skill; unknown when refused before it was read) and result (ok, or the refusal's token)."}, []string{"runtime", "result"})
 	for _, c := range []prometheus.Collector{m.TasksTotal, m.TasksActive, m.TaskDuration, m.InferenceCalls,
-		m.InferenceTokens, m.ToolCalls, m.ToolDuration, m.MemberCalls, m.MemberCallDuration, m.BackgroundCommands} {
+		m.InferenceTokens, m.ToolCalls, m.ToolDuration, m.MemberCalls, m.MemberCallDuration, m.BackgroundCommands, m.ArtifactPulls} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

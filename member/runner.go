@@ -31,7 +31,8 @@ type program struct {
 	// stdout and stderr receive the two streams; given the same writer, both go through one pipe, so
 	// the order read is the order written.
 	stdout, stderr io.Writer
-	memMB          int // the memory limit; 0: none
+	memMB          int      // the memory limit; 0: none
+	read           []string // paths it may read and execute besides the capsule's (a command hook's artifact)
 }
 
 // proc is a started program.
@@ -152,7 +153,9 @@ func (s *Session) start(p program) (*proc, error) {
 	var cmd *exec.Cmd
 	if s.cfg.ConfineHelper != "" {
 		cmd = exec.Command(s.cfg.ConfineHelper, append([]string{sandbox.ConfineCommand, p.path, p.name}, p.args...)...)
-		cmd.Env = append(env, s.confinement(work, memBytes, cg).Encode())
+		spec := s.confinement(work, memBytes, cg)
+		spec.Read = append(spec.Read, p.read...)
+		cmd.Env = append(env, spec.Encode())
 	} else {
 		cmd = exec.Command(p.path, p.args...)
 		cmd.Args[0] = p.name

@@ -88,9 +88,12 @@ type Config struct {
 	WorkDir string
 	// RuntimeRoot holds the sessions' runtime directories: RuntimeRoot/<session id>/tools/<name>/murmur.yaml.
 	RuntimeRoot string
-	Metrics     *Metrics
-	Logger      *slog.Logger
-	Now         func() time.Time
+	// ProjectDir is where the project store is (.murmur/store/ in it): the roster's directory; "" means
+	// the capsule's.
+	ProjectDir string
+	Metrics    *Metrics
+	Logger     *slog.Logger
+	Now        func() time.Time
 	// Getenv resolves env: credentials; nil means os.Getenv.
 	Getenv func(string) string
 	// HTTPClient is what model drivers and peer calls use; nil means a default client.
@@ -108,6 +111,9 @@ type Config struct {
 	// command (shell binaries, a script capsule's command, done_check) runs through it to get its memory
 	// limit and its Landlock rules. "" runs them directly.
 	ConfineHelper string
+	// Events is told of every stored task change and of the agent loop's progress (the door's streams,
+	// push notifications); nil tells nobody.
+	Events Publisher
 	// isolate finds what the host allows around commands; nil probes it (probeIsolation). Tests
 	// set it to take one mechanism away.
 	isolate func() sandbox.Isolation
@@ -141,8 +147,9 @@ type Session struct {
 	unapplied string                   // a choice switched to that no inference call has used yet
 	submitted map[a2a.TaskID]time.Time // when each unfinished task arrived, for mur_task_duration_seconds
 	tools     *runtimetools.Registry
-	deadline  time.Time // zero: none
-	expired   bool      // the deadline has passed: the session has ended
+	art       *sessionArtifacts // declared and pulled artifacts, hooks; set at Start
+	deadline  time.Time         // zero: none
+	expired   bool              // the deadline has passed: the session has ended
 
 	// What session-status reports; guarded by mu.
 	progress   *taskProgress // the running task's; nil outside a task
@@ -245,15 +252,25 @@ func Start(cfg Config) (*Session, error) {
 	if s.peers == nil && cfg.Roster != nil {
 		s.peers = newDoorPeers(cfg.Roster, cfg.Member, s.credKey(), cfg.HTTPClient)
 	}
+	runtimeDir := filepath.Join(rec.Dir(), "runtime")
+	if cfg.RuntimeRoot != "" {
+		runtimeDir = filepath.Join(cfg.RuntimeRoot, s.id)
+	}
+	if s.art, err = s.stageArtifacts(runtimeDir); err != nil {
+		rec.Close()
+		return nil, err
+	}
 	s.files = share.New(share.Config{Capsule: cfg.Capsule, Roster: cfg.Roster, Member: cfg.Member,
 		FormationToken: cfg.FormationToken, CredKey: s.credKey(), HTTPClient: cfg.HTTPClient, Now: cfg.Now,
 		Log: s.log, Workdir: s.workdir()})
 	if s.tools, err = s.stageTools(); err != nil {
+		s.art.close()
 		rec.Close()
 		return nil, err
 	}
 	if cfg.RuntimeRoot != "" {
-		if err := writeManifests(filepath.Join(cfg.RuntimeRoot, s.id), s.tools); err != nil {
+		if err := writeManifests(runtimeDir, s.tools, s.art.allow.Contains); err != nil {
+			s.art.close()
 			rec.Close()
 			return nil, fmt.Errorf("member %s: %w", cfg.Member, err)
 		}
@@ -265,7 +282,7 @@ func Start(cfg Config) (*Session, error) {
 		"member":         cfg.Member,
 		"formation":      cfg.Formation,
 		"capsule":        cfg.Capsule.Name,
-		"tools_declared": s.tools.Names(),
+		"tools_declared": s.inventory(),
 	}
 	if !s.deadline.IsZero() {
 		start["deadline"] = s.deadline.UTC().Format(time.RFC3339)
@@ -433,6 +450,7 @@ func (s *Session) Send(ctx context.Context, msg *a2a.Message, origin Origin) (*a
 		return t, nil
 	}
 	s.notifyLocked()
+	s.publish(t)
 	s.kickLocked()
 	return t, nil
 }
@@ -614,6 +632,7 @@ func (s *Session) Close(ctx context.Context) error {
 	case <-ctx.Done():
 		errs = append(errs, fmt.Errorf("member %s: the running task did not stop in time; the store marks it failed at the next start", s.cfg.Member))
 	}
+	s.art.close()
 	if !expired {
 		s.mu.Lock()
 		exit := s.exitStatusLocked()

@@ -40,6 +40,12 @@ func (s *Session) stageTools() (*runtimetools.Registry, error) {
 		if c.Capabilities.PeerFetch {
 			tools = append(tools, &runtimetools.FetchPeerFile{Fetcher: s.files, Recorder: s.records})
 		}
+		if in := s.art.installer; in != nil {
+			pulls := s.cfg.Metrics.ArtifactPulls
+			tools = append(tools, &runtimetools.PullArtifact{Installer: in, Recorder: s.records,
+				Count: func(rt, result string) { pulls.WithLabelValues(rt, result).Inc() }},
+				&runtimetools.RemoveArtifact{Installer: in})
+		}
 	}
 	// The export root exists from the start, so the door can serve it and the agent can write into it.
 	if root := s.ExportRoot(); root != "" {
@@ -61,9 +67,13 @@ type manifestFile struct {
 }
 
 // writeManifests writes tools/<name>/murmur.yaml into the session's runtime directory for every staged
-// tool, and nothing for a tool that was not granted.
-func writeManifests(runtimeDir string, r *runtimetools.Registry) error {
+// tool, and nothing for a tool that was not granted, nor for a name a tool artifact holds (held): the
+// artifact's own murmur.yaml is there, and the shell manifest yields to it (SPEC "Reserved names").
+func writeManifests(runtimeDir string, r *runtimetools.Registry, held func(string) bool) error {
 	for _, m := range r.Manifests() {
+		if held(m.Name) {
+			continue
+		}
 		var schema any
 		if err := json.Unmarshal(m.InputSchema, &schema); err != nil {
 			return fmt.Errorf("staging %s: its input schema is not JSON: %w", m.Name, err)

@@ -149,8 +149,6 @@ func NotBuilt() []Gate {
 	return []Gate{
 		{"delegate-task", "capabilities.spawn.allow"},
 		{"submit-plan", "capabilities.plan.submit"},
-		{"pull-artifact", "capabilities.install"},
-		{"remove-artifact", "capabilities.install"},
 	}
 }
 

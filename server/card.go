@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"net/http"
+	"time"
 
 	"github.com/murmur-run/murmur/a2a"
 )
@@ -12,26 +13,35 @@ import (
 // cardMaxAge is how long clients may cache the agent card.
 const cardMaxAge = "public, max-age=300"
 
-// cardBody is the agent card, marshalled once, with its ETag.
+// cardBody is the agent card, marshalled once, with its ETag and the time the door built it
+// (Last-Modified: a card changes only when its member restarts).
 type cardBody struct {
-	body []byte
-	etag string
+	body     []byte
+	etag     string
+	modified time.Time
 }
 
-func newCardBody(card a2a.AgentCard) (cardBody, error) {
+func newCardBody(card a2a.AgentCard, now time.Time) (cardBody, error) {
 	b, err := json.Marshal(card)
 	if err != nil {
 		return cardBody{}, err
 	}
 	sum := sha256.Sum256(b)
-	return cardBody{body: b, etag: `"` + hex.EncodeToString(sum[:16]) + `"`}, nil
+	return cardBody{body: b, etag: `"` + hex.EncodeToString(sum[:16]) + `"`, modified: now.UTC().Truncate(time.Second)}, nil
 }
 
 func (d *Door) serveCard(w http.ResponseWriter, r *http.Request) {
 	h := w.Header()
 	h.Set("Cache-Control", cardMaxAge)
 	h.Set("ETag", d.card.etag)
-	if r.Header.Get("If-None-Match") == d.card.etag {
+	h.Set("Last-Modified", d.card.modified.Format(http.TimeFormat))
+	// If-None-Match wins over If-Modified-Since (RFC 9110 §13.2.2).
+	if inm := r.Header.Get("If-None-Match"); inm != "" {
+		if inm == d.card.etag {
+			w.WriteHeader(http.StatusNotModified)
+			return
+		}
+	} else if ims, err := http.ParseTime(r.Header.Get("If-Modified-Since")); err == nil && !d.card.modified.After(ims) {
 		w.WriteHeader(http.StatusNotModified)
 		return
 	}
@@ -52,8 +62,8 @@ func NewCard(name, description, version, baseURL, formation string) a2a.AgentCar
 			URL: baseURL + "/a2a", ProtocolBinding: a2a.BindingJSONRPC, ProtocolVersion: a2a.ProtocolVersion,
 		}},
 		Capabilities:       a2a.AgentCapabilities{},
-		DefaultInputModes:  []string{"text/plain"},
-		DefaultOutputModes: []string{"text/plain"},
+		DefaultInputModes:  []string{InputMode},
+		DefaultOutputModes: []string{OutputMode},
 		Skills: []a2a.AgentSkill{{
 			ID: name, Name: name, Description: description, Tags: []string{"murmur", formation},
 		}},

@@ -1,6 +1,12 @@
 // Package server is everything HTTP of murmur: one door per member (the chi routes, the A2A 1.0 JSON-RPC
 // dispatch over sourcegraph/jsonrpc2's types, authentication, body limits, the agent card, health and
-// metrics) and the launcher that starts a formation's doors.
+// metrics, SSE streams of task events, push notification configs, the control surface) and the launcher
+// that starts a formation's doors.
+//
+// Streams (SendStreamingMessage, SubscribeToTask) read a member/events Hub the session publishes to; a
+// stream's handler owns its subscription and ends when the task ends, the client goes, the subscription
+// is dropped as too slow, or CloseStreams is called. Push configs go to a member/push Notifier, which
+// the Formation opens after the session has recovered the store and closes before the store.
 //
 // A door never holds task state of its own: it authenticates and validates a request, hands it to the
 // member's session (an Executor), and maps the session's errors to wire errors once, through

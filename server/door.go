@@ -4,12 +4,14 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/murmur-run/murmur/a2a"
 	"github.com/murmur-run/murmur/member"
+	"github.com/murmur-run/murmur/member/events"
 	"github.com/murmur-run/murmur/member/store"
 	"github.com/murmur-run/murmur/roster"
 )
@@ -54,6 +56,20 @@ type DoorConfig struct {
 	ExportRoot string
 	// Now is the clock handles' expiry is checked against; nil means time.Now.
 	Now func() time.Time
+	// Events is the hub the member's session publishes to; with it the door streams
+	// (SendStreamingMessage, SubscribeToTask) and its card says capabilities.streaming. nil: no streaming.
+	Events *events.Hub
+	// Control is the session the control surface (POST /control) changes, with ControlTokens the tokens
+	// that open it; without tokens the route answers 404.
+	Control       Controller
+	ControlTokens []ControlToken
+	// Push keeps the member's push notification configs; with it the door serves the four
+	// TaskPushNotificationConfig methods and its card says capabilities.pushNotifications. nil: -32003.
+	Push PushConfigs
+	// StreamKeepAlive is how often an idle stream gets an SSE comment; 0: DefaultKeepAlive.
+	StreamKeepAlive time.Duration
+	// StreamWriteTimeout bounds one write to a stream's client; 0: DefaultStreamWriteTimeout.
+	StreamWriteTimeout time.Duration
 }
 
 // Door is one member's HTTP surface.
@@ -65,6 +81,9 @@ type Door struct {
 	metrics *doorMetrics
 	card    cardBody
 	handler http.Handler
+	// closing is closed by CloseStreams: every stream ends with an error event saying the door shuts down.
+	closing   chan struct{}
+	closeOnce sync.Once
 }
 
 // NewDoor builds a door.
@@ -78,11 +97,19 @@ func NewDoor(cfg DoorConfig) (*Door, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
+	if cfg.StreamKeepAlive <= 0 {
+		cfg.StreamKeepAlive = DefaultKeepAlive
+	}
+	if cfg.StreamWriteTimeout <= 0 {
+		cfg.StreamWriteTimeout = DefaultStreamWriteTimeout
+	}
+	cfg.Card.Capabilities.Streaming = cfg.Events != nil
+	cfg.Card.Capabilities.PushNotifications = cfg.Push != nil
 	m, err := newDoorMetrics(cfg.Registerer)
 	if err != nil {
 		return nil, err
 	}
-	card, err := newCardBody(cfg.Card)
+	card, err := newCardBody(cfg.Card, cfg.Now())
 	if err != nil {
 		return nil, err
 	}
@@ -91,10 +118,14 @@ func NewDoor(cfg DoorConfig) (*Door, error) {
 		formation = cfg.Roster.Formation
 	}
 	d := &Door{cfg: cfg, auth: newAuthenticator(cfg.Tokens, formation), admit: newAdmission(cfg.BodyBudget),
-		pacer: newRefusalPacer(cfg.RefusalRate, m.paced.Inc), metrics: m, card: card}
+		pacer: newRefusalPacer(cfg.RefusalRate, m.paced.Inc), metrics: m, card: card, closing: make(chan struct{})}
 	d.handler = d.routes()
 	return d, nil
 }
+
+// CloseStreams ends every stream the door serves, each with an error event saying the door shuts down;
+// http.Server.Shutdown does not wait for them otherwise. Register it with RegisterOnShutdown.
+func (d *Door) CloseStreams() { d.closeOnce.Do(func() { close(d.closing) }) }
 
 // ServeHTTP serves the door's routes.
 func (d *Door) ServeHTTP(w http.ResponseWriter, r *http.Request) { d.handler.ServeHTTP(w, r) }

@@ -108,7 +108,6 @@ func TestBadRequestsGetTheirOwnErrors(t *testing.T) {
 		{"A2A-Version 0.3", validSend, map[string]string{"A2A-Version": "0.3"}, 200, -32009, "7", "A2A-Version 0.3 is not supported: this door speaks A2A 1.0", "VERSION_NOT_SUPPORTED"},
 		{"A2A-Version 2.0", validSend, map[string]string{"A2A-Version": "2.0"}, 200, -32009, "7", "speaks A2A 1.0", ""},
 		{"0.3 method name", `{"jsonrpc":"2.0","id":12,"method":"message/send","params":{}}`, nil, 200, -32009, "12", "message/send is an A2A 0.3 method: this door speaks A2A 1.0", "VERSION_NOT_SUPPORTED"},
-		{"streaming not declared", `{"jsonrpc":"2.0","id":13,"method":"SendStreamingMessage","params":{}}`, nil, 200, -32004, "13", "does not declare", "UNSUPPORTED_OPERATION"},
 		{"push not declared", `{"jsonrpc":"2.0","id":14,"method":"CreateTaskPushNotificationConfig","params":{}}`, nil, 200, -32003, "14", "push notifications", "PUSH_NOTIFICATION_NOT_SUPPORTED"},
 		{"oversize body", big, nil, 413, -32600, "null", "larger than this door's limit of 65536 bytes (64 KiB)", ""},
 		{"no token", validSend, map[string]string{"Authorization": "<none>"}, 401, -31401, "null", "missing or invalid bearer token", "UNAUTHENTICATED"},

@@ -16,6 +16,7 @@ import (
 
 	"github.com/murmur-run/murmur/member"
 	"github.com/murmur-run/murmur/member/capsule"
+	"github.com/murmur-run/murmur/member/events"
 	"github.com/murmur-run/murmur/member/store"
 	"github.com/murmur-run/murmur/roster"
 )
@@ -40,6 +41,7 @@ type fixture struct {
 	store   *store.Store
 	srv     *httptest.Server
 	door    *Door
+	hub     *events.Hub
 }
 
 // files maps capsule-relative paths to contents; murmur.yaml is required.
@@ -69,15 +71,17 @@ func startDoor(t testing.TB, files map[string]string) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
+	hub := events.New(events.Config{})
 	sess, err := member.Start(member.Config{
 		Member: "solo", Formation: "test", Capsule: capsule, Store: store,
 		RecordsRoot: filepath.Join(root, "records"), WorkDir: filepath.Join(root, "work"), Metrics: metrics,
+		Events: hub,
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	ros := testRoster(t, root)
-	f := &fixture{t: t, dir: dir, session: sess, store: store}
+	f := &fixture{t: t, dir: dir, session: sess, store: store, hub: hub}
 	f.srv = httptest.NewUnstartedServer(nil)
 	f.url = "http://" + f.srv.Listener.Addr().String()
 	door, err := NewDoor(DoorConfig{
@@ -85,7 +89,7 @@ func startDoor(t testing.TB, files map[string]string) *fixture {
 		Tokens:   Tokens{Operator: testOperatorToken, Formation: testFormationToken},
 		Card:     NewCard("solo", capsule.Description, "test", f.url, "test"),
 		MaxBody:  64 << 10,
-		Gatherer: reg, Registerer: wrapped,
+		Gatherer: reg, Registerer: wrapped, Events: hub,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -94,6 +98,7 @@ func startDoor(t testing.TB, files map[string]string) *fixture {
 	f.srv.Config.Handler = door
 	f.srv.Start()
 	t.Cleanup(func() {
+		door.CloseStreams()
 		f.release()
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()

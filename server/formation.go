@@ -15,8 +15,11 @@ import (
 
 	"github.com/murmur-run/murmur/member"
 	"github.com/murmur-run/murmur/member/capsule"
+	"github.com/murmur-run/murmur/member/events"
+	"github.com/murmur-run/murmur/member/push"
 	"github.com/murmur-run/murmur/member/store"
 	"github.com/murmur-run/murmur/roster"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // FormationConfig says which members of a roster to start and where their state goes.
@@ -38,6 +41,11 @@ type FormationConfig struct {
 	Version       string
 	Logger        *slog.Logger
 	Now           func() time.Time
+	// ControlToken is MUR_CONTROL_TOKEN: a control token every started member's control surface takes.
+	ControlToken string
+	// PushBackoff is the wait after a first failed push delivery (doubling after each further one); 0:
+	// push.DefaultBackoff.
+	PushBackoff time.Duration
 }
 
 // RunningMember is one started member: its door's URL and its session.
@@ -46,6 +54,7 @@ type RunningMember struct {
 	URL     string // the base URL its door answers at
 	Session *member.Session
 	store   *store.Store
+	push    *push.Notifier
 	server  *http.Server
 	ln      net.Listener
 }
@@ -136,6 +145,12 @@ func (f *Formation) start(m roster.Member, ln net.Listener) (*RunningMember, err
 		ln.Close()
 		return nil, err
 	}
+	control, err := LoadControlTokens(capsule, cfg.ControlToken)
+	if err != nil {
+		ln.Close()
+		store.Close()
+		return nil, err
+	}
 	reg, wrapped := NewRegistry(m.Name)
 	metrics, err := member.NewMetrics(wrapped)
 	if err != nil {
@@ -143,32 +158,48 @@ func (f *Formation) start(m roster.Member, ln net.Listener) (*RunningMember, err
 		store.Close()
 		return nil, err
 	}
+	hub := events.New(events.Config{Now: cfg.Now})
 	sess, err := member.Start(member.Config{
 		Member: m.Name, Formation: cfg.Roster.Formation, Capsule: capsule, Store: store,
 		RecordsRoot: cfg.RecordsRoot, DataDir: cfg.DataDir, WorkDir: filepath.Join(dir, "work"), RuntimeRoot: filepath.Join(dir, "run"),
-		Metrics: metrics, Logger: cfg.Logger, Now: cfg.Now,
+		ProjectDir: cfg.Roster.Dir,
+		Metrics:    metrics, Logger: cfg.Logger, Now: cfg.Now,
 		Roster: cfg.Roster, FormationToken: cfg.Tokens.Formation, ConfineHelper: cfg.ConfineHelper,
+		Events: hub,
 	})
 	if err != nil {
 		ln.Close()
 		store.Close()
 		return nil, err
 	}
-	url := m.URL
-	door, err := NewDoor(DoorConfig{
-		Member: m.Name, Roster: cfg.Roster, Executor: sess, Tokens: cfg.Tokens,
-		Card:    NewCard(m.Name, capsule.Description, cfg.Version, url, cfg.Roster.Formation),
-		MaxBody: cfg.MaxBody, Gatherer: reg, Registerer: wrapped, Logger: log,
-		ExportRoot: sess.ExportRoot(), Now: cfg.Now,
-	})
+	// The notifier opens once the session has recovered the store, so its first round finds the tasks
+	// a restart ended too; no task arrives before the door opens.
+	notifier, err := openPush(filepath.Join(dir, "tasks.db"), capsule, cfg, wrapped, log)
 	if err != nil {
 		ln.Close()
 		sess.Close(context.Background())
 		store.Close()
 		return nil, err
 	}
+	hub.Observe(notifier.Changed)
+	url := m.URL
+	door, err := NewDoor(DoorConfig{
+		Member: m.Name, Roster: cfg.Roster, Executor: sess, Tokens: cfg.Tokens,
+		Card:    NewCard(m.Name, capsule.Description, cfg.Version, url, cfg.Roster.Formation),
+		MaxBody: cfg.MaxBody, Gatherer: reg, Registerer: wrapped, Logger: log,
+		ExportRoot: sess.ExportRoot(), Now: cfg.Now, Events: hub, Push: notifier,
+		Control: sess, ControlTokens: control,
+	})
+	if err != nil {
+		ln.Close()
+		sess.Close(context.Background())
+		notifier.Close()
+		store.Close()
+		return nil, err
+	}
 	srv := NewHTTPServer(door, log)
-	rm := &RunningMember{Name: m.Name, URL: url, Session: sess, store: store, server: srv, ln: ln}
+	srv.RegisterOnShutdown(door.CloseStreams)
+	rm := &RunningMember{Name: m.Name, URL: url, Session: sess, store: store, push: notifier, server: srv, ln: ln}
 	f.wg.Go(func() {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			f.errc <- fmt.Errorf("member %s: door: %w", m.Name, err)
@@ -209,7 +240,22 @@ func (f *Formation) Shutdown(ctx context.Context) error {
 	}
 	f.wg.Wait()
 	for _, m := range f.Members {
-		errs = append(errs, m.store.Close())
+		errs = append(errs, m.push.Close(), m.store.Close())
 	}
 	return errors.Join(errs...)
+}
+
+// openPush opens a member's push notifier on its task store's file, with the capsule's push.allow.
+func openPush(path string, capsule *capsule.Capsule, cfg FormationConfig, reg prometheus.Registerer, log *slog.Logger) (*push.Notifier, error) {
+	allow, err := push.NewAllowlist(capsule.Push.Allow)
+	if err != nil {
+		return nil, err
+	}
+	deliveries := prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "mur", Name: "push_deliveries_total",
+		Help: "Push notification delivery attempts, by outcome: ok, retry (failed, tried again later), gave_up."}, []string{"outcome"})
+	if err := reg.Register(deliveries); err != nil {
+		return nil, err
+	}
+	return push.Open(push.Config{Path: path, Allow: allow, Backoff: cfg.PushBackoff, Logger: log,
+		Delivered: func(outcome string) { deliveries.WithLabelValues(outcome).Inc() }})
 }

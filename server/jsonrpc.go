@@ -61,6 +61,14 @@ func (d *Door) serveJSONRPC(w http.ResponseWriter, r *http.Request) {
 	if rpcErr != nil {
 		d.cfg.Logger.Debug("json-rpc error", "method", method, "code", rpcErr.Code, "message", rpcErr.Message)
 	}
+	if st, ok := result.(*stream); ok && rpcErr == nil {
+		d.serveStream(w, r, id, st)
+		return
+	}
+	if rpcErr != nil && status == http.StatusOK && isStreaming(method) && d.cfg.Events != nil {
+		writeStreamError(w, id, rpcErr)
+		return
+	}
 	writeResponse(w, status, response{JSONRPC: "2.0", ID: id, Result: result, Error: rpcErr})
 }
 
@@ -192,7 +200,13 @@ func (d *Door) handle(r *http.Request) (method string, id json.RawMessage, resul
 		return fail(a2a.ErrInvalidRequest.With(`"method" is empty: name an A2A 1.0 method such as SendMessage`))
 	}
 
-	if vals, present := r.Header[http.CanonicalHeaderKey(a2a.HeaderVersion)]; present {
+	// The version comes as the A2A-Version header or, for clients that cannot set headers, as the
+	// A2A-Version request parameter of the URL; the header wins when both are sent.
+	vals, present := r.Header[http.CanonicalHeaderKey(a2a.HeaderVersion)]
+	if !present {
+		vals, present = r.URL.Query()[a2a.HeaderVersion]
+	}
+	if present {
 		v := strings.TrimSpace(strings.Join(vals, ""))
 		if v != "1.0" && !strings.HasPrefix(v, "1.") {
 			shown := v
@@ -255,6 +269,9 @@ func (d *Door) call(ctx context.Context, caller Caller, method a2a.Method, param
 		return d.cfg.Executor.Get(ctx, req.ID, req.HistoryLength, scope)
 	case a2a.MethodListTasks:
 		var req a2a.ListTasksRequest
+		if len(params) == 0 || string(params) == "null" {
+			params = json.RawMessage("{}") // every ListTasks parameter is optional: none means the defaults
+		}
 		if err := decodeParams(params, &req); err != nil {
 			return nil, err
 		}
@@ -269,9 +286,28 @@ func (d *Door) call(ctx context.Context, caller Caller, method a2a.Method, param
 		}
 		return d.cfg.Executor.Cancel(ctx, req.ID, scope)
 	case a2a.MethodSendStreamingMessage, a2a.MethodSubscribeToTask:
+		if d.cfg.Events != nil && method == a2a.MethodSendStreamingMessage {
+			var req a2a.SendMessageRequest
+			if err := decodeParams(params, &req); err != nil {
+				return nil, err
+			}
+			release()
+			return d.sendStreamingMessage(ctx, caller, &req, scope)
+		}
+		if d.cfg.Events != nil {
+			var req a2a.SubscribeToTaskRequest
+			if err := decodeParams(params, &req); err != nil {
+				return nil, err
+			}
+			release()
+			return d.subscribeToTask(ctx, &req, scope)
+		}
 		return nil, a2a.ErrUnsupportedOperation.With(fmt.Sprintf(
 			"%s needs streaming, which this door's agent card does not declare; use SendMessage and GetTask", method))
 	case a2a.MethodCreatePushConfig, a2a.MethodGetPushConfig, a2a.MethodListPushConfigs, a2a.MethodDeletePushConfig:
+		if d.cfg.Push != nil {
+			return d.pushCall(ctx, method, params, scope)
+		}
 		return nil, a2a.ErrPushNotificationNotSupp.With(fmt.Sprintf(
 			"%s needs push notifications, which this door's agent card does not declare; poll GetTask instead", method))
 	case a2a.MethodGetExtendedAgentCard:
@@ -294,23 +330,128 @@ func checkTaskID(field string, id a2a.TaskID, what string) error {
 	return nil
 }
 
-func (d *Door) sendMessage(ctx context.Context, caller Caller, req *a2a.SendMessageRequest, release func()) (any, error) {
+// checkSend checks the params of SendMessage and SendStreamingMessage before anything is sent.
+func (d *Door) checkSend(req *a2a.SendMessageRequest) error {
 	if err := validateMessage(req.Message); err != nil {
-		return nil, err
+		return err
 	}
 	if req.Message.TaskID != "" {
 		if err := checkTaskID("message.taskId", req.Message.TaskID, ""); err != nil {
-			return nil, err
+			return err
 		}
+	}
+	if c := req.Configuration; c != nil {
+		if err := checkHistoryLength("configuration.historyLength", c.HistoryLength); err != nil {
+			return err
+		}
+		if err := checkOutputModes(c.AcceptedOutputModes); err != nil {
+			return err
+		}
+		if pc := c.PushConfig; pc != nil {
+			if d.cfg.Push == nil {
+				return a2a.ErrPushNotificationNotSupp.With("configuration.taskPushNotificationConfig needs push notifications, which this door does not offer; poll GetTask instead")
+			}
+			if err := d.checkPushConfig("configuration.taskPushNotificationConfig.", pc); err != nil {
+				return err
+			}
+			if err := d.cfg.Push.CheckURL(pc.URL); err != nil {
+				return a2a.InvalidParams(a2a.FieldViolation{Field: "configuration.taskPushNotificationConfig.url", Description: err.Error()})
+			}
+		}
+	}
+	return nil
+}
+
+// sendPushConfig stores the push notification config a SendMessage carried, for the task it started.
+func (d *Door) sendPushConfig(ctx context.Context, req *a2a.SendMessageRequest, task *a2a.Task) error {
+	c := req.Configuration
+	if c == nil || c.PushConfig == nil || task.Status.State == a2a.TaskStateRejected {
+		return nil
+	}
+	pc := *c.PushConfig
+	pc.TaskID = task.ID
+	_, err := d.createPushConfig(context.WithoutCancel(ctx), "configuration.taskPushNotificationConfig.", pc)
+	return err
+}
+
+// The media types a member takes in and answers with: a task is given as text and answered as text.
+const (
+	InputMode  = "text/plain"
+	OutputMode = "text/plain"
+)
+
+// checkOutputModes refuses acceptedOutputModes that leave out the text a member answers with.
+func checkOutputModes(modes []string) error {
+	if len(modes) == 0 {
+		return nil
+	}
+	for _, m := range modes {
+		if mediaTypeCovers(m, OutputMode) {
+			return nil
+		}
+	}
+	return a2a.ErrContentTypeNotSupported.WithMeta("acceptedOutputModes", a2a.CutID(strings.Join(modes, ","))).With(fmt.Sprintf(
+		"configuration.acceptedOutputModes %s: this member answers in %s only; accept %s (or leave acceptedOutputModes out)",
+		a2a.CutID(strings.Join(modes, ", ")), OutputMode, OutputMode))
+}
+
+// mediaTypeCovers reports whether the accepted media type (a type, "type/*" or "*/*", parameters
+// ignored) covers mt.
+func mediaTypeCovers(accepted, mt string) bool {
+	a, _, err := mime.ParseMediaType(accepted)
+	if err != nil {
+		return false
+	}
+	if a == "*/*" || a == mt {
+		return true
+	}
+	typ, _, _ := strings.Cut(mt, "/")
+	return a == typ+"/*"
+}
+
+// partMediaType is the media type of a part: its mediaType, or what its kind implies.
+func partMediaType(p a2a.Part) (kind, mediaType string) {
+	switch {
+	case p.Text != nil:
+		kind, mediaType = "text", "text/plain"
+	case p.Data != nil:
+		kind, mediaType = "data", "application/json"
+	case p.Raw != nil:
+		kind, mediaType = "raw", "application/octet-stream"
+	default:
+		kind, mediaType = "url", "application/octet-stream"
+	}
+	if p.MediaType != "" {
+		mediaType = p.MediaType
+	}
+	return kind, mediaType
+}
+
+// checkInputModes refuses a message with a part of a media type the member does not take in, naming
+// the first such part: the task is given as text, so a file or data part would be lost.
+func checkInputModes(parts []a2a.Part) error {
+	for i, p := range parts {
+		kind, mt := partMediaType(p)
+		base, _, err := mime.ParseMediaType(mt)
+		if err == nil && base == InputMode {
+			continue
+		}
+		return a2a.ErrContentTypeNotSupported.WithMeta("part", strconv.Itoa(i)).With(fmt.Sprintf(
+			"message.parts[%d] is a %s part of media type %s: this member takes %s only and would lose it; send the content as a text part",
+			i, kind, a2a.CutID(mt), InputMode))
+	}
+	return nil
+}
+
+func (d *Door) sendMessage(ctx context.Context, caller Caller, req *a2a.SendMessageRequest, release func()) (any, error) {
+	if err := d.checkSend(req); err != nil {
+		return nil, err
 	}
 	var histLen *int
 	blocking := true
 	if c := req.Configuration; c != nil {
 		blocking = !c.ReturnImmediately
 		histLen = c.HistoryLength
-		if err := checkHistoryLength("configuration.historyLength", histLen); err != nil {
-			return nil, err
-		}
 	}
 	origin, err := d.origin(caller, req.Message)
 	if err != nil {
@@ -318,6 +459,9 @@ func (d *Door) sendMessage(ctx context.Context, caller Caller, req *a2a.SendMess
 	}
 	task, err := d.cfg.Executor.Send(ctx, req.Message, origin)
 	if err != nil {
+		return nil, err
+	}
+	if err := d.sendPushConfig(ctx, req, task); err != nil {
 		return nil, err
 	}
 	if task.Status.State == a2a.TaskStateRejected {
@@ -464,12 +608,10 @@ func validateMessage(m *a2a.Message) error {
 		return a2a.InvalidParams(a2a.FieldViolation{Field: "message.parts",
 			Description: fmt.Sprintf("the parts hold %d bytes: a message may hold at most %d (%s); send less, or hand a large file over as a peer file", n, MaxMessageBytes, humanBytes(MaxMessageBytes))})
 	}
-	hasText := false
 	for i, p := range m.Parts {
 		n := 0
 		if p.Text != nil {
 			n++
-			hasText = true
 		}
 		if p.Raw != nil {
 			n++
@@ -485,13 +627,10 @@ func validateMessage(m *a2a.Message) error {
 				Description: "a part holds exactly one of text, raw, url and data"})
 		}
 	}
-	if len(m.Parts) > 0 && !hasText && len(v) == 0 {
-		v = append(v, a2a.FieldViolation{Field: "message.parts", Description: "needs a text part: the task is given as text"})
-	}
 	if len(v) > 0 {
 		return a2a.InvalidParams(v...)
 	}
-	return nil
+	return checkInputModes(m.Parts)
 }
 
 // The limits of one message's parts: a task's message is stored, cached and put in front of a model, so

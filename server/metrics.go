@@ -10,6 +10,8 @@ type doorMetrics struct {
 	requests *prometheus.CounterVec
 	duration *prometheus.HistogramVec
 	paced    prometheus.Counter
+	streams  prometheus.Gauge
+	dropped  prometheus.Counter
 }
 
 func newDoorMetrics(reg prometheus.Registerer) (*doorMetrics, error) {
@@ -20,8 +22,12 @@ func newDoorMetrics(reg prometheus.Registerer) (*doorMetrics, error) {
 			Help: "Time the door took to answer a JSON-RPC request.", Buckets: prometheus.ExponentialBuckets(0.0005, 4, 10)}, []string{"method"}),
 		paced: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "mur", Name: "door_refusals_paced_total",
 			Help: "Refusals (rejected tasks, requests without a valid token) the door held back because it was refusing faster than its refusal rate."}),
+		streams: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "mur", Name: "door_streams",
+			Help: "SendStreamingMessage and SubscribeToTask streams the door is serving."}),
+		dropped: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "mur", Name: "door_streams_dropped_total",
+			Help: "Streams closed with an error event because their client read more slowly than the task produced events."}),
 	}
-	for _, c := range []prometheus.Collector{m.requests, m.duration, m.paced} {
+	for _, c := range []prometheus.Collector{m.requests, m.duration, m.paced, m.streams, m.dropped} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

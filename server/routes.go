@@ -14,6 +14,7 @@ func (d *Door) routes() http.Handler {
 	r.Use(middleware.Recoverer)
 	r.Post("/a2a", d.serveJSONRPC)
 	r.Post("/a2a/", d.serveJSONRPC)
+	r.Post("/control", d.serveControl)
 	r.Get("/.well-known/agent-card.json", d.serveCard)
 	r.Get("/peer-files/{handle}", d.servePeerFile)
 	r.Get("/healthz", serveHealthz)

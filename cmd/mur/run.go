@@ -27,6 +27,7 @@ Usage:
                                      and its console (--console ADDR, default 127.0.0.1:0; off to disable)
   mur member --roster FILE --name N  run one member (what each container of a compose formation runs)
   mur check --roster FILE            validate every file and print every error and warning
+  mur check --capsule DIR            the same for one capsule outside a formation
   mur console --roster FILE          serve the console of a formation that runs elsewhere
   mur send [--door URL | --member N --roster FILE] [--wait] TEXT
                                      send a task; with --wait, print its answer
@@ -34,6 +35,9 @@ Usage:
                                      list a member's tasks
   mur export compose|k8s|prometheus --roster FILE
                                      write a compose file, Kubernetes manifests or a scrape config
+  mur pull --capsule DIR [--roster FILE] scope/name[@version]
+                                     pin an artifact from the stores in the capsule's murmur.lock
+  mur list [--capsule DIR]           list the artifacts the capsule's murmur.lock pins
   mur health [--door URL]            exit 0 when the door is ready (the image's health check)
   mur version                        print the version
 
@@ -63,6 +67,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return cmdTasks(ctx, rest, getenv, stdout, stderr)
 	case "export":
 		return cmdExport(rest, getenv, stdout, stderr)
+	case "pull":
+		return cmdPull(ctx, rest, getenv, stdout, stderr)
+	case "list":
+		return cmdList(rest, stdout, stderr)
 	case "health":
 		return cmdHealth(ctx, rest, getenv, stdout, stderr)
 	case "version", "--version":
@@ -235,6 +243,7 @@ func serve(ctx context.Context, c common, only []string, listen, consoleAddr str
 	f, err := server.StartFormation(server.FormationConfig{
 		Roster: r, Only: only, DataDir: dir, RecordsRoot: recordsRoot(getenv, r), Tokens: tokens,
 		Listen: listen, MaxBody: c.maxBody, Version: version, Logger: log, ConfineHelper: helper,
+		ControlToken: getenv("MUR_CONTROL_TOKEN"),
 	})
 	if err != nil {
 		return err
@@ -289,14 +298,22 @@ func serve(ctx context.Context, c common, only []string, listen, consoleAddr str
 }
 
 func cmdCheck(args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	fs := newFlags("check", "mur check --roster FILE [--door-urls NAME=URL,...]", stderr)
-	path := fs.String("roster", "", "the formation's roster.yaml (required)")
+	fs := newFlags("check", "mur check --roster FILE [--door-urls NAME=URL,...] | mur check --capsule DIR", stderr)
+	path := fs.String("roster", "", "the formation's roster.yaml")
+	capsule := fs.String("capsule", "", "check one capsule directory outside a formation instead (its project store beside it)")
 	doorURLs := fs.String("door-urls", getenv("MUR_DOOR_URLS"), doorURLsHelp+"; checks the formation as its containers see it")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
+	if *capsule != "" && *path != "" {
+		return usagef("name either --roster or --capsule, not both")
+	}
+	if *capsule != "" {
+		_, findings := stage.CapsuleDir(*capsule, getenv)
+		return report(stdout, findings, fmt.Sprintf("%s: 1 capsule", *capsule))
+	}
 	if *path == "" {
-		return usagef("--roster is required: name the formation's roster.yaml")
+		return usagef("--roster is required: name the formation's roster.yaml (or check one capsule with --capsule DIR)")
 	}
 	r, err := roster.Load(*path)
 	if err != nil {
@@ -306,7 +323,11 @@ func cmdCheck(args []string, getenv func(string) string, stdout, stderr io.Write
 	if r, err = applyDoorURLs(r, *doorURLs); err != nil {
 		return err
 	}
-	findings := stage.Formation(r, nil, getenv)
+	return report(stdout, stage.Formation(r, nil, getenv), fmt.Sprintf("%s: %d member(s)", r.Path, len(r.Members)))
+}
+
+// report prints findings and the summary line; errors exit 2.
+func report(stdout io.Writer, findings []stage.Finding, what string) error {
 	errs := 0
 	for _, f := range findings {
 		fmt.Fprintln(stdout, f)
@@ -314,7 +335,7 @@ func cmdCheck(args []string, getenv func(string) string, stdout, stderr io.Write
 			errs++
 		}
 	}
-	fmt.Fprintf(stdout, "%s: %d member(s), %d error(s), %d warning(s)\n", r.Path, len(r.Members), errs, len(findings)-errs)
+	fmt.Fprintf(stdout, "%s, %d error(s), %d warning(s)\n", what, errs, len(findings)-errs)
 	if errs > 0 {
 		return errReported{2}
 	}

@@ -2,6 +2,7 @@ package artifact
 
 import (
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -23,8 +24,13 @@ var digestRE = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
 func ValidDigest(s string) bool { return digestRE.MatchString(s) }
 
 // Digest returns the payload digest of the artifact directory dir: sha256 over its files in name order,
-// each as its slash-separated path relative to dir, a NUL, its bytes and a NUL, written "sha256:<hex>".
-// Directories count only through the files in them. A symbolic link, a special file (device, pipe,
+// each as the length of its slash-separated path relative to dir, the path, the length of its bytes and
+// the bytes (each length an 8-byte big-endian unsigned integer), written "sha256:<hex>". Directories
+// count only through the files in them.
+//
+// The lengths make the encoding injective: two different sets of files never hash the same stream. The
+// earlier form, path\0bytes\0, was not, because a file's bytes may hold NULs: {a: "x\0b\0y"} and
+// {a: "x", b: "y"} both streamed "a\0x\0b\0y\0". A symbolic link, a special file (device, pipe,
 // socket) or a name that is not a plain relative path is an error naming it: an artifact is regular
 // files only, so what was digested is what runs.
 func Digest(dir string) (string, error) {
@@ -78,25 +84,39 @@ func Digest(dir string) (string, error) {
 	return DigestPrefix + hex.EncodeToString(h.Sum(nil)), nil
 }
 
-// hashFile adds path\0bytes\0 to h, through root so that a file swapped for a link since the walk can
-// lead nowhere outside the artifact.
+// hashFile adds len(path) path len(bytes) bytes to h, through root so that a file swapped for a link
+// since the walk can lead nowhere outside the artifact. A file whose length changes while it is read is
+// an error: what was hashed must be what its length said.
 func hashFile(h io.Writer, root *os.Root, rel string) error {
 	f, err := root.Open(filepath.FromSlash(rel))
 	if err != nil {
 		return errors.New("cannot be read: " + errText(err))
 	}
 	defer f.Close()
-	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+	fi, err := f.Stat()
+	if err != nil || !fi.Mode().IsRegular() {
 		return errors.New("is no longer a regular file")
 	}
 	if strings.ContainsRune(rel, 0) {
 		return errors.New("has a NUL in its name")
 	}
+	writeLen(h, uint64(len(rel)))
 	io.WriteString(h, rel)
-	h.Write([]byte{0})
-	if _, err := io.Copy(h, f); err != nil {
+	size := fi.Size()
+	writeLen(h, uint64(size))
+	n, err := io.CopyN(h, f, size)
+	if err != nil && !errors.Is(err, io.EOF) {
 		return fmt.Errorf("cannot be read: %s", errText(err))
 	}
-	h.Write([]byte{0})
+	if extra, _ := f.Read(make([]byte, 1)); n != size || extra != 0 {
+		return errors.New("changed while it was digested")
+	}
 	return nil
+}
+
+// writeLen writes n as 8 bytes, big-endian.
+func writeLen(h io.Writer, n uint64) {
+	var b [8]byte
+	binary.BigEndian.PutUint64(b[:], n)
+	h.Write(b[:])
 }

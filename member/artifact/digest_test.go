@@ -2,6 +2,7 @@ package artifact
 
 import (
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"os"
 	"path/filepath"
@@ -15,6 +16,17 @@ func sumOf(stream string) string {
 	return DigestPrefix + hex.EncodeToString(h[:])
 }
 
+// stream writes files (path, bytes, path, bytes, …) as Digest streams them: each as an 8-byte
+// big-endian length and the path, then an 8-byte big-endian length and the bytes.
+func stream(files ...string) string {
+	var b []byte
+	for _, f := range files {
+		b = binary.BigEndian.AppendUint64(b, uint64(len(f)))
+		b = append(b, f...)
+	}
+	return string(b)
+}
+
 func TestDigestFormat(t *testing.T) {
 	dir := t.TempDir()
 	writeFiles(t, dir, map[string]string{"murmur.yaml": "m", "b/c": "yz", "a": "x"})
@@ -22,7 +34,7 @@ func TestDigestFormat(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := sumOf("a\x00x\x00b/c\x00yz\x00murmur.yaml\x00m\x00"); got != want {
+	if want := sumOf(stream("a", "x", "b/c", "yz", "murmur.yaml", "m")); got != want {
 		t.Errorf("Digest = %s, want %s", got, want)
 	}
 	if !ValidDigest(got) {
@@ -39,8 +51,24 @@ func TestDigestOrder(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := sumOf("a-b\x002\x00a/x\x001\x00"); got != want {
+	if want := sumOf(stream("a-b", "2", "a/x", "1")); got != want {
 		t.Errorf("Digest = %s, want %s (a-b before a/x)", got, want)
+	}
+}
+
+// TestDigestInjective checks that file bytes holding NULs cannot pass for a file boundary: under the
+// earlier path\0bytes\0 form, {a: "x\0b\0y"} and {a: "x", b: "y"} streamed the same bytes.
+func TestDigestInjective(t *testing.T) {
+	one, two := t.TempDir(), t.TempDir()
+	writeFiles(t, one, map[string]string{"a": "x\x00b\x00y"})
+	writeFiles(t, two, map[string]string{"a": "x", "b": "y"})
+	d1, err1 := Digest(one)
+	d2, err2 := Digest(two)
+	if err1 != nil || err2 != nil {
+		t.Fatal(err1, err2)
+	}
+	if d1 == d2 {
+		t.Errorf("{a: x\\0b\\0y} and {a: x, b: y} both digest to %s", d1)
 	}
 }
 

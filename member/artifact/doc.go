@@ -10,7 +10,7 @@
 //   - The artifact murmur.yaml (Manifest, ParseManifest), strict: unknown keys and wrong types are errors
 //     with file:line and the fix. LoadDir checks a directory: manifest, name and version against the
 //     directory, the payload the role needs, the digest (Digest: sha256 over the files in name order,
-//     path\0bytes\0 each, "sha256:<hex>"; links and special files refused).
+//     each file as its path and its bytes, both length-prefixed, "sha256:<hex>"; links and special files refused).
 //   - murmur.lock (Lock): pins sorted by name and per scope the GitHub owner id first fetched from.
 //     ReadLock/ParseLock read it strictly; UpdateLock changes it under a flock on a sibling file and
 //     writes it atomically (WriteLock), so concurrent sessions lose no pin and a crash leaves the old or
@@ -19,6 +19,13 @@
 //     unpacked into a temporary directory, never into a store. Finder combines stores and sources.
 //   - The grant (Grant: capabilities.install), the dispatch Allowlist, and Skill sections of the system
 //     prompt.
+//   - Declared artifacts (Declared, StageDeclared): murmur.yaml's tools:, skills: and hooks: resolved,
+//     verified against murmur.lock and pinned with origin operator, as staging and mur check do, each
+//     problem a *DeclaredError with its staging code.
+//   - The Installer: what answers pull-artifact and remove-artifact for one session (it implements
+//     runtimetools.ArtifactPuller and ArtifactRemover): SPEC's checks in order, a refusal writing
+//     nothing, the copy into the runtime directory, the allowlist, and the changes the session collects
+//     before its next inference call (Changes) and the tools removed in it (Removed).
 //
 // Errors: file problems are *Error (FILE:LINE: what is wrong; what to write instead), joined in line
 // order. What pull-artifact and remove-artifact return to the model is a *Refusal whose Error() is the
@@ -27,7 +34,7 @@
 // digest is a *ConflictError (SPEC's "murmur.lock conflict for '<name>': …"); a reserved tool name a
 // *ReservedError (E-CAP-013); a source answering for another owner an *OwnerError (E-REG-010).
 //
-// Concurrency: Allowlist is safe for concurrent use; UpdateLock is safe across goroutines and processes;
-// everything else is plain values or reads the file system without caching. The package keeps no state
+// Concurrency: Allowlist and Installer are safe for concurrent use; UpdateLock is safe across goroutines
+// and processes; everything else is plain values or reads the file system without caching. The package keeps no state
 // of its own: the environment and the home directory are passed in.
 package artifact

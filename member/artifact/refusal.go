@@ -156,3 +156,9 @@ func (e *payloadError) Unwrap() []error { return []error{e.err, ErrPayload} }
 
 // isPayload reports whether any problem in err is a role/payload disagreement.
 func isPayload(err error) bool { return errors.Is(err, ErrPayload) }
+
+// Token returns the refusal's token, for counting refusals by kind.
+func (r *Refusal) Token() string { return string(r.Kind) }
+
+// Token returns "conflict", for counting refusals by kind.
+func (e *ConflictError) Token() string { return "conflict" }

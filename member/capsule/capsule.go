@@ -71,6 +71,7 @@ type Capsule struct {
 	Capabilities   Capabilities
 	Exports        Exports
 	Control        Control
+	Push           Push
 	Lifecycle      Lifecycle
 	Deadline       time.Duration // the session's own deadline; 0 = none
 	TaskAcceptance Acceptance
@@ -78,6 +79,7 @@ type Capsule struct {
 	AfterTask      AfterTaskMode // "" or "sleep"
 	Tools          []string
 	Skills         []string
+	Hooks          []string // policy hooks, scope/name[@version] (DESIGN §10)
 	// Store is the store: block: how this member's task store keeps ended tasks. A field it does not set
 	// comes from the roster's store: block, then from roster.DefaultRetention.
 	Store roster.StoreSettings
@@ -190,6 +192,7 @@ type Exports struct {
 // Control is the control: block.
 type Control struct {
 	AgentSettings []string
+	Tokens        []ControlToken // control.tokens: the control surface's tokens (capsule_door.go)
 }
 
 // Lifecycle is the lifecycle: block. A nil pointer is a key the file does not set.
@@ -323,7 +326,7 @@ func (p *capsuleParser) top(n *yaml.Node) {
 		{Name: "capabilities", Fn: func(_, v *yaml.Node) { p.capabilities(v) }},
 		{Name: "exports", Fn: func(_, v *yaml.Node) { p.exports(v) }},
 		{Name: "control", Fn: func(_, v *yaml.Node) {
-			d.Fields(v, "control", []yamldoc.Field{{Name: "agent_settings", Fn: func(_, v *yaml.Node) {
+			d.Fields(v, "control", []yamldoc.Field{{Name: "tokens", Fn: func(_, v *yaml.Node) { p.controlTokens(v) }}, {Name: "agent_settings", Fn: func(_, v *yaml.Node) {
 				list, ok := d.Texts(v, "control.agent_settings")
 				if !ok {
 					return
@@ -337,6 +340,7 @@ func (p *capsuleParser) top(n *yaml.Node) {
 				}
 			}}})
 		}},
+		{Name: "push", Fn: func(_, v *yaml.Node) { p.push(v) }},
 		{Name: "lifecycle", Fn: func(_, v *yaml.Node) { p.lifecycle(v) }},
 		{Name: "deadline", Fn: func(_, v *yaml.Node) {
 			s, ok := d.Text(v, "deadline")
@@ -376,6 +380,7 @@ func (p *capsuleParser) top(n *yaml.Node) {
 		}},
 		{Name: "tools", Fn: func(_, v *yaml.Node) { c.Tools = p.artifacts(v, "tools", "local/bash or local/bash@1.2.0") }},
 		{Name: "skills", Fn: func(_, v *yaml.Node) { c.Skills = p.artifacts(v, "skills", "local/style or local/style@1.0.0") }},
+		{Name: "hooks", Fn: func(_, v *yaml.Node) { c.Hooks = p.artifacts(v, "hooks", "local/policy or local/policy@1.0.0") }},
 		{Name: "store", Fn: func(_, v *yaml.Node) { p.store(v) }},
 	})
 
@@ -927,20 +932,11 @@ func (c *Capsule) UnbuiltDeclarations() []Unbuilt {
 	if c.Transport == TransportProcess {
 		out = append(out, Unbuilt{"transport: process", "the process transport (an external harness)"})
 	}
-	if len(c.Tools) > 0 {
-		out = append(out, Unbuilt{"tools:", "tool artifacts"})
-	}
-	if len(c.Skills) > 0 {
-		out = append(out, Unbuilt{"skills:", "skills"})
-	}
 	if len(c.Capabilities.Spawn.Allow) > 0 {
 		out = append(out, Unbuilt{"capabilities.spawn.allow", "delegate-task"})
 	}
 	if c.Capabilities.Plan.Submit {
 		out = append(out, Unbuilt{"capabilities.plan.submit", "submit-plan"})
-	}
-	if i := c.Capabilities.Install; len(i.Tool)+len(i.Skill)+len(i.From) > 0 {
-		out = append(out, Unbuilt{"capabilities.install", "pull-artifact and remove-artifact"})
 	}
 	return out
 }
@@ -953,9 +949,6 @@ func (c *Capsule) DeclaresUnbuilt(name string) bool {
 		return len(c.Capabilities.Spawn.Allow) > 0
 	case "submit-plan":
 		return c.Capabilities.Plan.Submit
-	case "pull-artifact", "remove-artifact":
-		i := c.Capabilities.Install
-		return len(i.Tool)+len(i.Skill)+len(i.From) > 0
 	}
 	return false
 }

@@ -11,7 +11,6 @@ import (
 	"github.com/murmur-run/murmur/member/driver"
 	"github.com/murmur-run/murmur/member/sandbox"
 	"github.com/murmur-run/murmur/roster"
-	"github.com/murmur-run/murmur/runtimetools"
 )
 
 // Finding is one staging error or warning, printed as "CODE: message". Codes starting with E- stop
@@ -66,6 +65,7 @@ func Formation(r *roster.Roster, only []string, getenv func(string) string) []Fi
 			continue
 		}
 		out = append(out, Capsule(c, m.Name, getenv)...)
+		out = append(out, artifactFindings(c, m.Name, r.Dir, getenv)...)
 		for _, callee := range r.Reachable(m.Name) {
 			peer, _ := r.Member(callee)
 			if !roster.EgressAllowed(peer.URL, c.Capabilities.Network.Allow) {
@@ -105,15 +105,6 @@ func egressName(host string) string {
 // CheckCapsule returns the staging findings of one capsule.
 func Capsule(c *capsule.Capsule, memberName string, getenv func(string) string) []Finding {
 	var out []Finding
-	for _, list := range [][]string{c.Tools, c.Skills} {
-		for _, name := range list {
-			if runtimetools.Reserved(name) {
-				out = append(out, Finding{Code: CodeReservedName, Member: memberName, Message: fmt.Sprintf(
-					"%s: artifact %s is named like the runtime-provided tool of the same name, which is reserved; rename the artifact",
-					c.Path, name)})
-			}
-		}
-	}
 	for _, d := range c.UnbuiltDeclarations() {
 		out = append(out, Finding{Code: CodeNotBuilt, Member: memberName, Message: fmt.Sprintf(
 			"%s: %s is declared, but this build of mur does not provide %s yet; the declaration has no effect", c.Path, d.Key, d.What)})

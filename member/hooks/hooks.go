@@ -1,0 +1,234 @@
+package hooks
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// The events a hook may be called at.
+const (
+	EventToolCall = "on-tool-call"
+	EventTaskEnd  = "on-task-end"
+)
+
+// DefaultTimeout bounds one run of a hook when Config.Timeout is 0.
+const DefaultTimeout = 10 * time.Second
+
+// MaxAnswer bounds what a hook may write on stdout.
+const MaxAnswer = 64 << 10
+
+// Runner runs a hook's program once: input on its stdin; what it wrote on stdout, at most limit bytes
+// (more is an error). An error is a run that did not end with an exit code of 0.
+type Runner interface {
+	Run(ctx context.Context, input []byte, limit int) ([]byte, error)
+}
+
+// RunnerFunc adapts a function to Runner.
+type RunnerFunc func(ctx context.Context, input []byte, limit int) ([]byte, error)
+
+// Run calls f.
+func (f RunnerFunc) Run(ctx context.Context, input []byte, limit int) ([]byte, error) {
+	return f(ctx, input, limit)
+}
+
+// Hook is one declared hook.
+type Hook struct {
+	Name   string   // the full name, scope/name
+	Events []string // on-tool-call, on-task-end
+	Runner Runner
+}
+
+// Recorder writes one record to the session's trace.jsonl.
+type Recorder interface {
+	Write(typ, task string, fields map[string]any) error
+}
+
+// Config is a session's hooks and how to run them.
+type Config struct {
+	Hooks    []Hook // in murmur.yaml's order
+	Timeout  time.Duration
+	Recorder Recorder
+}
+
+// Set is a session's hooks.
+type Set struct {
+	toolCall []Hook
+	taskEnd  []Hook
+	timeout  time.Duration
+	rec      Recorder
+}
+
+// New returns the set of cfg's hooks.
+func New(cfg Config) (*Set, error) {
+	s := &Set{timeout: cfg.Timeout, rec: cfg.Recorder}
+	if s.timeout <= 0 {
+		s.timeout = DefaultTimeout
+	}
+	for _, h := range cfg.Hooks {
+		if h.Runner == nil {
+			return nil, fmt.Errorf("hook %s has no runner", h.Name)
+		}
+		for _, e := range h.Events {
+			switch e {
+			case EventToolCall:
+				s.toolCall = append(s.toolCall, h)
+			case EventTaskEnd:
+				s.taskEnd = append(s.taskEnd, h)
+			default:
+				return nil, fmt.Errorf("hook %s: %q is not a hook event; write on-tool-call or on-task-end", h.Name, e)
+			}
+		}
+	}
+	return s, nil
+}
+
+// Empty reports whether no hook is called at either event (also for a nil Set).
+func (s *Set) Empty() bool { return s == nil || len(s.toolCall)+len(s.taskEnd) == 0 }
+
+// ToolCall is what an on-tool-call hook is told.
+type ToolCall struct {
+	Tool  string          `json:"tool"`
+	Input json.RawMessage `json:"input"`
+	Task  string          `json:"task"`
+	Trust string          `json:"trust"`
+}
+
+// Decision is how on-tool-call decided a call.
+type Decision struct {
+	Allow  bool
+	Hook   string // the hook that denied; "" when allowed
+	Reason string // why, as the refusal says it
+	Failed bool   // the hook failed, which denies
+}
+
+// Refusal is the tool error a denied call returns.
+func (d Decision) Refusal() string { return fmt.Sprintf("denied by policy %s: %s", d.Hook, d.Reason) }
+
+// CheckToolCall asks every on-tool-call hook, in order, about call. Every hook must allow; the first
+// that denies or fails decides, and writes tool_denied (and hook_failed for a failure). With no hook
+// the call is allowed.
+func (s *Set) CheckToolCall(ctx context.Context, call ToolCall) Decision {
+	if s == nil {
+		return Decision{Allow: true}
+	}
+	if len(call.Input) == 0 {
+		call.Input = json.RawMessage(`{}`)
+	}
+	in, _ := json.Marshal(struct {
+		Event string `json:"event"`
+		ToolCall
+	}{EventToolCall, call})
+	for _, h := range s.toolCall {
+		var ans struct {
+			Decision *string `json:"decision"`
+			Reason   string  `json:"reason"`
+		}
+		d := Decision{Hook: h.Name}
+		err := s.run(ctx, h, in, &ans)
+		switch {
+		case err != nil:
+		case ans.Decision == nil:
+			err = errors.New(`its answer has no decision; a hook answers {"decision": "allow" | "deny", "reason": "…"}`)
+		case *ans.Decision == "allow":
+			continue
+		case *ans.Decision == "deny":
+			d.Reason = ans.Reason
+			if strings.TrimSpace(d.Reason) == "" {
+				d.Reason = "no reason given"
+			}
+		default:
+			err = fmt.Errorf(`its decision %q is neither "allow" nor "deny"`, *ans.Decision)
+		}
+		if err != nil {
+			d.Failed = true
+			d.Reason = "the hook failed, which denies: " + err.Error()
+			s.record("hook_failed", call.Task, map[string]any{"hook": h.Name, "event": EventToolCall, "tool": call.Tool, "error": err.Error()})
+		}
+		s.record("tool_denied", call.Task, map[string]any{"hook": h.Name, "tool": call.Tool, "reason": d.Reason, "failed": d.Failed})
+		return d
+	}
+	return Decision{Allow: true}
+}
+
+// TaskEnd is what an on-task-end hook is told.
+type TaskEnd struct {
+	Task    string `json:"task"`
+	Status  string `json:"status"` // completed, failed, no_answer, canceled, …: task_end's exit_status
+	Answer  string `json:"answer"`
+	Trust   string `json:"trust"`
+	Reopens int    `json:"reopens"` // how often the task was reopened so far
+}
+
+// Reopen is an on-task-end hook's request to reopen a task.
+type Reopen struct {
+	Hook    string
+	Message string
+}
+
+// CheckTaskEnd asks every on-task-end hook, in order, whether the task should be reopened; the first
+// that asks decides. A failing hook does nothing but write hook_failed. ok is false when none asks.
+func (s *Set) CheckTaskEnd(ctx context.Context, end TaskEnd) (Reopen, bool) {
+	if s == nil {
+		return Reopen{}, false
+	}
+	in, _ := json.Marshal(struct {
+		Event string `json:"event"`
+		TaskEnd
+	}{EventTaskEnd, end})
+	for _, h := range s.taskEnd {
+		var ans struct {
+			Reopen *string `json:"reopen"`
+		}
+		if err := s.run(ctx, h, in, &ans); err != nil {
+			s.record("hook_failed", end.Task, map[string]any{"hook": h.Name, "event": EventTaskEnd, "error": err.Error()})
+			continue
+		}
+		if ans.Reopen != nil && strings.TrimSpace(*ans.Reopen) != "" {
+			return Reopen{Hook: h.Name, Message: *ans.Reopen}, true
+		}
+	}
+	return Reopen{}, false
+}
+
+// run runs h with in, within the timeout, and decodes its answer strictly into ans.
+func (s *Set) run(ctx context.Context, h Hook, in []byte, ans any) error {
+	ctx, cancel := context.WithTimeoutCause(ctx, s.timeout, errTimeout)
+	defer cancel()
+	out, err := h.Runner.Run(ctx, in, MaxAnswer)
+	if err != nil {
+		if errors.Is(context.Cause(ctx), errTimeout) {
+			return fmt.Errorf("it did not answer within %s", s.timeout)
+		}
+		return err
+	}
+	dec := json.NewDecoder(bytes.NewReader(out))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(ans); err != nil {
+		return fmt.Errorf("its answer is not the JSON object a hook writes: %v (it wrote %q)", err, clip(out))
+	}
+	if dec.More() {
+		return fmt.Errorf("it wrote more than one JSON value (%q)", clip(out))
+	}
+	return nil
+}
+
+var errTimeout = errors.New("hook timeout")
+
+func clip(b []byte) string {
+	const n = 200
+	if len(b) > n {
+		return string(b[:n]) + "…"
+	}
+	return string(b)
+}
+
+func (s *Set) record(typ, task string, fields map[string]any) {
+	if s.rec != nil {
+		s.rec.Write(typ, task, fields)
+	}
+}

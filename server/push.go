@@ -1,0 +1,120 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/murmur-run/murmur/a2a"
+	"github.com/murmur-run/murmur/member"
+	"github.com/murmur-run/murmur/member/push"
+)
+
+// PushConfigs is what a door needs of a member's push notifier.
+type PushConfigs interface {
+	Create(ctx context.Context, c a2a.TaskPushNotificationConfig) (a2a.TaskPushNotificationConfig, error)
+	Get(ctx context.Context, task a2a.TaskID, id string) (a2a.TaskPushNotificationConfig, error)
+	List(ctx context.Context, task a2a.TaskID) ([]a2a.TaskPushNotificationConfig, error)
+	Delete(ctx context.Context, task a2a.TaskID, id string) error
+	// CheckURL checks a webhook URL against the allowlist without storing anything.
+	CheckURL(url string) error
+}
+
+var _ PushConfigs = (*push.Notifier)(nil)
+
+// pushCall runs the four push notification config methods. Each names a task the caller must be able
+// to see; a task outside the caller's scope is not found, as everywhere.
+func (d *Door) pushCall(ctx context.Context, method a2a.Method, params json.RawMessage, scope member.Scope) (any, error) {
+	switch method {
+	case a2a.MethodCreatePushConfig:
+		var c a2a.TaskPushNotificationConfig
+		if err := decodeParams(params, &c); err != nil {
+			return nil, err
+		}
+		if err := d.checkPushConfig("", &c); err != nil {
+			return nil, err
+		}
+		if err := checkTaskID("taskId", c.TaskID, "the id of the task whose changes the webhook receives"); err != nil {
+			return nil, err
+		}
+		if _, err := d.cfg.Executor.GetJSON(ctx, c.TaskID, scope); err != nil {
+			return nil, err
+		}
+		return d.createPushConfig(ctx, "", c)
+	case a2a.MethodGetPushConfig, a2a.MethodDeletePushConfig:
+		var req a2a.GetTaskPushNotificationConfigRequest
+		if err := decodeParams(params, &req); err != nil {
+			return nil, err
+		}
+		if err := checkTaskID("taskId", req.TaskID, "the id of the task the config belongs to"); err != nil {
+			return nil, err
+		}
+		if req.ID == "" {
+			return nil, a2a.InvalidParams(a2a.FieldViolation{Field: "id", Description: "required: the id of the push notification config (ListTaskPushNotificationConfigs lists them)"})
+		}
+		if _, err := d.cfg.Executor.GetJSON(ctx, req.TaskID, scope); err != nil {
+			return nil, err
+		}
+		if method == a2a.MethodDeletePushConfig {
+			if err := d.cfg.Push.Delete(ctx, req.TaskID, req.ID); err != nil {
+				return nil, err
+			}
+			return struct{}{}, nil
+		}
+		c, err := d.cfg.Push.Get(ctx, req.TaskID, req.ID)
+		if errors.Is(err, push.ErrNotFound) {
+			return nil, a2a.InvalidParams(a2a.FieldViolation{Field: "id", Description: fmt.Sprintf(
+				"task %s has no push notification config %q; ListTaskPushNotificationConfigs lists its configs", req.TaskID, a2a.CutID(req.ID))})
+		}
+		return c, err
+	case a2a.MethodListPushConfigs:
+		var req a2a.ListTaskPushNotificationConfigsRequest
+		if err := decodeParams(params, &req); err != nil {
+			return nil, err
+		}
+		if err := checkTaskID("taskId", req.TaskID, "the id of the task whose configs to list"); err != nil {
+			return nil, err
+		}
+		if _, err := d.cfg.Executor.GetJSON(ctx, req.TaskID, scope); err != nil {
+			return nil, err
+		}
+		list, err := d.cfg.Push.List(ctx, req.TaskID)
+		if err != nil {
+			return nil, err
+		}
+		// A task has at most push.MaxConfigsPerTask configs: one page holds them all.
+		return a2a.ListTaskPushNotificationConfigsResponse{Configs: list}, nil
+	}
+	return nil, a2a.ErrMethodNotFound
+}
+
+// checkPushConfig checks a config's fields (prefix names where it sits in the params).
+func (d *Door) checkPushConfig(prefix string, c *a2a.TaskPushNotificationConfig) error {
+	var v []a2a.FieldViolation
+	if c.URL == "" {
+		v = append(v, a2a.FieldViolation{Field: prefix + "url", Description: "required: the webhook URL the notifications are posted to"})
+	}
+	if len(c.ID) > 128 {
+		v = append(v, a2a.FieldViolation{Field: prefix + "id", Description: "at most 128 bytes"})
+	}
+	if a := c.Authentication; a != nil && a.Scheme == "" {
+		v = append(v, a2a.FieldViolation{Field: prefix + "authentication.scheme", Description: "required with authentication: Bearer or Basic"})
+	}
+	if len(v) > 0 {
+		return a2a.InvalidParams(v...)
+	}
+	return nil
+}
+
+// createPushConfig stores c, mapping the notifier's refusals to invalid params naming the field.
+func (d *Door) createPushConfig(ctx context.Context, prefix string, c a2a.TaskPushNotificationConfig) (any, error) {
+	out, err := d.cfg.Push.Create(ctx, c)
+	switch {
+	case errors.Is(err, push.ErrNotAllowed):
+		return nil, a2a.InvalidParams(a2a.FieldViolation{Field: prefix + "url", Description: err.Error()})
+	case errors.Is(err, push.ErrTooMany):
+		return nil, a2a.InvalidParams(a2a.FieldViolation{Field: prefix + "taskId", Description: err.Error()})
+	}
+	return out, err
+}
