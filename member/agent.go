@@ -10,8 +10,10 @@ import (
 	"github.com/murmur-run/murmur/a2a"
 	"github.com/murmur-run/murmur/internal/ids"
 	"github.com/murmur-run/murmur/member/artifact"
+	"github.com/murmur-run/murmur/member/calls"
 	"github.com/murmur-run/murmur/member/capsule"
 	"github.com/murmur-run/murmur/member/driver"
+	"github.com/murmur-run/murmur/member/sandbox"
 	"github.com/murmur-run/murmur/runtimetools"
 )
 
@@ -43,14 +45,14 @@ func (s *Session) runAgent(ctx context.Context, t *a2a.Task, text string) (strin
 	}
 	task := string(t.ID)
 	cctx, cancelCalls := context.WithCancel(ctx)
-	tc := &taskCalls{s: s, task: task, origin: originOf(t), ctx: cctx, changed: make(chan struct{})}
+	tc := s.startCalls(cctx, t)
 	s.mu.Lock()
-	s.calls = tc
+	s.calls, s.callsTask = tc, task
 	s.mu.Unlock()
 	defer func() {
-		tc.finish(cancelCalls)
+		tc.Finish(cancelCalls)
 		s.mu.Lock()
-		s.calls = nil
+		s.calls, s.callsTask = nil, ""
 		s.mu.Unlock()
 	}()
 	for {
@@ -95,8 +97,8 @@ func (s *Session) runAgent(ctx context.Context, t *a2a.Task, text string) (strin
 				results = append(results, s.dispatch(ctx, task, call))
 			}
 			req.Messages = append(req.Messages, driver.ChatMessage{Role: driver.RoleTool, Results: results})
-			if tc.noAnswer != nil {
-				return "", &errNoAnswer{reason: *tc.noAnswer, below: NoAnswerBelow(tc.latest())}
+			if reason, ok := tc.NoAnswer(); ok {
+				return "", &errNoAnswer{reason: reason, below: calls.NoAnswerBelow(tc.Latest())}
 			}
 			continue
 		}
@@ -104,14 +106,14 @@ func (s *Session) runAgent(ctx context.Context, t *a2a.Task, text string) (strin
 		answer := resp.Text
 		req.Messages = append(req.Messages, driver.ChatMessage{Role: driver.RoleAssistant, Text: answer})
 		// Calls still out, or answered and not yet delivered: with a turn left, wait and continue.
-		if out, undelivered, _ := tc.pending(); out+undelivered > 0 && (inf.MaxTurns == 0 || p.turns < inf.MaxTurns) {
+		if out, undelivered, _ := tc.Pending(); out+undelivered > 0 && (inf.MaxTurns == 0 || p.turns < inf.MaxTurns) {
 			if err := s.waitCalls(ctx, t, tc); err != nil {
 				return "", err
 			}
-			round, latest := tc.round()
+			round, latest := tc.Round()
 			s.workingStatus(t, fmt.Sprintf("continuing with %d member answer(s)", len(round)))
 			s.records.Write("task_continued", task, map[string]any{"answers": len(round)})
-			req.Messages = append(req.Messages, driver.ChatMessage{Role: driver.RoleUser, Text: ContinuationMessage(round, latest, tc.origin.Caller)})
+			req.Messages = append(req.Messages, driver.ChatMessage{Role: driver.RoleUser, Text: calls.ContinuationMessage(round, latest, tc.Caller())})
 			req.Answers = answersData(round)
 			continue
 		}
@@ -164,18 +166,18 @@ func (s *Session) runAgent(ctx context.Context, t *a2a.Task, text string) (strin
 			req.Messages = append(req.Messages, driver.ChatMessage{Role: driver.RoleUser, Text: msg})
 			continue
 		}
-		if below := NoAnswerBelow(tc.latest()); len(below) > 0 {
-			ids.Set(murmurMeta(t), ids.MetaNoAnswerBelow, noAnswerBelowMeta(below))
+		if below := calls.NoAnswerBelow(tc.Latest()); len(below) > 0 {
+			ids.Set(murmurMeta(t), ids.MetaNoAnswerBelow, calls.NoAnswerBelowMeta(below))
 		}
 		return answer, nil
 	}
 }
 
 // waitCalls waits until every call of the task has ended, showing the count while any is out.
-func (s *Session) waitCalls(ctx context.Context, t *a2a.Task, tc *taskCalls) error {
+func (s *Session) waitCalls(ctx context.Context, t *a2a.Task, tc *calls.Tracker) error {
 	shown := 0
 	for {
-		out, _, changed := tc.pending()
+		out, _, changed := tc.Pending()
 		if out == 0 {
 			return nil
 		}
@@ -204,7 +206,7 @@ func (s *Session) workingStatus(t *a2a.Task, text string) {
 }
 
 // answersData is the script driver's .answers: the member answers of the latest continuation.
-func answersData(round []CallOutcome) []map[string]any {
+func answersData(round []calls.CallOutcome) []map[string]any {
 	out := make([]map[string]any, 0, len(round))
 	for _, o := range round {
 		out = append(out, map[string]any{"member": o.Member, "call_id": o.CallID, "status": o.Status, "output": o.Output})
@@ -331,9 +333,9 @@ func (s *Session) compact(task string, req *driver.InferRequest) {
 func (s *Session) runDoneCheck(ctx context.Context, command []string) (string, int, error) {
 	ctx, cancel := context.WithTimeout(ctx, defaultScriptTimeout)
 	defer cancel()
-	var out tail
-	out.max = 8 << 10
-	code, err := s.runCommand(ctx, command, nil, &out, &out)
+	var out sandbox.Tail
+	out.Max = 8 << 10
+	code, err := s.runner.RunCommand(ctx, command, nil, &out, &out)
 	if errors.Is(err, context.DeadlineExceeded) {
 		err = fmt.Errorf("it did not finish within %s and was killed", defaultScriptTimeout)
 	}

@@ -286,7 +286,7 @@ func (s *Session) runTool(ctx context.Context, a *artifact.Artifact, call driver
 		mem = m
 	}
 	res, err := sa.runner.Run(ctx, wasm.Call{Name: name, Path: modulePath(a), Digest: d, Input: input, Workdir: s.cfg.WorkDir,
-		Timeout: wasmTimeout, MemoryMB: mem, OutputLimit: s.shellOutputLimit()})
+		Timeout: wasmTimeout, MemoryMB: mem, OutputLimit: s.commands.OutputLimit()})
 	if err != nil {
 		return runtimetools.Refused(fmt.Sprintf("%s could not be run: %v", name, err))
 	}
@@ -344,22 +344,14 @@ func (s *Session) commandHook(a *artifact.Artifact) hooks.Runner {
 		if err != nil {
 			return nil, err
 		}
-		var out, errs tail
-		out.max, errs.max = limit+1, 2<<10
-		p.stdin, p.stdout, p.stderr = bytes.NewReader(in), &out, &errs
-		pr, err := s.start(p)
+		out, errs := sandbox.Tail{Max: limit + 1}, sandbox.Tail{Max: 2 << 10}
+		p.Stdin, p.Stdout, p.Stderr = bytes.NewReader(in), &out, &errs
+		code, err := s.runner.Run(ctx, p)
 		if err != nil {
 			return nil, err
 		}
-		select {
-		case <-pr.done:
-		case <-ctx.Done():
-			pr.kill()
-			<-pr.done
-			return nil, ctx.Err()
-		}
-		if pr.exitCode != 0 {
-			return nil, fmt.Errorf("it exited with status %d: %s", pr.exitCode, strings.TrimSpace(errs.String()))
+		if code != 0 {
+			return nil, fmt.Errorf("it exited with status %d: %s", code, strings.TrimSpace(errs.String()))
 		}
 		if len(out.String()) > limit {
 			return nil, fmt.Errorf("it wrote more than %d bytes", limit)
@@ -370,7 +362,7 @@ func (s *Session) commandHook(a *artifact.Artifact) hooks.Runner {
 
 // hookProgram resolves a command hook's program: a path with a slash inside its artifact directory, a
 // bare name on the trusted PATH; the artifact directory is readable to it.
-func (s *Session) hookProgram(dir string, command []string) (program, error) {
+func (s *Session) hookProgram(dir string, command []string) (sandbox.Program, error) {
 	name := command[0]
 	path := name
 	if strings.Contains(name, "/") {
@@ -378,12 +370,12 @@ func (s *Session) hookProgram(dir string, command []string) (program, error) {
 	} else {
 		p, err := sandbox.ResolveShell(name)
 		if err != nil {
-			return program{}, fmt.Errorf("%s is in none of %s", name, strings.Join(sandbox.TrustedPath, ", "))
+			return sandbox.Program{}, fmt.Errorf("%s is in none of %s", name, strings.Join(sandbox.TrustedPath, ", "))
 		}
 		path = p
 	}
-	return program{id: ids.NewWorkID(), path: path, name: name, args: command[1:], read: []string{dir},
-		env: []string{"MUR_MEMBER=" + s.cfg.Member, "MUR_SESSION=" + s.id}, memMB: s.cfg.Capsule.Capabilities.Shell.MemoryMB}, nil
+	return sandbox.Program{ID: ids.NewWorkID(), Path: path, Name: name, Args: command[1:], Read: []string{dir},
+		Env: []string{"MUR_MEMBER=" + s.cfg.Member, "MUR_SESSION=" + s.id}, MemMB: s.cfg.Capsule.Capabilities.Shell.MemoryMB}, nil
 }
 
 // checkHooks asks the on-tool-call hooks about a call; a refusal text when one denies.
@@ -394,7 +386,7 @@ func (s *Session) checkHooks(ctx context.Context, task string, call driver.ToolC
 	trust := ""
 	s.mu.Lock()
 	if s.calls != nil {
-		trust = s.calls.origin.Trust
+		trust = s.calls.Trust()
 	}
 	s.mu.Unlock()
 	d := s.art.hooks.CheckToolCall(ctx, hooks.ToolCall{Tool: call.Name, Input: call.Input, Task: task, Trust: trust})
@@ -478,7 +470,7 @@ func (s *Session) taskEndHooks(ctx context.Context, task, status, answer string,
 	reopens := p.reopens
 	trust := ""
 	if s.calls != nil {
-		trust = s.calls.origin.Trust
+		trust = s.calls.Trust()
 	}
 	s.mu.Unlock()
 	r, ok := s.art.hooks.CheckTaskEnd(ctx, hooks.TaskEnd{Task: task, Status: status, Answer: answer, Trust: trust, Reopens: reopens})

@@ -273,7 +273,7 @@ func TestAHundredBackgroundCommandsKeepTheirLogs(t *testing.T) {
 	var wg sync.WaitGroup
 	for i := range n {
 		wg.Go(func() {
-			run, err := s.RunShell(t.Context(), "/bin/sh", "sh", []string{"-c", fmt.Sprintf("sleep 3; seq 1 %d", 1000+i)}, "")
+			run, err := s.commands.RunShell(t.Context(), "/bin/sh", "sh", []string{"-c", fmt.Sprintf("sleep 3; seq 1 %d", 1000+i)}, "")
 			if err != nil || run.Moved == nil {
 				errs <- fmt.Errorf("command %d did not move to the background: exit %d, %v", i, run.ExitCode, err)
 				return
@@ -287,7 +287,7 @@ func TestAHundredBackgroundCommandsKeepTheirLogs(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i, id := range ids {
-		st := s.bgWait(t.Context(), "tsk_x", id, 60)
+		st := s.commands.Wait(t.Context(), "tsk_x", id, 60)
 		var want strings.Builder
 		for k := 1; k <= 1000+i; k++ {
 			fmt.Fprintf(&want, "%d\n", k)
@@ -344,7 +344,7 @@ func TestWaitEndsWhenTheTaskIsCanceled(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The cancel comes once the wait is under way: a goroutine is inside bgWait.
-	for deadline := time.Now().Add(30 * time.Second); !goroutineIn("member.(*Session).bgWait("); time.Sleep(10 * time.Millisecond) {
+	for deadline := time.Now().Add(30 * time.Second); !goroutineIn("sandbox.(*Commands).Wait("); time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatal("the wait never started")
 		}

@@ -2,74 +2,37 @@ package member
 
 import (
 	"context"
-	"errors"
 	"os"
 	"path/filepath"
-	"strings"
-	"sync"
 	"testing"
-	"testing/synctest"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/murmur-run/murmur/a2a"
-	"github.com/murmur-run/murmur/internal/ids"
 	"github.com/murmur-run/murmur/member/capsule"
 	"github.com/murmur-run/murmur/roster"
 )
 
-// fakePeers answers offers and reads from scripts, and notes when each offer arrived.
-type fakePeers struct {
-	mu      sync.Mutex
-	offer   func(n int) (*a2a.Task, error) // n counts from 1
-	get     func(n int) (*a2a.Task, error)
-	offers  []time.Time
-	gets    int
-	cancels []a2a.TaskID
-	block   chan struct{} // when set, offers after the first wait on it
-}
+// noPeers fails every request: the calls below are refused before one is sent.
+type noPeers struct{ t *testing.T }
 
-func (f *fakePeers) Send(ctx context.Context, member string, msg *a2a.Message) (*a2a.Task, error) {
-	f.mu.Lock()
-	f.offers = append(f.offers, time.Now())
-	n := len(f.offers)
-	block := f.block
-	f.mu.Unlock()
-	if block != nil && n > 1 {
-		<-block
-	}
-	return f.offer(n)
+func (p noPeers) Send(context.Context, string, *a2a.Message) (*a2a.Task, error) {
+	p.t.Fatal("a request was sent")
+	return nil, nil
 }
-
-func (f *fakePeers) Get(ctx context.Context, member string, id a2a.TaskID) (*a2a.Task, error) {
-	f.mu.Lock()
-	f.gets++
-	n := f.gets
-	f.mu.Unlock()
-	return f.get(n)
+func (p noPeers) Get(context.Context, string, a2a.TaskID) (*a2a.Task, error) {
+	p.t.Fatal("a request was sent")
+	return nil, nil
 }
-
-func (f *fakePeers) Cancel(ctx context.Context, member string, id a2a.TaskID) error {
-	f.mu.Lock()
-	f.cancels = append(f.cancels, id)
-	f.mu.Unlock()
+func (p noPeers) Cancel(context.Context, string, a2a.TaskID) error {
+	p.t.Fatal("a request was sent")
 	return nil
 }
 
-func task(state a2a.TaskState, msg string) *a2a.Task {
-	t := &a2a.Task{ID: "tsk_member", Status: a2a.TaskStatus{State: state}}
-	if msg != "" {
-		t.Status.Message = &a2a.Message{Parts: []a2a.Part{a2a.TextPart(msg)}}
-	}
-	return t
-}
-
-func busyTask() (*a2a.Task, error) { return task(a2a.TaskStateRejected, BusyMessage), nil }
-
-// callSession is the least of a session that member calls need: a lead that may call worker.
-func callSession(t *testing.T, peers Peers, delegationSecs int) (*Session, *taskCalls, context.CancelFunc) {
-	t.Helper()
+// The session answers call-member and end-without-answer only for the running task, and
+// end-without-answer only for a member that may call another (member/calls tests the rest).
+func TestCallToolsNeedTheRunningTask(t *testing.T) {
 	dir := t.TempDir()
 	for _, n := range []string{"lead", "worker"} {
 		os.MkdirAll(filepath.Join(dir, n), 0o755)
@@ -83,288 +46,25 @@ func callSession(t *testing.T, peers Peers, delegationSecs int) (*Session, *task
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer rec.Close()
 	m, _ := NewMetrics(prometheus.NewRegistry())
 	c := &capsule.Capsule{Name: "lead"}
 	c.Capabilities.Network.Allow = []string{"localhost"}
-	c.Lifecycle.DelegationDeadlineSecs = &delegationSecs
 	s := &Session{cfg: Config{Member: "lead", Capsule: c, Roster: r, Metrics: m, Getenv: func(string) string { return "" }},
-		records: rec, peers: peers}
+		records: rec, peers: noPeers{t}}
 	ctx, cancel := context.WithCancel(context.Background())
-	tc := &taskCalls{s: s, task: "tsk_caller", ctx: ctx, changed: make(chan struct{})}
-	s.calls = tc
-	t.Cleanup(func() { rec.Close() })
-	return s, tc, cancel
-}
+	task := &a2a.Task{ID: "tsk_caller", Metadata: map[string]any{}}
+	s.calls, s.callsTask = s.startCalls(ctx, task), "tsk_caller"
+	defer s.calls.Finish(cancel)
 
-func onlyCall(tc *taskCalls) *memberCall {
-	tc.mu.Lock()
-	defer tc.mu.Unlock()
-	return tc.calls[0]
-}
-
-func TestBusyMemberIsOfferedAgainWithBackoff(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		peers := &fakePeers{
-			offer: func(n int) (*a2a.Task, error) {
-				if n <= 6 {
-					return busyTask()
-				}
-				return task(a2a.TaskStateSubmitted, ""), nil
-			},
-			get: func(n int) (*a2a.Task, error) {
-				done := task(a2a.TaskStateCompleted, "")
-				done.Artifacts = []a2a.Artifact{{Name: "response", Parts: []a2a.Part{a2a.TextPart("the answer")}}}
-				return done, nil
-			},
-		}
-		s, tc, cancel := callSession(t, peers, 600)
-		defer cancel()
-		st, err := s.CallMember(context.Background(), "tsk_caller", "worker", "work")
-		if err != nil || st.Status != "busy" || st.Output != "worker is busy with other work and did not take the task" || st.DeadlineSecs != 600 {
-			t.Fatalf("first offer: %+v %v", st, err)
-		}
-		tc.wg.Wait()
-		c := onlyCall(tc)
-		if c.status != "completed" || c.output != "the answer" || c.offers != 7 {
-			t.Errorf("call ended %s %q after %d offers, want completed after 7", c.status, c.output, c.offers)
-		}
-		want := []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second, 8 * time.Second, 8 * time.Second}
-		for i, w := range want {
-			gap := peers.offers[i+1].Sub(peers.offers[i])
-			if gap < w || gap >= w+reofferJitter {
-				t.Errorf("wait before offer %d: %s, want %s plus under 250ms of jitter", i+2, gap, w)
-			}
-		}
-		if peers.gets != 1 {
-			t.Errorf("%d reads of the member's task, want 1", peers.gets)
-		}
-		b, _ := os.ReadFile(filepath.Join(s.records.Dir(), "trace.jsonl"))
-		if n := strings.Count(string(b), `"type":"member_call_busy"`); n != 6 {
-			t.Errorf("%d member_call_busy records, want one per busy refusal (6)", n)
-		}
-		if n := strings.Count(string(b), `"type":"member_call_start"`); n != 1 {
-			t.Errorf("%d member_call_start records, want 1", n)
-		}
-	})
-}
-
-func TestBusyUntilTheDeadline(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		peers := &fakePeers{offer: func(int) (*a2a.Task, error) { return busyTask() }}
-		s, tc, cancel := callSession(t, peers, 20)
-		defer cancel()
-		s.CallMember(context.Background(), "tsk_caller", "worker", "work")
-		tc.wg.Wait()
-		c := onlyCall(tc)
-		// Offers at 0, 1, 3, 7, 15 s (plus jitter); the next would come after the 20 s deadline.
-		want := "worker stayed busy with other work for the whole 20s this call may wait and never took the task; it was offered the task 5 times. Nothing was done on it."
-		if c.status != "rejected" || c.output != want {
-			t.Errorf("call ended %s %q, want rejected %q", c.status, c.output, want)
-		}
-	})
-}
-
-func TestTwoSilentOffersEndUnreachable(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		peers := &fakePeers{offer: func(n int) (*a2a.Task, error) {
-			if n == 1 {
-				return busyTask()
-			}
-			return nil, errors.New("connection refused")
-		}}
-		s, tc, cancel := callSession(t, peers, 600)
-		defer cancel()
-		s.CallMember(context.Background(), "tsk_caller", "worker", "work")
-		tc.wg.Wait()
-		if c := onlyCall(tc); c.status != "unreachable" || c.offers != 3 {
-			t.Errorf("call ended %s after %d offers, want unreachable after 3", c.status, c.offers)
-		}
-	})
-}
-
-func TestCallingTaskEndsBetweenOffers(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		peers := &fakePeers{offer: func(int) (*a2a.Task, error) { return busyTask() }}
-		s, tc, cancel := callSession(t, peers, 600)
-		s.CallMember(context.Background(), "tsk_caller", "worker", "work")
-		time.Sleep(500 * time.Millisecond)
-		cancel()
-		tc.wg.Wait()
-		c := onlyCall(tc)
-		if c.status != "abandoned" || c.output != "the calling task ended before worker took the task; worker was busy and was never handed it" || len(peers.offers) != 1 {
-			t.Errorf("call %s %q after %d offers", c.status, c.output, len(peers.offers))
-		}
-	})
-}
-
-func TestCallingTaskEndsWithAnOfferInFlight(t *testing.T) {
-	for _, tc := range []struct {
-		name    string
-		answer  func() (*a2a.Task, error)
-		release time.Duration // when the in-flight offer is answered, after the calling task ended
-		status  string
-		output  string
-		cancels int
-	}{
-		{"taken", func() (*a2a.Task, error) { return task(a2a.TaskStateSubmitted, ""), nil }, time.Second, "abandoned",
-			"the calling task ended just after worker took the task; a cancel was sent to worker", 1},
-		{"busy", busyTask, time.Second, "abandoned",
-			"the calling task ended before worker took the task; worker was busy and was never handed it", 0},
-		{"no answer in 6s", func() (*a2a.Task, error) { return task(a2a.TaskStateSubmitted, ""), nil }, 7 * time.Second, "abandoned",
-			"the calling task ended while an offer to worker was in flight; worker may hold the task", 0},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) {
-				block := make(chan struct{})
-				peers := &fakePeers{block: block, offer: func(n int) (*a2a.Task, error) {
-					if n == 1 {
-						return busyTask()
-					}
-					return tc.answer()
-				}}
-				s, calls, cancel := callSession(t, peers, 600)
-				s.CallMember(context.Background(), "tsk_caller", "worker", "work")
-				time.Sleep(1500 * time.Millisecond) // the second offer is on its way, held by block
-				cancel()
-				go func() {
-					time.Sleep(tc.release)
-					close(block)
-				}()
-				calls.wg.Wait()
-				c := onlyCall(calls)
-				if c.status != tc.status || c.output != tc.output || len(peers.cancels) != tc.cancels {
-					t.Errorf("call %s %q, %d cancels; want %s %q, %d", c.status, c.output, len(peers.cancels), tc.status, tc.output, tc.cancels)
-				}
-				time.Sleep(tc.release) // let the held offer finish before the bubble ends
-				synctest.Wait()
-			})
-		})
-	}
-}
-
-func TestPollingEndings(t *testing.T) {
-	for _, tc := range []struct {
-		name   string
-		get    func(n int) (*a2a.Task, error)
-		status string
-		output string
-		after  time.Duration
-	}{
-		{"two failed reads", func(n int) (*a2a.Task, error) { return nil, errors.New("reset") }, "unreachable", "worker's door stopped answering", time.Second},
-		{"one failed read is forgiven", func(n int) (*a2a.Task, error) {
-			if n == 1 {
-				return nil, errors.New("reset")
-			}
-			return task(a2a.TaskStateFailed, "it broke"), nil
-		}, "failed", "it broke", time.Second},
-		{"never finishes", func(n int) (*a2a.Task, error) { return task(a2a.TaskStateWorking, ""), nil }, "timed_out",
-			"worker did not answer within 30s. It was not cancelled and may still be working.", 30 * time.Second},
-		{"no answer", func(n int) (*a2a.Task, error) {
-			t := task(a2a.TaskStateFailed, "nobody knew")
-			t.Metadata = map[string]any{ids.Meta: map[string]any{"noAnswer": true, "noAnswerBelow": []any{
-				map[string]any{"member": "lead", "status": "timed_out"}, map[string]any{"member": "stranger", "status": "failed"}}}}
-			return t, nil
-		}, "no_answer", "nobody knew", 500 * time.Millisecond},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) {
-				peers := &fakePeers{offer: func(int) (*a2a.Task, error) { return task(a2a.TaskStateSubmitted, ""), nil }, get: tc.get}
-				s, calls, cancel := callSession(t, peers, 30)
-				defer cancel()
-				start := time.Now()
-				st, _ := s.CallMember(context.Background(), "tsk_caller", "worker", "work")
-				if st.Status != "started" || st.TaskID != "tsk_member" {
-					t.Fatalf("start %+v", st)
-				}
-				calls.wg.Wait()
-				c := onlyCall(calls)
-				if c.status != tc.status || c.output != tc.output {
-					t.Errorf("call %s %q, want %s %q", c.status, c.output, tc.status, tc.output)
-				}
-				if took := time.Since(start); took != tc.after {
-					t.Errorf("the call ended after %s, want %s", took, tc.after)
-				}
-				if tc.status == "no_answer" && (len(c.below) != 1 || c.below[0] != (NoAnswer{"lead", "timed_out"})) {
-					t.Errorf("noAnswerBelow read as %v, want only the roster member", c.below)
-				}
-			})
-		})
-	}
-}
-
-func TestCallMemberRefusals(t *testing.T) {
-	peers := &fakePeers{offer: func(int) (*a2a.Task, error) { return task(a2a.TaskStateSubmitted, ""), nil },
-		get: func(int) (*a2a.Task, error) { return task(a2a.TaskStateWorking, ""), nil }}
-	s, tc, cancel := callSession(t, peers, 600)
-	defer func() { tc.finish(cancel) }()
-	ctx := context.Background()
 	if _, err := s.CallMember(ctx, "tsk_other", "worker", "x"); err == nil || err.Error() != "'call-member' is answered only while a task runs; this session is running none" {
 		t.Errorf("no task: %v", err)
-	}
-	if _, err := s.CallMember(ctx, "tsk_caller", "critic", "x"); err == nil || err.Error() != `'call-member' cannot call "critic": the members this one may call are worker.` {
-		t.Errorf("not callable: %v", err)
-	}
-	first, _ := s.CallMember(ctx, "tsk_caller", "worker", "x")
-	_, err := s.CallMember(ctx, "tsk_caller", "worker", "again")
-	want := "worker has not yet answered call " + first.CallID + " from this task, so nothing was sent. Its answer reaches you only after you end your turn: end your turn now by replying without calling a tool. Once that answer has arrived you may call worker again with new work."
-	if err == nil || err.Error() != want {
-		t.Errorf("second call:\n%v\nwant\n%s", err, want)
-	}
-	tc.end(onlyCall(tc), "completed", "done", nil, false)
-	_, err = s.CallMember(ctx, "tsk_caller", "worker", "again")
-	want = "worker has already answered call " + first.CallID + ", so nothing was sent. The answer reaches you as soon as you end your turn: end your turn now by replying without calling a tool."
-	if err == nil || err.Error() != want {
-		t.Errorf("call before delivery:\n%v\nwant\n%s", err, want)
-	}
-	if len(peers.offers) != 1 {
-		t.Errorf("%d offers sent, want only the first call's", len(peers.offers))
-	}
-	tc.noAnswer = new(string)
-	tc.round()
-	if _, err := s.CallMember(ctx, "tsk_caller", "worker", "x"); err == nil || err.Error() != "'call-member' makes no call from a task that is ending without an answer." {
-		t.Errorf("after end-without-answer: %v", err)
-	}
-}
-
-func TestEgressRefusesTheDoor(t *testing.T) {
-	peers := &fakePeers{offer: func(int) (*a2a.Task, error) { t.Fatal("an offer was sent"); return nil, nil }}
-	s, tc, cancel := callSession(t, peers, 600)
-	defer func() { tc.finish(cancel) }()
-	s.cfg.Capsule.Capabilities.Network.Allow = nil
-	st, _ := s.CallMember(context.Background(), "tsk_caller", "worker", "x")
-	if st.Status != "failed" || !strings.Contains(st.Output, "capabilities.network.allow") || strings.Contains(st.Output, "127.0.0.1") {
-		t.Errorf("egress refused: %+v", st)
-	}
-}
-
-func TestEndWithoutAnswerRefusalsInOrder(t *testing.T) {
-	peers := &fakePeers{offer: func(int) (*a2a.Task, error) { return task(a2a.TaskStateSubmitted, ""), nil },
-		get: func(int) (*a2a.Task, error) { return task(a2a.TaskStateWorking, ""), nil }}
-	s, tc, cancel := callSession(t, peers, 600)
-	defer func() { tc.finish(cancel) }()
-	check := func(want string) {
-		t.Helper()
-		if _, err := s.EndWithoutAnswer("tsk_caller", "no luck"); err == nil || err.Error() != want {
-			t.Errorf("got %v\nwant %s", err, want)
-		}
 	}
 	if _, err := s.EndWithoutAnswer("tsk_other", "x"); err == nil || err.Error() != "'end-without-answer' is answered only while a task runs; this session is running none" {
 		t.Errorf("no task: %v", err)
 	}
-	check("'end-without-answer' ends only a task another formation member sent; no formation member sent this one. Reply in text, saying plainly which part has no answer.")
-	tc.origin = Origin{Origin: OriginPeer, Caller: "boss"}
-	st, _ := s.CallMember(context.Background(), "tsk_caller", "worker", "x")
-	check("Call " + st.CallID + " to worker is still out; its answer arrives after you end your turn. Call end-without-answer only when no call is left to wait for.")
-	tc.end(onlyCall(tc), "failed", "broke", nil, false)
-	tc.round()
-	if _, err := s.EndWithoutAnswer("tsk_caller", "  "); err == nil || err.Error() != "'end-without-answer' needs a reason: say in a sentence why you have no answer." {
-		t.Errorf("blank reason: %v", err)
-	}
-	caller, err := s.EndWithoutAnswer("tsk_caller", "worker broke")
-	if err != nil || caller != "boss" {
-		t.Fatalf("accept: %q %v", caller, err)
-	}
-	check("This task is already ending without an answer.")
 	s.cfg.Roster = nil
-	check("'end-without-answer' is answered only for a formation member that roster.yaml lets call another; this session is not one")
+	if _, err := s.EndWithoutAnswer("tsk_caller", "no luck"); err == nil || err.Error() != "'end-without-answer' is answered only for a formation member that roster.yaml lets call another; this session is not one" {
+		t.Errorf("not a caller: %v", err)
+	}
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/murmur-run/murmur/a2a"
 	"github.com/murmur-run/murmur/internal/ids"
+	"github.com/murmur-run/murmur/member/calls"
 )
 
 // execute runs one task to its end and stores every step. It owns r until it closes r.done.
@@ -43,7 +44,9 @@ func (s *Session) execute(ctx context.Context, r *runningTask) {
 
 	text := t.History[0].Text()
 	var answer string
-	if s.cfg.Capsule.IsAgent() {
+	if s.proc != nil {
+		answer, err = s.runProcess(ctx, t, text)
+	} else if s.cfg.Capsule.IsAgent() {
 		answer, err = s.runAgent(ctx, t, text)
 	} else {
 		answer, err = s.runScript(ctx, t, text)
@@ -66,7 +69,7 @@ func (s *Session) execute(ctx context.Context, r *runningTask) {
 		errors.As(err, &na)
 		meta := murmurMeta(t)
 		ids.Set(meta, ids.MetaNoAnswer, true)
-		ids.Set(meta, ids.MetaNoAnswerBelow, noAnswerBelowMeta(na.below))
+		ids.Set(meta, ids.MetaNoAnswerBelow, calls.NoAnswerBelowMeta(na.below))
 		err = s.finishLocked(store, t, a2a.TaskStateFailed, na.reason, nil)
 	case err != nil:
 		err = s.finishLocked(store, t, a2a.TaskStateFailed, err.Error(), nil)
@@ -92,7 +95,7 @@ func (s *Session) finishLocked(ctx context.Context, t *a2a.Task, state a2a.TaskS
 		})
 		t.History = append(t.History, *t.Status.Message)
 	}
-	running := s.runningCommandsLocked()
+	running := s.commands.Running()
 	if len(running) > 0 {
 		ids.Set(murmurMeta(t), ids.MetaRunningCommands, running)
 	}
@@ -114,7 +117,7 @@ func (s *Session) finishLocked(ctx context.Context, t *a2a.Task, state a2a.TaskS
 	// One record type per question: every task that ends writes task_end (how it ended: state and
 	// exit_status); a failed one first writes task_failed (why: its reason). A no_answer task writes no
 	// task_failed (SPEC) and its reason rides its task_end, and it never decides session_end.exit_status.
-	fields := map[string]any{"state": string(state), "exit_status": stateWord(state)}
+	fields := map[string]any{"state": string(state), "exit_status": calls.StateWord(state)}
 	if running != nil {
 		fields["runningCommands"] = running
 	}
@@ -126,9 +129,9 @@ func (s *Session) finishLocked(ctx context.Context, t *a2a.Task, state a2a.TaskS
 		fields["reason"] = text
 	case state == a2a.TaskStateFailed:
 		errs = append(errs, s.records.Write("task_failed", string(t.ID), map[string]any{"reason": text}))
-		s.lastExit = stateWord(state)
+		s.lastExit = calls.StateWord(state)
 	default:
-		s.lastExit = stateWord(state)
+		s.lastExit = calls.StateWord(state)
 	}
 	errs = append(errs, s.records.Write("task_end", string(t.ID), fields))
 	switch {

@@ -1,7 +1,6 @@
 package member
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -9,6 +8,7 @@ import (
 	"time"
 
 	"github.com/murmur-run/murmur/a2a"
+	"github.com/murmur-run/murmur/member/sandbox"
 )
 
 // Limits of a script capsule's run.
@@ -30,11 +30,11 @@ func (s *Session) runScript(ctx context.Context, t *a2a.Task, text string) (stri
 	ctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
 
-	var stdout capped
-	stdout.max = maxScriptAnswer
-	var stderr tail
-	stderr.max = stderrTail
-	code, err := s.runCommand(ctx, spec.Command, strings.NewReader(text), &stdout, &stderr, "MUR_TASK_ID="+string(t.ID))
+	var stdout sandbox.Capped
+	stdout.Max = maxScriptAnswer
+	var stderr sandbox.Tail
+	stderr.Max = stderrTail
+	code, err := s.runner.RunCommand(ctx, spec.Command, strings.NewReader(text), &stdout, &stderr, "MUR_TASK_ID="+string(t.ID))
 	switch {
 	case ctx.Err() == context.DeadlineExceeded:
 		return "", fmt.Errorf("script %s did not finish within %s (script.timeout_secs) and was killed", spec.Command[0], limit)
@@ -50,45 +50,11 @@ func (s *Session) runScript(ctx context.Context, t *a2a.Task, text string) (stri
 		return "", errors.New(msg)
 	}
 	out := strings.TrimSuffix(stdout.String(), "\n")
-	if stdout.cut {
+	if stdout.Cut {
 		out += fmt.Sprintf("\n[answer cut at %d bytes]", maxScriptAnswer)
 	}
 	return out, nil
 }
-
-// capped keeps the first max bytes written to it.
-type capped struct {
-	buf bytes.Buffer
-	max int
-	cut bool
-}
-
-func (c *capped) Write(p []byte) (int, error) {
-	if room := c.max - c.buf.Len(); room < len(p) {
-		c.buf.Write(p[:max(room, 0)])
-		c.cut = true
-		return len(p), nil
-	}
-	return c.buf.Write(p)
-}
-
-func (c *capped) String() string { return c.buf.String() }
-
-// tail keeps the last max bytes written to it.
-type tail struct {
-	buf []byte
-	max int
-}
-
-func (t *tail) Write(p []byte) (int, error) {
-	t.buf = append(t.buf, p...)
-	if len(t.buf) > t.max {
-		t.buf = append(t.buf[:0], t.buf[len(t.buf)-t.max:]...)
-	}
-	return len(p), nil
-}
-
-func (t *tail) String() string { return string(t.buf) }
 
 // workdir is where the session's commands run: its workdir, or the capsule directory without one.
 func (s *Session) workdir() string {

@@ -15,6 +15,7 @@ import (
 	"github.com/murmur-run/murmur/a2a"
 	"github.com/murmur-run/murmur/internal/ids"
 	"github.com/murmur-run/murmur/internal/peercred"
+	"github.com/murmur-run/murmur/member/calls"
 	"github.com/murmur-run/murmur/member/capsule"
 	"github.com/murmur-run/murmur/member/driver"
 	"github.com/murmur-run/murmur/member/sandbox"
@@ -114,6 +115,9 @@ type Config struct {
 	// Events is told of every stored task change and of the agent loop's progress (the door's streams,
 	// push notifications); nil tells nobody.
 	Events Publisher
+	// StartToolServer starts the loopback tool server of a session under transport: process
+	// (server.StartToolServer); a process capsule cannot start without it.
+	StartToolServer func(ToolSet) (ToolServer, error)
 	// isolate finds what the host allows around commands; nil probes it (probeIsolation). Tests
 	// set it to take one mechanism away.
 	isolate func() sandbox.Isolation
@@ -125,13 +129,15 @@ type Config struct {
 // All methods are safe for concurrent use. Close ends the session: queued tasks end canceled, the running
 // one is canceled and awaited.
 type Session struct {
-	cfg     Config
-	id      string
-	started time.Time
-	records *Records
-	drivers map[string]driver.Driver
-	log     *slog.Logger
-	files   *share.Files // share-file and fetch-peer-file
+	cfg      Config
+	id       string
+	started  time.Time
+	records  *Records
+	drivers  map[string]driver.Driver
+	log      *slog.Logger
+	files    *share.Files      // share-file and fetch-peer-file
+	runner   *sandbox.Runner   // starts every command, confined
+	commands *sandbox.Commands // shell calls and background commands
 
 	// admit decides, without mu, whether a new task enters; a rejection never waits for mu or the disk.
 	admit *admission
@@ -161,10 +167,12 @@ type Session struct {
 	// endAtDeadline is the session_end the deadline writes once the task it stopped has ended.
 	endAtDeadline map[string]any
 	timer         *time.Timer
-	calls         *taskCalls // the running agent task's member calls
+	calls         *calls.Tracker // the running agent task's member calls
+	callsTask     string         // the task calls belongs to
 	peers         Peers
-	background    map[string]*bgCommand // by work id, for the rest of the session
-	iso           sandbox.Isolation     // what this host puts around commands; set at Start
+	iso           sandbox.Isolation // what this host puts around commands; set at Start
+	proc          *processState     // transport: process; nil under http
+	quota         []runtimetools.QuotaWindow
 
 	base    context.Context
 	stopAll context.CancelFunc
@@ -198,19 +206,18 @@ func Start(cfg Config) (*Session, error) {
 		return nil, errors.New("member: a session needs its metrics")
 	}
 	s := &Session{
-		cfg:        cfg,
-		id:         ids.New(ids.PrefixSession),
-		started:    cfg.Now(),
-		log:        cfg.Logger.With("member", cfg.Member),
-		changed:    make(chan struct{}),
-		submitted:  map[a2a.TaskID]time.Time{},
-		unstored:   map[a2a.TaskID]bool{},
-		admit:      newAdmission(cfg.Capsule),
-		background: map[string]*bgCommand{},
-		kick:       make(chan struct{}, 1),
-		done:       make(chan struct{}),
+		cfg:       cfg,
+		id:        ids.New(ids.PrefixSession),
+		started:   cfg.Now(),
+		log:       cfg.Logger.With("member", cfg.Member),
+		changed:   make(chan struct{}),
+		submitted: map[a2a.TaskID]time.Time{},
+		unstored:  map[a2a.TaskID]bool{},
+		admit:     newAdmission(cfg.Capsule),
+		kick:      make(chan struct{}, 1),
+		done:      make(chan struct{}),
 	}
-	if cfg.Capsule.IsAgent() {
+	if cfg.Capsule.IsAgent() && cfg.Capsule.Harness == nil {
 		drivers, err := driver.Build(cfg.Capsule, cfg.HTTPClient, cfg.Getenv)
 		if err != nil {
 			return nil, err
@@ -223,8 +230,13 @@ func Start(cfg Config) (*Session, error) {
 			cfg.isolate = sandbox.Probe
 		}
 		s.iso = cfg.isolate()
+	}
+	s.runner = sandbox.NewRunner(sandbox.RunnerConfig{Capsule: cfg.Capsule, Isolation: s.iso, Landlock: s.confined(),
+		ConfineHelper: cfg.ConfineHelper, Workdir: s.workdir(), DataDir: cfg.DataDir, RecordsRoot: cfg.RecordsRoot,
+		Member: cfg.Member, Formation: cfg.Formation, Session: s.id, FormationToken: cfg.FormationToken, Log: s.log})
+	if cfg.Capsule.RunsCommands() {
 		for _, p := range cfg.Capsule.Capabilities.Shell.Read {
-			if d := s.secretGrant(p); d != "" {
+			if d := s.runner.SecretGrant(p); d != "" {
 				s.log.Warn("capabilities.shell.read lists a path inside the data or records directory; commands may not read it",
 					"path", p, "directory", d, "capsule", cfg.Capsule.Path)
 			}
@@ -263,6 +275,9 @@ func Start(cfg Config) (*Session, error) {
 	s.files = share.New(share.Config{Capsule: cfg.Capsule, Roster: cfg.Roster, Member: cfg.Member,
 		FormationToken: cfg.FormationToken, CredKey: s.credKey(), HTTPClient: cfg.HTTPClient, Now: cfg.Now,
 		Log: s.log, Workdir: s.workdir()})
+	s.commands = sandbox.NewCommands(sandbox.CommandsConfig{Runner: s.runner, Grants: cfg.Capsule.Capabilities.Shell,
+		GraceSecs: cfg.Capsule.Lifecycle.ShellGraceSecs, LogDir: filepath.Join(rec.Dir(), "logs"),
+		Moved: func() { cfg.Metrics.BackgroundCommands.WithLabelValues("running").Inc() }, Ended: s.backgroundEnded})
 	if s.tools, err = s.stageTools(); err != nil {
 		s.art.close()
 		rec.Close()
@@ -273,6 +288,12 @@ func Start(cfg Config) (*Session, error) {
 			s.art.close()
 			rec.Close()
 			return nil, fmt.Errorf("member %s: %w", cfg.Member, err)
+		}
+	}
+	if cfg.Capsule.Harness != nil {
+		if err := s.startProcess(); err != nil {
+			rec.Close()
+			return nil, err
 		}
 	}
 	if d := cfg.Capsule.Deadline; d > 0 {
@@ -290,10 +311,16 @@ func Start(cfg Config) (*Session, error) {
 	if s.choice != "" {
 		start["driver"] = s.choice
 	}
+	if s.proc != nil {
+		start["transport"] = capsule.TransportProcess
+		start["harness"] = map[string]any{"command": cfg.Capsule.Harness.Command[0], "dialect": cfg.Capsule.Harness.Dialect}
+		start["tool_server"] = s.proc.server.URL()
+	}
 	if len(recovered) > 0 {
 		start["recovered_tasks"] = recovered
 	}
 	if err := rec.Write("session_start", "", start); err != nil {
+		s.closeProcess(context.Background())
 		rec.Close()
 		return nil, err
 	}
@@ -308,6 +335,9 @@ func Start(cfg Config) (*Session, error) {
 // ExportRoot is the absolute directory exports.peer_files names, inside the workdir; "" when the capsule
 // exports nothing. The door serves peer files from it.
 func (s *Session) ExportRoot() string { return s.files.ExportRoot() }
+
+// PeerFiles is the session's share-file and fetch-peer-file.
+func (s *Session) PeerFiles() *share.Files { return s.files }
 
 // credKey is the key this member's peer credentials are derived with.
 func (s *Session) credKey() peercred.Key {
@@ -626,13 +656,14 @@ func (s *Session) Close(ctx context.Context) error {
 	s.mu.Unlock()
 	s.storing.Wait()
 	s.stopAll()
-	s.killBackground()
+	s.commands.KillAll()
 	select {
 	case <-s.done:
 	case <-ctx.Done():
 		errs = append(errs, fmt.Errorf("member %s: the running task did not stop in time; the store marks it failed at the next start", s.cfg.Member))
 	}
 	s.art.close()
+	errs = append(errs, s.closeProcess(ctx))
 	if !expired {
 		s.mu.Lock()
 		exit := s.exitStatusLocked()

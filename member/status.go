@@ -51,6 +51,7 @@ func (s *Session) StatusSnapshot() runtimetools.StatusSnapshot {
 		cs := *s.context
 		snap.Context = &cs
 	}
+	snap.Quota = append([]runtimetools.QuotaWindow(nil), s.quota...)
 	return snap
 }
 

@@ -25,7 +25,7 @@ func (s *Session) stageTools() (*runtimetools.Registry, error) {
 		}
 		tools = append(tools, shell...)
 		if len(c.Capabilities.Shell.Allow) > 0 && c.Lifecycle.ShellGraceSecs != nil {
-			tools = append(tools, &runtimetools.BackgroundCommand{Commands: backgroundTools{s}, Recorder: s.records})
+			tools = append(tools, &runtimetools.BackgroundCommand{Commands: s.commands, Recorder: s.records})
 		}
 		tools = append(tools, &runtimetools.SessionStatus{Source: s, Recorder: s.records})
 		if slices.Contains(c.Control.AgentSettings, string(ids.SettingInferenceDriver)) {

@@ -26,6 +26,20 @@ type StatusSnapshot struct {
 
 	SpendTokens  int64
 	SpendCeiling int64
+
+	// Quota is the harness's latest window per name under transport: process, in the order the names
+	// were first reported; empty until it reports one, and always under transport: http.
+	Quota []QuotaWindow
+}
+
+// QuotaWindow is one subscription window a harness reported (SPEC's quota[]). A nil or empty field was
+// not reported and is left out.
+type QuotaWindow struct {
+	Name          string
+	Used          *float64
+	ResetsAt      string // RFC 3339 UTC to the second
+	WindowMinutes *int64
+	State         string
 }
 
 // Counter is a count against a limit.
@@ -126,6 +140,26 @@ func renderStatus(s StatusSnapshot) orderedObject {
 		}
 		ctx = append(ctx, kv{"measured_by", c.MeasuredBy})
 		out = append(out, kv{"context", ctx})
+	}
+	if len(s.Quota) > 0 {
+		var windows []orderedObject
+		for _, w := range s.Quota {
+			o := orderedObject{{"name", w.Name}}
+			if w.Used != nil {
+				o = append(o, kv{"used", *w.Used})
+			}
+			if w.ResetsAt != "" {
+				o = append(o, kv{"resets_at", w.ResetsAt})
+			}
+			if w.WindowMinutes != nil {
+				o = append(o, kv{"window_minutes", *w.WindowMinutes})
+			}
+			if w.State != "" {
+				o = append(o, kv{"state", w.State})
+			}
+			windows = append(windows, o)
+		}
+		out = append(out, kv{"quota", windows})
 	}
 	tk := s.Tokens
 	out = append(out, kv{"tokens", orderedObject{

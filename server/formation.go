@@ -165,7 +165,8 @@ func (f *Formation) start(m roster.Member, ln net.Listener) (*RunningMember, err
 		ProjectDir: cfg.Roster.Dir,
 		Metrics:    metrics, Logger: cfg.Logger, Now: cfg.Now,
 		Roster: cfg.Roster, FormationToken: cfg.Tokens.Formation, ConfineHelper: cfg.ConfineHelper,
-		Events: hub,
+		Events:          hub,
+		StartToolServer: func(ts member.ToolSet) (member.ToolServer, error) { return StartToolServer(ts, log) },
 	})
 	if err != nil {
 		ln.Close()

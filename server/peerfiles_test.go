@@ -103,7 +103,7 @@ func TestPeerFileDoor(t *testing.T) {
 	}
 	share := func(t *testing.T, path string) *peerfile.Handle {
 		t.Helper()
-		sf, err := lead.Session.ShareFile(context.Background(), path)
+		sf, err := lead.Session.PeerFiles().ShareFile(context.Background(), path)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -291,12 +291,12 @@ func TestPeerFilesBetweenMembers(t *testing.T) {
 
 	// A file swapped after the handle was minted is refused at lead's door, and nothing is stored.
 	lead, worker := fx.member("lead"), fx.member("worker")
-	sf, err := lead.Session.ShareFile(context.Background(), "report.bin")
+	sf, err := lead.Session.PeerFiles().ShareFile(context.Background(), "report.bin")
 	if err != nil {
 		t.Fatal(err)
 	}
 	os.WriteFile(filepath.Join(fx.workdir("lead"), "out", "report.bin"), []byte("swapped"), 0o644)
-	_, err = worker.Session.FetchPeerFile(context.Background(), runtimetools.FetchRequest{Handle: sf.Handle, As: "swapped.bin"})
+	_, err = worker.Session.PeerFiles().FetchPeerFile(context.Background(), runtimetools.FetchRequest{Handle: sf.Handle, As: "swapped.bin"})
 	var r *runtimetools.Refusal
 	if !errors.As(err, &r) || r.Reason != "changed" {
 		t.Errorf("fetch of a swapped file: %v", err)

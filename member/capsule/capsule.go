@@ -68,6 +68,7 @@ type Capsule struct {
 	Script    *ScriptSpec // set exactly when Inference is nil
 
 	Transport      string
+	Harness        *Harness // set exactly under transport: process
 	Capabilities   Capabilities
 	Exports        Exports
 	Control        Control
@@ -93,7 +94,7 @@ func (c *Capsule) IsAgent() bool { return c.Inference != nil }
 // RunsCommands reports whether the capsule runs programs: a script capsule's command, shell binaries, a
 // done_check.
 func (c *Capsule) RunsCommands() bool {
-	return !c.IsAgent() || len(c.Capabilities.Shell.Allow) > 0 || c.Lifecycle.DoneCheck != nil
+	return !c.IsAgent() || len(c.Capabilities.Shell.Allow) > 0 || c.Lifecycle.DoneCheck != nil || c.Harness != nil
 }
 
 // Line returns the line of murmur.yaml that writes key, a dotted path such as "inference.driver",
@@ -115,6 +116,17 @@ type Inference struct {
 // Compaction configures when the conversation is compacted.
 type Compaction struct {
 	Threshold float64 // fraction of the context budget, 0 < t <= 1; 0 = not set
+}
+
+// Harness is the harness: block of a capsule under transport: process (DESIGN §13): the external agent
+// harness the runtime runs per task instead of its own agent loop.
+type Harness struct {
+	Command []string // the harness and its arguments; {prompt}, {session}, {mcp_config} are replaced
+	Resume  []string // added after Command to resume the harness's own session
+	Dialect string   // one of HarnessDialects
+	Env     []string // NAME (mur's own value passed on) or NAME=value
+	Read    []string // absolute paths the harness may read besides its workdir and the system directories
+	Network bool     // default true: the harness must reach its model's API
 }
 
 // Choice is one named driver choice under inference.choices.
@@ -293,6 +305,9 @@ var capsuleMisplaced = map[string]string{
 type capsuleParser struct {
 	d *yamldoc.Doc
 	c *Capsule
+	// process: the file says transport: process, so inference: needs no driver choices (the harness
+	// runs its own model).
+	process bool
 }
 
 var (
@@ -304,8 +319,9 @@ var (
 
 func (p *capsuleParser) top(n *yaml.Node) {
 	d, c := p.d, p.c
-	var nameKey, infKey, scriptKey, queueKey, afterKey, acceptKey *yaml.Node
+	var nameKey, infKey, scriptKey, queueKey, afterKey, acceptKey, harnessKey, transportKey *yaml.Node
 	queueSet := false
+	p.process = declaresProcess(n)
 	d.Fields(n, "", []yamldoc.Field{
 		{Name: "name", Fn: func(k, v *yaml.Node) {
 			nameKey = k
@@ -320,9 +336,11 @@ func (p *capsuleParser) top(n *yaml.Node) {
 		{Name: "instructions", Fn: func(_, v *yaml.Node) { c.Instructions, _ = d.Text(v, "instructions") }},
 		{Name: "inference", Fn: func(k, v *yaml.Node) { infKey = k; c.Inference = p.inference(k, v) }},
 		{Name: "script", Fn: func(k, v *yaml.Node) { scriptKey = k; c.Script = p.script(k, v) }},
-		{Name: "transport", Fn: func(_, v *yaml.Node) {
+		{Name: "transport", Fn: func(k, v *yaml.Node) {
+			transportKey = k
 			c.Transport, _ = d.Enum(v, "transport", TransportHTTP, TransportProcess)
 		}},
+		{Name: "harness", Fn: func(k, v *yaml.Node) { harnessKey = k; c.Harness = p.harness(v) }},
 		{Name: "capabilities", Fn: func(_, v *yaml.Node) { p.capabilities(v) }},
 		{Name: "exports", Fn: func(_, v *yaml.Node) { p.exports(v) }},
 		{Name: "control", Fn: func(_, v *yaml.Node) {
@@ -393,13 +411,14 @@ func (p *capsuleParser) top(n *yaml.Node) {
 		d.Add(scriptKey.Line, fmt.Sprintf("script: is for script capsules, but this capsule has inference: (line %d)", infKey.Line),
 			"remove script: for an agent capsule, or remove inference: for a script capsule")
 		c.Script = nil
-	case infKey == nil && scriptKey == nil:
+	case infKey == nil && scriptKey == nil && !p.process:
 		d.Add(n.Line, "the capsule has neither inference: nor script:",
 			"add inference: for an agent capsule run by a model, or script: {command: [./answer.sh]} for a script capsule that runs a program per task")
 	}
 	if c.Transport == "" {
 		c.Transport = TransportHTTP
 	}
+	p.processChecks(harnessKey, transportKey, scriptKey)
 	if c.TaskAcceptance == "" {
 		c.TaskAcceptance = AcceptReject
 	}
@@ -483,6 +502,13 @@ func (p *capsuleParser) inference(k, v *yaml.Node) *Inference {
 		}},
 	})
 	if !ok {
+		return inf
+	}
+	if p.process {
+		if choicesKey != nil {
+			d.Add(choicesKey.Line, "inference.choices is for transport: http; under transport: process the harness runs its own model",
+				"remove inference.driver and inference.choices, and configure the model in the harness's command")
+		}
 		return inf
 	}
 	if choicesKey == nil {
@@ -929,9 +955,6 @@ type Unbuilt struct{ Key, What string }
 // W-CAP-030), in file order.
 func (c *Capsule) UnbuiltDeclarations() []Unbuilt {
 	var out []Unbuilt
-	if c.Transport == TransportProcess {
-		out = append(out, Unbuilt{"transport: process", "the process transport (an external harness)"})
-	}
 	if len(c.Capabilities.Spawn.Allow) > 0 {
 		out = append(out, Unbuilt{"capabilities.spawn.allow", "delegate-task"})
 	}

@@ -45,6 +45,9 @@ type Spec struct {
 	Deny []string `json:"deny,omitempty"`
 	// Network keeps TCP; without it, a Landlock of ABI 4 or later refuses every TCP bind and connect.
 	Network bool `json:"network,omitempty"`
+	// ConnectPorts are the TCP ports a command without Network may still connect to (a harness's
+	// loopback tool server); Landlock rules are by port.
+	ConnectPorts []int `json:"connect_ports,omitempty"`
 	// Mem is the address-space limit in bytes; 0: none.
 	Mem uint64 `json:"mem,omitempty"`
 	// Cgroups are the cgroup directories to join before executing (cgroup v1 ones).
@@ -201,7 +204,7 @@ const (
 // is restricted (not the whole process, as the library's RestrictPaths does): that works the same
 // wherever the helper runs, in a PID namespace or not, and the thread is the one that executes the
 // command.
-func restrictThread(rules []fsRule, network bool) error {
+func restrictThread(rules []fsRule, network bool, connectPorts []int) error {
 	abi, err := llsys.LandlockGetABIVersion()
 	if err != nil {
 		return err
@@ -236,6 +239,13 @@ func restrictThread(rules []fsRule, network bool) error {
 	for _, r := range rules {
 		if err := addRule(fd, r, all); err != nil {
 			return err
+		}
+	}
+	if attr.HandledAccessNet != 0 {
+		for _, port := range connectPorts {
+			if err := llsys.LandlockAddNetPortRule(fd, &llsys.NetPortAttr{AllowedAccess: llsys.AccessNetConnectTCP, Port: uint64(port)}, 0); err != nil {
+				return fmt.Errorf("allowing TCP port %d: %w", port, err)
+			}
 		}
 	}
 	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
@@ -433,7 +443,7 @@ func confineExec(path string, argv, env []string, spec Spec) int {
 		}
 		rules, err := fsRules(spec, self)
 		if err == nil {
-			err = restrictThread(rules, spec.Network)
+			err = restrictThread(rules, spec.Network, spec.ConnectPorts)
 		}
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "mur _confine: confinement:", err)

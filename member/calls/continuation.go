@@ -1,4 +1,4 @@
-package member
+package calls
 
 import (
 	"strings"
@@ -120,8 +120,8 @@ func NoAnswerBelow(latest []CallOutcome) []NoAnswer {
 	return out
 }
 
-// noAnswerBelowMeta is names as metadata.murmur.noAnswerBelow holds them: [{member, status}, …].
-func noAnswerBelowMeta(names []NoAnswer) []map[string]any {
+// NoAnswerBelowMeta is names as metadata.murmur.noAnswerBelow holds them: [{member, status}, …].
+func NoAnswerBelowMeta(names []NoAnswer) []map[string]any {
 	out := make([]map[string]any, 0, len(names))
 	for _, n := range names {
 		out = append(out, map[string]any{"member": n.Member, "status": n.Status})

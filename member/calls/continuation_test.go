@@ -1,4 +1,4 @@
-package member
+package calls
 
 import (
 	"strings"

@@ -1,0 +1,247 @@
+// Command fakeharness is a stand-in for an external agent harness (such as Claude Code) under
+// transport: process, for tests and the offline example: an MCP client on the official go-sdk that reads
+// the MCP config file the runtime wrote, lists the session's tools, calls the ones its prompt names, and
+// prints its events in either dialect (-dialect claude-stream-json | murmur-jsonl). It never runs a model:
+// its prompt is its script.
+//
+// The prompt (the last argument) is read line by line:
+//
+//	call TOOL JSON      one turn that calls TOOL with the JSON input
+//	quota NAME USED     reports a subscription window NAME with USED (0 to 1)
+//	garbage TEXT        prints TEXT as a line of its output, which is no event
+//	say TEXT            the answer (the last one wins); without one, the answer is "done"
+//	hang                after the lines before it, never exits (a test kills it, or the deadline does)
+//	exit N              exits with status N, its answer unsaid
+//
+// Resumed (-resume SESSION), the prompt is the runtime's continuation message: it answers
+// "resumed SESSION: " and the message. Every tool list, tool result and prompt it received is appended
+// as a JSON line to -log (default fake-harness.jsonl in its working directory), so a test can compare
+// them byte for byte.
+//
+// -mode fail exits with status 3 before any event; -mode garbage prints a garbage line before every
+// event; -mode hang never exits once its prompt is done.
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+func main() {
+	os.Exit(run(context.Background(), os.Args[1:], os.Getenv, os.Stdout, os.Stderr))
+}
+
+type harness struct {
+	dialect string
+	mode    string
+	session string
+	out     *bufio.Writer
+	log     *os.File
+	turns   int
+	msgs    int
+}
+
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("fakeharness", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	dialect := fs.String("dialect", "murmur-jsonl", "claude-stream-json or murmur-jsonl")
+	config := fs.String("mcp-config", getenv("MUR_MCP_CONFIG"), "the MCP config file")
+	resume := fs.String("resume", "", "the session to resume")
+	mode := fs.String("mode", "normal", "normal, fail, garbage or hang")
+	logPath := fs.String("log", "fake-harness.jsonl", "where to append what it received")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if *dialect != "claude-stream-json" && *dialect != "murmur-jsonl" {
+		fmt.Fprintf(stderr, "fakeharness: unknown -dialect %q\n", *dialect)
+		return 2
+	}
+	if *mode == "fail" {
+		fmt.Fprintln(stderr, "fakeharness: failing before any event, as -mode fail asks")
+		return 3
+	}
+	prompt := ""
+	if fs.NArg() > 0 {
+		prompt = fs.Arg(fs.NArg() - 1)
+	}
+	lf, err := os.OpenFile(*logPath, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
+	if err != nil {
+		fmt.Fprintln(stderr, "fakeharness:", err)
+		return 1
+	}
+	defer lf.Close()
+	h := &harness{dialect: *dialect, mode: *mode, out: bufio.NewWriter(stdout), log: lf, session: *resume}
+	defer h.out.Flush()
+	if h.session == "" {
+		h.session = fmt.Sprintf("fh-%d", os.Getpid())
+	}
+	h.record(map[string]any{"kind": "prompt", "session": h.session, "resumed": *resume != "", "prompt": prompt})
+	h.event(map[string]any{"type": "system", "subtype": "init", "session_id": h.session})
+
+	cs, err := connect(ctx, *config)
+	if err != nil {
+		fmt.Fprintln(stderr, "fakeharness:", err)
+		return 1
+	}
+	defer cs.Close()
+	tools, err := cs.ListTools(ctx, nil)
+	if err != nil {
+		fmt.Fprintln(stderr, "fakeharness: listing tools:", err)
+		return 1
+	}
+	var listed []map[string]any
+	for _, t := range tools.Tools {
+		listed = append(listed, map[string]any{"name": t.Name, "description": t.Description, "input_schema": t.InputSchema})
+	}
+	h.record(map[string]any{"kind": "tools", "tools": listed})
+
+	answer := "done"
+	if *resume != "" {
+		answer = "resumed " + *resume + ": " + prompt
+	} else {
+		sc := bufio.NewScanner(strings.NewReader(prompt))
+		sc.Buffer(nil, 1<<20)
+		for sc.Scan() {
+			verb, rest, _ := strings.Cut(strings.TrimSpace(sc.Text()), " ")
+			switch verb {
+			case "call":
+				name, input, _ := strings.Cut(rest, " ")
+				if input == "" {
+					input = "{}"
+				}
+				res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: json.RawMessage(input)})
+				// The turn is reported once its call is answered, so a session-status call sees exactly
+				// the turns before it.
+				h.turn(len(prompt), 10)
+				if err != nil {
+					h.record(map[string]any{"kind": "call_error", "tool": name, "error": err.Error()})
+					continue
+				}
+				var text strings.Builder
+				for _, c := range res.Content {
+					if tc, ok := c.(*mcp.TextContent); ok {
+						text.WriteString(tc.Text)
+					}
+				}
+				h.record(map[string]any{"kind": "result", "tool": name, "is_error": res.IsError, "text": text.String()})
+				h.event(map[string]any{"type": "user", "session_id": h.session})
+			case "quota":
+				name, used, _ := strings.Cut(rest, " ")
+				u, _ := strconv.ParseFloat(used, 64)
+				h.quota(name, u)
+			case "garbage":
+				h.out.WriteString(rest + "\n")
+			case "say":
+				answer = rest
+			case "hang":
+				h.out.Flush()
+				select {}
+			case "exit":
+				n, _ := strconv.Atoi(rest)
+				h.out.Flush()
+				return n
+			}
+		}
+	}
+	h.turn(len(prompt), len(answer))
+	if *dialect == "murmur-jsonl" {
+		h.event(map[string]any{"type": "answer", "text": answer, "session": h.session})
+	} else {
+		h.event(map[string]any{"type": "result", "subtype": "success", "is_error": false, "num_turns": h.turns,
+			"result": answer, "session_id": h.session})
+	}
+	if h.mode == "hang" {
+		h.out.Flush()
+		select {}
+	}
+	return 0
+}
+
+// turn reports one closed model turn with a deterministic usage: 100 input tokens a turn plus the
+// prompt's length, 10 output tokens plus out.
+func (h *harness) turn(prompt, out int) {
+	h.turns++
+	in, o := 100*h.turns+prompt, 10+out
+	if h.dialect == "murmur-jsonl" {
+		h.event(map[string]any{"type": "turn", "usage": map[string]any{"input": in, "output": o}})
+		return
+	}
+	h.msgs++
+	h.event(map[string]any{"type": "assistant", "session_id": h.session, "message": map[string]any{
+		"id": fmt.Sprintf("msg_%d", h.msgs), "usage": map[string]any{"input_tokens": in, "output_tokens": o}}})
+}
+
+func (h *harness) quota(name string, used float64) {
+	if h.dialect == "murmur-jsonl" {
+		h.event(map[string]any{"type": "quota", "name": name, "used": used, "resets_at": "2026-10-20T15:00:00Z",
+			"window_minutes": 300, "state": "ok"})
+		return
+	}
+	h.event(map[string]any{"type": "rate_limit_event", "rate_limit_info": map[string]any{"status": "allowed",
+		"resetsAt": 1792508400, "rateLimitType": strings.ReplaceAll(name, "-", "_"), "utilization": used}})
+}
+
+// event prints one event of the dialect; the murmur dialect has no init event.
+func (h *harness) event(e map[string]any) {
+	if h.dialect == "murmur-jsonl" && e["type"] != "turn" && e["type"] != "quota" && e["type"] != "answer" {
+		return
+	}
+	if h.mode == "garbage" {
+		h.out.WriteString("fakeharness: this line is no event\n")
+	}
+	b, _ := json.Marshal(e)
+	h.out.Write(append(b, '\n'))
+	h.out.Flush()
+}
+
+func (h *harness) record(v map[string]any) {
+	b, _ := json.Marshal(v)
+	h.log.Write(append(b, '\n'))
+}
+
+type bearerTransport struct{ token string }
+
+func (b bearerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.token)
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+// connect reads the MCP config as a harness does and opens a session with the murmur server.
+func connect(ctx context.Context, path string) (*mcp.ClientSession, error) {
+	if path == "" {
+		return nil, fmt.Errorf("no MCP config: give -mcp-config or MUR_MCP_CONFIG (environment: %q)", os.Environ())
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var cfg struct {
+		MCPServers map[string]struct {
+			URL     string            `json:"url"`
+			Headers map[string]string `json:"headers"`
+		} `json:"mcpServers"`
+	}
+	if err := json.Unmarshal(b, &cfg); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	s, ok := cfg.MCPServers["murmur"]
+	if !ok {
+		return nil, fmt.Errorf("%s: no murmur server", path)
+	}
+	token := strings.TrimPrefix(s.Headers["Authorization"], "Bearer ")
+	t := &mcp.StreamableClientTransport{Endpoint: s.URL, HTTPClient: &http.Client{Transport: bearerTransport{token}},
+		DisableStandaloneSSE: true, MaxRetries: -1}
+	client := mcp.NewClient(&mcp.Implementation{Name: "fakeharness", Version: "1"}, nil)
+	return client.Connect(ctx, t, nil)
+}

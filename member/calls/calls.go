@@ -1,0 +1,522 @@
+package calls
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/murmur-run/murmur/a2a"
+	"github.com/murmur-run/murmur/internal/ids"
+	"github.com/murmur-run/murmur/roster"
+	"github.com/murmur-run/murmur/runtimetools"
+)
+
+// The clocks of SPEC's member calls.
+const (
+	pollEvery          = 500 * time.Millisecond
+	firstReoffer       = time.Second
+	maxReoffer         = 8 * time.Second
+	reofferJitter      = 250 * time.Millisecond
+	inFlightWait       = 6 * time.Second
+	peerRequestTimeout = 30 * time.Second
+)
+
+// Config is what a task's calls are given by the session: plain values and callbacks.
+type Config struct {
+	Member       string         // this member, the caller of every call
+	Roster       *roster.Roster // who may be called, and their doors
+	NetworkAllow []string       // capabilities.network.allow: a door outside it is not called
+	DeadlineSecs int            // how long one call may take
+	Peers        Peers
+	// Record writes one record of the task (member_call, member_call_start, member_call_busy).
+	Record func(typ, task string, fields map[string]any) error
+	// Ended, when set, is told how each call ended and how long it took (metrics).
+	Ended func(member, status string, took time.Duration)
+
+	// The calling task: who sent it and with what trust class.
+	Caller   string
+	Trust    string
+	FromPeer bool // another formation member sent the task
+
+	// The vocabulary of the session the calls speak: the busy rejection's status text, the trust class
+	// of an operator's task and the origin of a peer's.
+	BusyMessage  string
+	TrustTrusted string
+	OriginPeer   string
+}
+
+// Peers reaches other members' doors.
+type Peers interface {
+	Send(ctx context.Context, member string, msg *a2a.Message) (*a2a.Task, error)
+	Get(ctx context.Context, member string, id a2a.TaskID) (*a2a.Task, error)
+	Cancel(ctx context.Context, member string, id a2a.TaskID) error
+}
+
+// Start returns the tracker of one attempt of task; ctx ends with the attempt.
+func Start(ctx context.Context, cfg Config, task string) *Tracker {
+	return &Tracker{cfg: cfg, task: task, ctx: ctx, changed: make(chan struct{})}
+}
+
+// Caller is the member that sent the task, "" for the operator's.
+func (tc *Tracker) Caller() string { return tc.cfg.Caller }
+
+// Trust is the trust class of the calling task.
+func (tc *Tracker) Trust() string { return tc.cfg.Trust }
+
+// NoAnswer returns the reason end-without-answer gave, if the model called it.
+func (tc *Tracker) NoAnswer() (string, bool) {
+	tc.mu.Lock()
+	defer tc.mu.Unlock()
+	if tc.noAnswer == nil {
+		return "", false
+	}
+	return *tc.noAnswer, true
+}
+
+// memberCall is one call-member call of the running task.
+type memberCall struct {
+	id, member, text string
+	started          time.Time
+	deadline         time.Time
+	offers           int
+	taskID           a2a.TaskID // the member's task, once it holds it
+
+	ended     bool
+	status    string // completed, no_answer, failed, canceled, rejected, timed_out, unreachable, abandoned
+	output    string
+	below     []NoAnswer
+	delivered bool
+	recorded  bool
+}
+
+// Tracker holds the member calls of one running task. Their goroutines end when the task does.
+type Tracker struct {
+	cfg      Config
+	task     string
+	ctx      context.Context // ends with the calling task's attempt
+	mu       sync.Mutex
+	calls    []*memberCall
+	changed  chan struct{}
+	noAnswer *string
+	wg       sync.WaitGroup
+}
+
+// Call makes one call-member call for the task (runtimetools.MemberCaller's CallMember).
+func (tc *Tracker) Call(ctx context.Context, member, text string) (runtimetools.CallStart, error) {
+	callable := tc.cfg.Roster.Reachable(tc.cfg.Member)
+	if !slices.Contains(callable, member) {
+		return runtimetools.CallStart{}, fmt.Errorf("'call-member' cannot call %q: the members this one may call are %s.", member, strings.Join(callable, ", "))
+	}
+	tc.mu.Lock()
+	if tc.noAnswer != nil {
+		tc.mu.Unlock()
+		return runtimetools.CallStart{}, errors.New("'call-member' makes no call from a task that is ending without an answer.")
+	}
+	for _, c := range tc.calls {
+		if c.member != member || c.delivered {
+			continue
+		}
+		ended := c.ended // read under tc.mu, which guards every write of it (end)
+		tc.mu.Unlock()
+		if !ended {
+			return runtimetools.CallStart{}, fmt.Errorf("%s has not yet answered call %s from this task, so nothing was sent. Its answer reaches you only after you end your turn: end your turn now by replying without calling a tool. Once that answer has arrived you may call %s again with new work.", member, c.id, member)
+		}
+		return runtimetools.CallStart{}, fmt.Errorf("%s has already answered call %s, so nothing was sent. The answer reaches you as soon as you end your turn: end your turn now by replying without calling a tool.", member, c.id)
+	}
+	now := time.Now()
+	secs := tc.cfg.DeadlineSecs
+	c := &memberCall{id: ids.New("mcl_"), member: member, text: text, started: now, deadline: now.Add(time.Duration(secs) * time.Second)}
+	tc.calls = append(tc.calls, c)
+	tc.mu.Unlock()
+
+	st := runtimetools.CallStart{CallID: c.id, Member: member, Caller: tc.cfg.Caller, DeadlineSecs: secs}
+	peer, _ := tc.cfg.Roster.Member(member)
+	if !roster.EgressAllowed(peer.URL, tc.cfg.NetworkAllow) {
+		tc.end(c, "failed", fmt.Sprintf("%s's door is outside this capsule's capabilities.network.allow, so nothing was sent; the operator must add localhost (or %s's host) to it", member, member), nil, true)
+		st.Status, st.Output = "failed", c.output
+		return st, nil
+	}
+	c.offers = 1
+	task0, err := tc.offer(ctx, c)
+	switch {
+	case err != nil:
+		tc.end(c, "failed", peerFailure(member, err), nil, true)
+	case task0.Status.State == a2a.TaskStateRejected && statusOf(task0) == tc.cfg.BusyMessage:
+		tc.busy(c)
+		st.Status, st.Output = "busy", member+" is busy with other work and did not take the task"
+		tc.wg.Go(func() { tc.reoffer(c) })
+		return st, nil
+	case task0.Status.State == a2a.TaskStateRejected:
+		tc.end(c, "rejected", tc.rejectedSentence(member, task0), nil, true)
+	case task0.Status.State.Terminal():
+		tc.end(c, "failed", fmt.Sprintf("%s's task ended %s at once: %s", member, StateWord(task0.Status.State), statusOf(task0)), nil, true)
+	default:
+		tc.held(c, task0.ID)
+		st.Status, st.TaskID = "started", string(task0.ID)
+		tc.wg.Go(func() { tc.poll(c) })
+		return st, nil
+	}
+	st.Status, st.Output = c.status, c.output
+	return st, nil
+}
+
+// offer sends the call's task to the member once.
+func (tc *Tracker) offer(ctx context.Context, c *memberCall) (*a2a.Task, error) {
+	trust := tc.cfg.Trust
+	if trust == "" {
+		trust = tc.cfg.TrustTrusted
+	}
+	msg := &a2a.Message{
+		MessageID: a2a.MessageID(ids.New(ids.PrefixMessage)),
+		Role:      a2a.RoleUser,
+		Parts:     []a2a.Part{a2a.TextPart(c.text)},
+		Metadata: map[string]any{ids.Meta: ids.NewMeta(map[ids.MetaKey]any{
+			ids.MetaCaller: tc.cfg.Member, ids.MetaCallID: c.id, ids.MetaCallerTaskID: tc.task, ids.MetaTrust: trust, ids.MetaOrigin: tc.cfg.OriginPeer,
+		})},
+	}
+	ctx, cancel := context.WithTimeout(ctx, peerRequestTimeout)
+	defer cancel()
+	return tc.cfg.Peers.Send(ctx, c.member, msg)
+}
+
+func (tc *Tracker) busy(c *memberCall) {
+	tc.cfg.Record("member_call_busy", tc.task, map[string]any{"call_id": c.id, "member": c.member, "offer": c.offers})
+}
+
+func (tc *Tracker) held(c *memberCall, id a2a.TaskID) {
+	tc.mu.Lock()
+	c.taskID = id
+	tc.mu.Unlock()
+	tc.cfg.Record("member_call_start", tc.task, map[string]any{"call_id": c.id, "member": c.member, "member_task": string(id), "offers": c.offers})
+}
+
+type offerResult struct {
+	task *a2a.Task
+	err  error
+}
+
+// reoffer offers a busy member the task again (SPEC "A busy member") until it takes it, refuses it
+// otherwise, stops answering, the call's deadline passes, or the calling task ends.
+func (tc *Tracker) reoffer(c *memberCall) {
+	wait := firstReoffer
+	silent := 0
+	for {
+		left := time.Until(c.deadline)
+		pause := wait + rand.N(reofferJitter)
+		timer := time.NewTimer(min(pause, max(left, 0)))
+		select {
+		case <-tc.ctx.Done():
+			timer.Stop()
+			tc.end(c, "abandoned", fmt.Sprintf("the calling task ended before %s took the task; %s was busy and was never handed it", c.member, c.member), nil, false)
+			return
+		case <-timer.C:
+		}
+		if !time.Now().Before(c.deadline) {
+			tc.end(c, "rejected", fmt.Sprintf("%s stayed busy with other work for the whole %ds this call may wait and never took the task; it was offered the task %d times. Nothing was done on it.",
+				c.member, int(c.deadline.Sub(c.started)/time.Second), c.offers), nil, false)
+			return
+		}
+		c.offers++
+		res := make(chan offerResult, 1)
+		go func() {
+			t, err := tc.offer(context.WithoutCancel(tc.ctx), c)
+			res <- offerResult{t, err}
+		}()
+		var r offerResult
+		ended := false
+		select {
+		case r = <-res:
+		case <-tc.ctx.Done():
+			ended = true
+			select {
+			case r = <-res:
+			case <-time.After(inFlightWait):
+				tc.end(c, "abandoned", fmt.Sprintf("the calling task ended while an offer to %s was in flight; %s may hold the task", c.member, c.member), nil, false)
+				return
+			}
+		}
+		switch {
+		case r.err != nil:
+			silent++
+			if ended || silent >= 2 {
+				tc.end(c, "unreachable", c.member+"'s door stopped answering", nil, false)
+				return
+			}
+		case r.task.Status.State == a2a.TaskStateRejected && statusOf(r.task) == tc.cfg.BusyMessage:
+			silent = 0
+			tc.busy(c)
+			if ended {
+				tc.end(c, "abandoned", fmt.Sprintf("the calling task ended before %s took the task; %s was busy and was never handed it", c.member, c.member), nil, false)
+				return
+			}
+			wait = min(wait*2, maxReoffer)
+		case r.task.Status.State == a2a.TaskStateRejected:
+			tc.end(c, "rejected", tc.rejectedSentence(c.member, r.task), nil, false)
+			return
+		case r.task.Status.State.Terminal():
+			tc.end(c, "failed", fmt.Sprintf("%s's task ended %s at once: %s", c.member, StateWord(r.task.Status.State), statusOf(r.task)), nil, false)
+			return
+		default:
+			tc.held(c, r.task.ID)
+			if ended {
+				cctx, cancel := context.WithTimeout(context.Background(), peerRequestTimeout)
+				tc.cfg.Peers.Cancel(cctx, c.member, r.task.ID)
+				cancel()
+				tc.end(c, "abandoned", fmt.Sprintf("the calling task ended just after %s took the task; a cancel was sent to %s", c.member, c.member), nil, false)
+				return
+			}
+			tc.poll(c)
+			return
+		}
+	}
+}
+
+// poll reads the member's task every 500 ms until it ends, two reads in a row get no answer, the call's
+// deadline passes, or the calling task ends (which leaves the member's task running).
+func (tc *Tracker) poll(c *memberCall) {
+	tick := time.NewTicker(pollEvery)
+	defer tick.Stop()
+	deadline := time.NewTimer(time.Until(c.deadline))
+	defer deadline.Stop()
+	silent := 0
+	for {
+		select {
+		case <-tc.ctx.Done():
+			tc.end(c, "abandoned", fmt.Sprintf("the calling task ended while %s was working on the task; it was left running", c.member), nil, false)
+			return
+		case <-deadline.C:
+			tc.end(c, "timed_out", fmt.Sprintf("%s did not answer within %ds. It was not cancelled and may still be working.", c.member, int(c.deadline.Sub(c.started)/time.Second)), nil, false)
+			return
+		case <-tick.C:
+		}
+		ctx, cancel := context.WithTimeout(tc.ctx, peerRequestTimeout)
+		t, err := tc.cfg.Peers.Get(ctx, c.member, c.taskID)
+		cancel()
+		if err != nil {
+			if tc.ctx.Err() != nil {
+				continue
+			}
+			if silent++; silent >= 2 {
+				tc.end(c, "unreachable", c.member+"'s door stopped answering", nil, false)
+				return
+			}
+			continue
+		}
+		silent = 0
+		if !t.Status.State.Terminal() {
+			continue
+		}
+		meta := ids.Murmur(t.Metadata)
+		switch {
+		case t.Status.State == a2a.TaskStateCompleted:
+			a, _ := t.Artifact("response")
+			tc.end(c, "completed", a.Text(), tc.below(meta), false)
+		case t.Status.State == a2a.TaskStateFailed && ids.Get(meta, ids.MetaNoAnswer) == true:
+			out := statusOf(t)
+			if out == "" {
+				out = c.member + " ended its task without an answer"
+			}
+			tc.end(c, "no_answer", out, tc.below(meta), false)
+		default:
+			tc.end(c, StateWord(t.Status.State), statusOf(t), nil, false)
+		}
+		return
+	}
+}
+
+// below reads a member's metadata.murmur.noAnswerBelow: at most 8, roster members only, not completed.
+func (tc *Tracker) below(meta map[string]any) []NoAnswer {
+	list, _ := ids.Get(meta, ids.MetaNoAnswerBelow).([]any)
+	var out []NoAnswer
+	for _, e := range list {
+		m, _ := e.(map[string]any)
+		name, _ := m["member"].(string)
+		st, _ := m["status"].(string)
+		if _, ok := tc.cfg.Roster.Member(name); !ok || st == "" || st == "completed" || len(out) == 8 {
+			continue
+		}
+		out = append(out, NoAnswer{Member: name, Status: st})
+	}
+	return out
+}
+
+// end records how a call ended. A call that ended in its own tool call is delivered at once.
+func (tc *Tracker) end(c *memberCall, status, output string, below []NoAnswer, inToolCall bool) {
+	tc.mu.Lock()
+	if c.ended {
+		tc.mu.Unlock()
+		return
+	}
+	c.ended, c.status, c.output, c.below = true, status, output, below
+	if inToolCall {
+		c.delivered = true
+	}
+	close(tc.changed)
+	tc.changed = make(chan struct{})
+	tc.mu.Unlock()
+	if tc.cfg.Ended != nil {
+		tc.cfg.Ended(c.member, status, time.Since(c.started))
+	}
+	if inToolCall {
+		tc.record(c)
+	}
+}
+
+// record writes the call's member_call once it is accounted for.
+func (tc *Tracker) record(c *memberCall) {
+	tc.mu.Lock()
+	if c.recorded {
+		tc.mu.Unlock()
+		return
+	}
+	c.recorded = true
+	rec := map[string]any{"call_id": c.id, "member": c.member, "status": c.status, "delivered": c.delivered,
+		"offers": c.offers, "duration_secs": int64(time.Since(c.started) / time.Second)}
+	if c.taskID != "" {
+		rec["member_task"] = string(c.taskID)
+	}
+	tc.mu.Unlock()
+	tc.cfg.Record("member_call", tc.task, rec)
+}
+
+// pending returns the calls still out and those ended but not yet delivered.
+func (tc *Tracker) Pending() (out, undelivered int, changed chan struct{}) {
+	tc.mu.Lock()
+	defer tc.mu.Unlock()
+	for _, c := range tc.calls {
+		switch {
+		case !c.ended:
+			out++
+		case !c.delivered:
+			undelivered++
+		}
+	}
+	return out, undelivered, tc.changed
+}
+
+// round takes the ended, undelivered calls, in call order, marks them delivered and returns them with
+// every member's latest call.
+func (tc *Tracker) Round() (round, latest []CallOutcome) {
+	tc.mu.Lock()
+	var taken []*memberCall
+	for _, c := range tc.calls {
+		if c.ended && !c.delivered {
+			c.delivered = true
+			taken = append(taken, c)
+			round = append(round, outcome(c))
+		}
+	}
+	latest = tc.latestLocked()
+	tc.mu.Unlock()
+	for _, c := range taken {
+		tc.record(c)
+	}
+	return round, latest
+}
+
+func (tc *Tracker) Latest() []CallOutcome {
+	tc.mu.Lock()
+	defer tc.mu.Unlock()
+	return tc.latestLocked()
+}
+
+// latestLocked returns each member's latest ended call, in the order members were first called. tc.mu
+// is held.
+func (tc *Tracker) latestLocked() []CallOutcome {
+	var latest []CallOutcome
+	seen := map[string]int{}
+	for _, c := range tc.calls {
+		if !c.ended {
+			continue
+		}
+		if i, ok := seen[c.member]; ok {
+			latest[i] = outcome(c)
+		} else {
+			seen[c.member] = len(latest)
+			latest = append(latest, outcome(c))
+		}
+	}
+	return latest
+}
+
+func outcome(c *memberCall) CallOutcome {
+	return CallOutcome{CallID: c.id, Member: c.member, Status: c.status, Output: c.output, Below: c.below}
+}
+
+// finish ends the calls at the end of the task's attempt: every goroutine stops (an offer in flight is
+// waited for up to 6 s), outstanding calls end abandoned, and every call not delivered is recorded
+// delivered: false.
+func (tc *Tracker) Finish(cancel context.CancelFunc) {
+	cancel()
+	tc.wg.Wait()
+	tc.mu.Lock()
+	calls := slices.Clone(tc.calls)
+	tc.mu.Unlock()
+	for _, c := range calls {
+		tc.end(c, "abandoned", "the calling task ended", nil, false)
+		tc.record(c)
+	}
+}
+
+// EndWithoutAnswer accepts end-without-answer for the task (runtimetools.NoAnswerEnder), once the
+// session has checked that it is a member that may call another and that the task runs; the checks
+// run in SPEC's order. It returns the caller the task ends for.
+func (tc *Tracker) EndWithoutAnswer(reason string) (string, error) {
+	if !tc.cfg.FromPeer || tc.cfg.Caller == "" {
+		return "", errors.New("'end-without-answer' ends only a task another formation member sent; no formation member sent this one. Reply in text, saying plainly which part has no answer.")
+	}
+	tc.mu.Lock()
+	defer tc.mu.Unlock()
+	for _, c := range tc.calls {
+		if !c.delivered {
+			return "", fmt.Errorf("Call %s to %s is still out; its answer arrives after you end your turn. Call end-without-answer only when no call is left to wait for.", c.id, c.member)
+		}
+	}
+	if strings.TrimSpace(reason) == "" {
+		return "", errors.New("'end-without-answer' needs a reason: say in a sentence why you have no answer.")
+	}
+	if tc.noAnswer != nil {
+		return "", errors.New("This task is already ending without an answer.")
+	}
+	r := strings.TrimSpace(reason)
+	tc.noAnswer = &r
+	return tc.cfg.Caller, nil
+}
+
+// rejectedSentence is SPEC's one sentence for a door's TASK_STATE_REJECTED answer.
+func (tc *Tracker) rejectedSentence(member string, t *a2a.Task) string {
+	msg := statusOf(t)
+	switch {
+	case msg == tc.cfg.BusyMessage:
+		return member + " is busy with other work and did not take the task"
+	case msg == "":
+		return member + " did not take the task"
+	}
+	return member + " did not take the task: " + strings.TrimPrefix(msg, "task rejected: ")
+}
+
+// peerFailure says why a call failed without naming the door's address or anything of its token.
+func peerFailure(member string, err error) string {
+	var ae *a2a.Error
+	if errors.As(err, &ae) {
+		return fmt.Sprintf("%s's door answered with an error: %s", member, ae.Message)
+	}
+	return member + "'s door could not be reached"
+}
+
+func statusOf(t *a2a.Task) string {
+	if t.Status.Message == nil {
+		return ""
+	}
+	return t.Status.Message.Text()
+}
+
+// StateWord is a terminal state as a call's status: failed, canceled, rejected, completed.
+func StateWord(s a2a.TaskState) string {
+	return strings.ToLower(strings.TrimPrefix(string(s), "TASK_STATE_"))
+}

@@ -1,0 +1,188 @@
+package server
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/subtle"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/murmur-run/murmur/runtimetools"
+)
+
+// ToolSet is what the loopback tool server serves (DESIGN §13): a session's tools. The session core
+// implements it; the server needs nothing else of the session.
+type ToolSet interface {
+	// Tools lists the tools the harness may call, in the order the model would see them.
+	Tools() []runtimetools.Manifest
+	// CallTool answers one call: the same bridged result text the http agent loop hands its model
+	// (fence, note, deadline notice), and whether the call failed or was refused.
+	CallTool(ctx context.Context, name string, input json.RawMessage) (text string, isError bool)
+}
+
+// ToolServerName is the MCP server's name in the config file: Claude Code calls its tools
+// mcp__murmur__<tool>.
+const ToolServerName = "murmur"
+
+// toolServerPath is where the MCP endpoint is served.
+const toolServerPath = "/mcp"
+
+// ToolServer is a session's loopback MCP tool server: streamable HTTP on 127.0.0.1 on a port of the
+// kernel's choosing, behind a bearer token of its own, which no other server accepts and which is the
+// only murmur credential the harness holds.
+type ToolServer struct {
+	mcp   *mcp.Server
+	ln    net.Listener
+	srv   *http.Server
+	token string
+	done  chan error
+}
+
+// StartToolServer starts the tool server of one session, serving set. Close stops it.
+func StartToolServer(set ToolSet, log *slog.Logger) (*ToolServer, error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	var b [32]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return nil, err
+	}
+	token := hex.EncodeToString(b[:])
+	ms := mcp.NewServer(&mcp.Implementation{Name: ToolServerName, Version: "1"}, &mcp.ServerOptions{Logger: log})
+	for _, t := range set.Tools() {
+		schema := t.InputSchema
+		if !objectSchema(schema) {
+			return nil, fmt.Errorf("tool %s: its input schema is not a JSON Schema object of type object", t.Name)
+		}
+		name := t.Name
+		ms.AddTool(&mcp.Tool{Name: name, Description: t.Description, InputSchema: schema},
+			func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+				input := req.Params.Arguments
+				if len(input) == 0 || string(input) == "null" {
+					input = json.RawMessage("{}")
+				}
+				text, isError := set.CallTool(ctx, name, input)
+				return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}, IsError: isError}, nil
+			})
+	}
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return ms }, &mcp.StreamableHTTPOptions{Logger: log})
+	mux := http.NewServeMux()
+	mux.Handle(toolServerPath, requireToken(token, h))
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, fmt.Errorf("the tool server could not listen on 127.0.0.1: %w", err)
+	}
+	ts := &ToolServer{mcp: ms, ln: ln, token: token, done: make(chan error, 1),
+		srv: &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}}
+	go func() { ts.done <- ts.srv.Serve(ln) }()
+	return ts, nil
+}
+
+// requireToken refuses, with 401 and nothing else done, a request that does not carry the token.
+func requireToken(token string, next http.Handler) http.Handler {
+	want := []byte("Bearer " + token)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), want) != 1 {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="murmur tool server"`)
+			http.Error(w, "this tool server needs its bearer token (Authorization: Bearer …), from the MCP config file the runtime wrote", http.StatusUnauthorized)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+func objectSchema(raw json.RawMessage) bool {
+	var m map[string]any
+	return json.Unmarshal(raw, &m) == nil && m["type"] == "object"
+}
+
+// URL is the MCP endpoint, on 127.0.0.1.
+func (t *ToolServer) URL() string { return "http://" + t.ln.Addr().String() + toolServerPath }
+
+// Token is the bearer token the endpoint wants.
+func (t *ToolServer) Token() string { return t.token }
+
+// MCPConfig is the MCP config file's content: one server, named murmur, reached over HTTP with the
+// token as its Authorization header (the shape Claude Code's --mcp-config reads).
+func (t *ToolServer) MCPConfig() []byte {
+	cfg := map[string]any{"mcpServers": map[string]any{ToolServerName: map[string]any{
+		"type": "http", "url": t.URL(), "headers": map[string]string{"Authorization": "Bearer " + t.token}}}}
+	b, _ := json.MarshalIndent(cfg, "", "  ")
+	return append(b, '\n')
+}
+
+// WriteMCPConfig writes MCPConfig to path with mode 0600 (it holds the token), atomically: a harness
+// never reads half of it.
+func (t *ToolServer) WriteMCPConfig(path string) error {
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	f, err := os.CreateTemp(dir, ".mcp-*.json")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(f.Name())
+	if err := f.Chmod(0o600); err != nil {
+		f.Close()
+		return err
+	}
+	if _, err := f.Write(t.MCPConfig()); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return os.Rename(f.Name(), path)
+}
+
+// Close stops the server: requests in flight get until ctx ends, then every connection is closed.
+func (t *ToolServer) Close(ctx context.Context) error {
+	err := t.srv.Shutdown(ctx)
+	if err != nil {
+		t.srv.Close()
+	}
+	serr := <-t.done
+	// A harness that was killed, or never said goodbye, leaves its MCP session open: end them all.
+	for ss := range t.mcp.Sessions() {
+		ss.Close()
+	}
+	if serr != nil && !errors.Is(serr, http.ErrServerClosed) {
+		return serr
+	}
+	if err != nil && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
+		return err
+	}
+	return nil
+}
+
+// ParseMCPConfig reads the URL and token of the murmur server from an MCP config file's content, as a
+// harness would.
+func ParseMCPConfig(b []byte) (url, token string, err error) {
+	var cfg struct {
+		MCPServers map[string]struct {
+			URL     string            `json:"url"`
+			Headers map[string]string `json:"headers"`
+		} `json:"mcpServers"`
+	}
+	if err := json.Unmarshal(b, &cfg); err != nil {
+		return "", "", err
+	}
+	s, ok := cfg.MCPServers[ToolServerName]
+	if !ok {
+		return "", "", fmt.Errorf("no %q server in the MCP config", ToolServerName)
+	}
+	return s.URL, strings.TrimPrefix(s.Headers["Authorization"], "Bearer "), nil
+}
