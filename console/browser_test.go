@@ -92,6 +92,13 @@ func poll(t *testing.T, ctx context.Context, what, expr string) {
 	})
 }
 
+// text reads an element's text as the page has it now (the live parts of a page are replaced as they
+// change, so a node found a moment ago may be gone).
+func text(t *testing.T, ctx context.Context, what, sel string) string {
+	t.Helper()
+	return get(t, ctx, what, chromedp.Evaluate[string](fmt.Sprintf(`(document.querySelector(%q) || {}).innerText || ""`, sel)))
+}
+
 func shot(t *testing.T, ctx context.Context, dir, name string) string {
 	t.Helper()
 	png := get(t, ctx, "screenshot "+name, chromedp.FullScreenshot(100))
@@ -123,7 +130,7 @@ func TestBrowser(t *testing.T) {
 		if n := get(t, ctx, "edges", chromedp.Evaluate[int](`document.querySelectorAll('svg.graph line.edge').length`)); n != 1 {
 			t.Errorf("the graph draws %d edges, want 1 (lead may call worker)", n)
 		}
-		doors := get(t, ctx, "members table", chromedp.Text(`table.members`))
+		doors := text(t, ctx, "members table", `table.members`)
 		for _, u := range []string{h.urls["lead"] + "/a2a", h.urls["worker"] + "/a2a"} {
 			if !strings.Contains(doors, u) {
 				t.Errorf("the members table lacks door %s:\n%s", u, doors)
@@ -183,25 +190,26 @@ func TestBrowser(t *testing.T) {
 			t.Skip("no task was sent")
 		}
 		do(t, ctx, "reload the task page", chromedp.Navigate(h.base+"/members/lead/tasks/"+leadTask), chromedp.WaitVisible(`#task-answer`))
-		if a := get(t, ctx, "answer", chromedp.Text(`#task-answer`)); strings.TrimSpace(a) != "worker says: 5" {
+		if a := text(t, ctx, "answer", `#task-answer`); strings.TrimSpace(a) != "worker says: 5" {
 			t.Errorf("answer %q, want %q", a, "worker says: 5")
 		}
-		if tool := get(t, ctx, "tool call", chromedp.Text(`.tool[data-tool="call-member"]`)); !strings.Contains(tool, "call-member") ||
+		if tool := text(t, ctx, "tool call", `.tool[data-tool="call-member"]`); !strings.Contains(tool, "call-member") ||
 			!strings.Contains(tool, "ok") || !strings.Contains(tool, "Called worker: started") || !strings.Contains(tool, "2 + 3") {
 			t.Errorf("the call-member tool call shows %q: want its name, status, summary and the task it sent", tool)
 		}
 		if n := get(t, ctx, "turns", chromedp.Evaluate[int](`document.querySelectorAll('ol.turns > li.turn').length`)); n != 3 {
 			t.Errorf("%d turns shown, want 3 (call, wait, answer)", n)
 		}
-		timeline := get(t, ctx, "timeline", chromedp.Text(`table.timeline`))
+		timeline := text(t, ctx, "timeline", `table.timeline`)
 		for _, rec := range []string{"task_start", "inference", "member_call_start", "tool_call", "member_call", "task_continued", "task_end"} {
 			if !strings.Contains(timeline, rec) {
 				t.Errorf("the timeline lacks %s:\n%s", rec, timeline)
 			}
 		}
 		shot(t, ctx, dir, "task.png")
-		do(t, ctx, "follow the call to worker's task", chromedp.Click(`#task a.callee`), chromedp.WaitVisible(`#task-answer`), chromedp.WaitVisible(`#caller-task`))
-		if a := get(t, ctx, "worker's answer", chromedp.Text(`#task-answer`)); strings.TrimSpace(a) != "5" {
+		callee := get(t, ctx, "callee link", chromedp.Evaluate[string](`document.querySelector('#task a.callee').getAttribute('href')`))
+		do(t, ctx, "follow the call to worker's task", chromedp.Navigate(h.base+callee), chromedp.WaitVisible(`#task-answer`), chromedp.WaitVisible(`#caller-task`))
+		if a := text(t, ctx, "worker's answer", `#task-answer`); strings.TrimSpace(a) != "5" {
 			t.Errorf("worker's answer %q, want 5", a)
 		}
 		if back := get(t, ctx, "caller link", chromedp.Evaluate[string](`document.querySelector('#caller-task').getAttribute('href')`)); back != "/members/lead/tasks/"+leadTask {
@@ -250,7 +258,7 @@ func TestBrowser(t *testing.T) {
 				}
 			}
 		}
-		if e := get(t, fresh, "error", chromedp.Text(`.error`)); !strings.Contains(e, "not valid") {
+		if e := text(t, fresh, "error", `.error`); !strings.Contains(e, "not valid") {
 			t.Errorf("a wrong code says %q", e)
 		}
 		status := get(t, fresh, "events without login", chromedp.Evaluate[int](`fetch('/events').then(r => r.status)`, chromedp.EvalAwaitPromise))
@@ -274,7 +282,7 @@ fetch(%[1]q + "/send", {method: "POST", credentials: "include", mode: "no-cors",
 		}))
 		defer evil.Close()
 		do(t, ctx, "visit a page of another origin that posts to the console", chromedp.Navigate(evil.URL), chromedp.WaitVisible(`#error-detail`))
-		if d := get(t, ctx, "refusal", chromedp.Text(`#error-detail`)); !strings.Contains(d, "another origin") || !strings.Contains(d, "nothing was done") {
+		if d := text(t, ctx, "refusal", `#error-detail`); !strings.Contains(d, "another origin") || !strings.Contains(d, "nothing was done") {
 			t.Errorf("the cross-origin form post shows %q", d)
 		}
 		shot(t, ctx, dir, "refused.png")

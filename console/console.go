@@ -38,8 +38,11 @@ type Config struct {
 	Logger     *slog.Logger
 }
 
-// DefaultPoll is how often the console reads the doors and the records.
+// DefaultPoll is how often the console reads the doors and the records while a page is open.
 const DefaultPoll = 500 * time.Millisecond
+
+// idleEvery is how many poll intervals pass between reads while no page is open.
+const idleEvery = 10
 
 // Console serves the formation console.
 type Console struct {
@@ -54,6 +57,8 @@ type Console struct {
 	log     *slog.Logger
 	mux     *http.ServeMux
 
+	// wake asks every poller and the records loop to read at once (a page was opened).
+	wake    []chan struct{}
 	stop    context.CancelFunc
 	ctx     context.Context
 	wg      sync.WaitGroup
@@ -107,9 +112,13 @@ func (c *Console) Start() {
 	}
 	c.started = true
 	for _, m := range c.members {
-		c.wg.Go(func() { c.pollLoop(m) })
+		w := make(chan struct{}, 1)
+		c.wake = append(c.wake, w)
+		c.wg.Go(func() { c.pollLoop(m, w) })
 	}
-	c.wg.Go(c.recordsLoop)
+	w := make(chan struct{}, 1)
+	c.wake = append(c.wake, w)
+	c.wg.Go(func() { c.recordsLoop(w) })
 }
 
 // Close stops the pollers and ends every event stream.
@@ -127,7 +136,36 @@ func (c *Console) LoginURL(base string) string {
 	return strings.TrimRight(base, "/") + "/login?code=" + c.auth.newCode()
 }
 
-func (c *Console) pollLoop(m *memberWatch) {
+// wakeAll makes every reader read now, so a page that was just opened shows the formation as it is.
+func (c *Console) wakeAll() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, w := range c.wake {
+		select {
+		case w <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// tick waits for the next read: every Poll while a page is open, every idleEvery polls otherwise, or at
+// once when woken. It returns false when the console closes.
+func (c *Console) tick(t *time.Ticker, wake <-chan struct{}) bool {
+	for n := 1; ; n++ {
+		select {
+		case <-c.ctx.Done():
+			return false
+		case <-wake:
+			return true
+		case <-t.C:
+			if c.hub.count() > 0 || n >= idleEvery {
+				return true
+			}
+		}
+	}
+}
+
+func (c *Console) pollLoop(m *memberWatch, wake <-chan struct{}) {
 	t := time.NewTicker(c.cfg.Poll)
 	defer t.Stop()
 	for {
@@ -138,15 +176,13 @@ func (c *Console) pollLoop(m *memberWatch) {
 		if memberChanged || len(changed) > 0 {
 			c.hub.publish(Event{Kind: "member", Member: m.Name})
 		}
-		select {
-		case <-c.ctx.Done():
+		if !c.tick(t, wake) {
 			return
-		case <-t.C:
 		}
 	}
 }
 
-func (c *Console) recordsLoop() {
+func (c *Console) recordsLoop(wake <-chan struct{}) {
 	t := time.NewTicker(c.cfg.Poll)
 	defer t.Stop()
 	for {
@@ -160,10 +196,8 @@ func (c *Console) recordsLoop() {
 		if ch.other && len(ch.tasks) == 0 {
 			c.hub.publish(Event{Kind: "member"})
 		}
-		select {
-		case <-c.ctx.Done():
+		if !c.tick(t, wake) {
 			return
-		case <-t.C:
 		}
 	}
 }
@@ -294,6 +328,7 @@ func (c *Console) events(w http.ResponseWriter, r *http.Request, _ *loginSession
 	}
 	s := c.hub.subscribe()
 	defer c.hub.unsubscribe(s)
+	c.wakeAll()
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("X-Accel-Buffering", "no")

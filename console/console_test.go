@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/murmur-run/murmur/a2a"
 	"github.com/murmur-run/murmur/roster"
 )
 
@@ -257,4 +258,87 @@ func TestEventStreamEndsWhenTheBrowserGoesAway(t *testing.T) {
 	res.Body.Close()
 	waitFor(t, "the stream's handler to end", func() bool { return h.console.hub.count() == before })
 	// TestMain's goleak check covers the rest once the console and the formation are shut down.
+}
+
+func TestCancelAndContinueFromTheConsole(t *testing.T) {
+	h := startHello(t, true) // worker holds its tasks, so lead's task is still running when canceled
+	b := newBrowser(t, h.base)
+	csrf := b.login(h.console)
+	code, _, hdr := b.do("POST", "/send", url.Values{"csrf": {csrf}, "member": {"lead"}, "text": {"ask worker: 2 + 3"}}, nil)
+	if code != http.StatusSeeOther {
+		t.Fatalf("send: %d", code)
+	}
+	page := hdr.Get("Location")
+	id := page[strings.LastIndex(page, "/")+1:]
+	waitFor(t, "worker's task to start", func() bool { return len(h.tasksWithText("worker", "2 + 3")) == 1 })
+	_, body := b.get(page)
+	if !strings.Contains(body, `id="cancel-form"`) {
+		t.Fatalf("a running task's page has no cancel form:\n%s", body)
+	}
+	code, _, hdr = b.do("POST", "/cancel", url.Values{"csrf": {csrf}, "member": {"lead"}, "task": {id}}, nil)
+	if code != http.StatusSeeOther || hdr.Get("Location") != page {
+		t.Fatalf("cancel: %d to %q", code, hdr.Get("Location"))
+	}
+	waitFor(t, "lead's task canceled, shown on its page", func() bool {
+		_, body := b.get(page)
+		return strings.Contains(body, `data-state="canceled"`) && !strings.Contains(body, `id="cancel-form"`)
+	})
+	h.release()
+
+	// Continue the canceled task's context: a new task in the same context.
+	task, err := h.client("lead").GetTask(context.Background(), &a2a.GetTaskRequest{ID: a2a.TaskID(id)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, _, hdr = b.do("POST", "/send", url.Values{"csrf": {csrf}, "member": {"lead"}, "text": {"hello again"}, "context": {task.ContextID}}, nil)
+	if code != http.StatusSeeOther {
+		t.Fatalf("continue: %d", code)
+	}
+	next := h.tasksWithText("lead", "hello again")
+	if len(next) != 1 || next[0].ContextID != task.ContextID || string(next[0].ID) == id {
+		t.Fatalf("the continuation is %+v, want a new task in context %s", next, task.ContextID)
+	}
+}
+
+// A task the door no longer knows is still shown from its records: tool calls with input and fenced
+// result when the record has them, background commands with their log's tail, the deadline notice, the
+// no-answer reason.
+func TestTaskPageFromRecordsOnly(t *testing.T) {
+	h := startHello(t, false)
+	b := newBrowser(t, h.base)
+	b.login(h.console)
+	dir := filepath.Join(h.records, "ses_01fromrecords")
+	os.MkdirAll(filepath.Join(dir, "logs"), 0o700)
+	os.WriteFile(filepath.Join(dir, "logs", "wrk_0a1b2c.log"), []byte(strings.Repeat("x", 5000)+"\nbuild finished: 3 warnings\n"), 0o600)
+	id := "tsk_01fromrecords"
+	rec := func(typ, extra string) string {
+		return `{"type":"` + typ + `","session":"ses_01fromrecords","task":"` + id + `","ts":"2026-01-01T00:00:01.5Z"` + extra + "}\n"
+	}
+	lines := `{"type":"session_start","session":"ses_01fromrecords","member":"lead","formation":"hello","ts":"2026-01-01T00:00:00Z"}` + "\n" +
+		rec("task_start", "") +
+		rec("inference", `,"turn":1,"driver":"gpt","model":"gpt-4.1-mini","tokens":{"input":1200,"output":80}`) +
+		rec("tool_call", `,"call_id":"c1","tool":"make","status":"ok","duration_ms":1500,"input":"{\"args\":[\"all\"]}","result":"<untrusted-content source=tool:make>\nwork_id: wrk_0a1b2c\n</untrusted-content>"`) +
+		rec("background_command", `,"operation":"wait","work_id":"wrk_0a1b2c","state":"exited","exit_code":0`) +
+		rec("deadline_notice", `,"at":"2026-01-01T00:10:00Z","left_secs":120`) +
+		rec("task_end", `,"state":"TASK_STATE_COMPLETED","exit_status":"no_answer","reason":"the build needs a license key I do not have"`)
+	os.WriteFile(filepath.Join(dir, "trace.jsonl"), []byte(lines), 0o600)
+	var body string
+	waitFor(t, "the task page from the records", func() bool {
+		var code int
+		code, body = b.get("/members/lead/tasks/" + id)
+		return code == http.StatusOK && strings.Contains(body, "Turn 1")
+	})
+	body = html.UnescapeString(body)
+	for _, want := range []string{
+		`id="door-error"`, "door does not know this task", // the door does not know it; the records do
+		"driver <code>gpt</code>", "1200 in, 80 out",
+		`data-tool="make"`, `{"args":["all"]}`, "<untrusted-content source=tool:make>",
+		"wrk_0a1b2c", "exit 0", "build finished: 3 warnings", "the last 4096 of 5028 bytes",
+		"deadline notice", "120 s left",
+		`id="task-noanswer"`, "the build needs a license key I do not have",
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the task page lacks %q:\n%s", want, body)
+		}
+	}
 }

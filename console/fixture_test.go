@@ -28,6 +28,9 @@ func TestMain(m *testing.M) {
 
 const testOperatorToken = "op-token-for-tests"
 
+// testPoll is how often the tests' consoles read; the benchmark uses the default.
+var testPoll = 100 * time.Millisecond
+
 // hello is the hello formation of deploy/examples/hello, copied into a temporary directory with its
 // doors on port 0, with its console. Worker's tasks wait until release is called, so a test can see
 // a call in flight; ungated formations are released at once.
@@ -108,7 +111,7 @@ func startConsoleFor(t testing.TB, r *roster.Roster, urls map[string]string, rec
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := New(Config{Roster: r2, Token: testOperatorToken, RecordsRoot: records, Poll: 100 * time.Millisecond})
+	c, err := New(Config{Roster: r2, Token: testOperatorToken, RecordsRoot: records, Poll: testPoll})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -705,7 +705,7 @@ func layoutGraph(ms []MemberView, inflight map[string]int) Graph {
 	n := len(ms)
 	cy := 150.0
 	if n <= 2 {
-		g.H, cy = 140, 70
+		g.H, cy = 150, 70
 	}
 	pos := map[string][2]float64{}
 	for i, m := range ms {

@@ -107,7 +107,15 @@ type memberWatch struct {
 	counts    map[a2a.TaskState]int
 	total     int
 	watermark time.Time
+	stale     bool      // the counts per state may be out of date
+	counted   time.Time // when they were last read
 }
+
+// countsEvery bounds how often the counts per state (8 small ListTasks calls) are read again.
+const countsEvery = time.Second
+
+// maxPagesPerPoll bounds the ListTasks pages one poll reads.
+const maxPagesPerPoll = 5
 
 // maxTasksKept bounds the tasks a member's list keeps; the oldest go first.
 const maxTasksKept = 500
@@ -129,6 +137,15 @@ func (m *memberWatch) poll(ctx context.Context) ([]string, bool) {
 	wasUp, wasPolled := m.up, m.polled
 	m.mu.Unlock()
 	res, err := m.client.ListTasks(ctx, req)
+	// A busy member changes more than a page between polls: read on, up to maxPagesPerPoll pages.
+	for page := 1; err == nil && res.NextPageToken != "" && page < maxPagesPerPoll; page++ {
+		req.PageToken = res.NextPageToken
+		var more *a2a.ListTasksResponse
+		if more, err = m.client.ListTasks(ctx, req); err == nil {
+			more.Tasks = append(res.Tasks, more.Tasks...)
+			res = more
+		}
+	}
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, false
@@ -159,7 +176,8 @@ func (m *memberWatch) poll(ctx context.Context) ([]string, bool) {
 			delete(m.tasks, r.ID)
 		}
 	}
-	needCounts := len(changed) > 0 || !wasUp
+	m.stale = m.stale || len(changed) > 0 || !wasUp
+	needCounts := m.stale && time.Since(m.counted) >= countsEvery
 	m.mu.Unlock()
 	if needCounts {
 		counts := map[a2a.TaskState]int{}
@@ -174,7 +192,7 @@ func (m *memberWatch) poll(ctx context.Context) ([]string, bool) {
 			total += r.TotalSize
 		}
 		m.mu.Lock()
-		m.counts, m.total = counts, total
+		m.counts, m.total, m.stale, m.counted = counts, total, false, time.Now()
 		m.mu.Unlock()
 	}
 	return changed, needCounts || !wasUp

@@ -28,7 +28,7 @@
   }
 
   async function refresh(el) {
-    const st = state.get(el) || {busy: false, again: false};
+    const st = state.get(el) || {busy: false, again: false, last: null};
     state.set(el, st);
     if (st.busy) { st.again = true; return; }
     st.busy = true;
@@ -39,6 +39,8 @@
         if (res.status === 401) { say("logged out: reload to log in", "bad"); return; }
         if (!res.ok) continue;
         const html = await res.text();
+        if (html === st.last) continue;
+        st.last = html;
         const focused = document.activeElement && el.contains(document.activeElement) ? document.activeElement.id : "";
         el.innerHTML = html;
         if (focused) { const f = document.getElementById(focused); if (f) f.focus(); }
