@@ -46,7 +46,7 @@ type Program struct {
 	Path string // the executable's absolute path
 	Name string // its argv[0]
 	Args []string
-	// env is added to the environment every command gets (PATH, HOME, TMPDIR, LANG); nothing of mur's
+	// Env is added to the environment every command gets (PATH, HOME, TMPDIR, LANG); nothing of mur's
 	// own environment is passed on.
 	Env   []string
 	Stdin io.Reader // nil: /dev/null
@@ -80,7 +80,7 @@ type Proc struct {
 	Lingering bool // processes it started still held its output after it exited
 }
 
-// kill ends the program's process group and everything in its cgroups.
+// Kill ends the program's process group and everything in its cgroups.
 func (p *Proc) Kill() {
 	syscall.Kill(-p.Pid, syscall.SIGKILL)
 	p.Cgroups.KillAll()
@@ -342,7 +342,7 @@ func (r *Runner) capsuleProgram(command []string) (Program, error) {
 	}, nil
 }
 
-// runCommand runs a command murmur.yaml names to its end, or until ctx ends, which kills it and
+// RunCommand runs a command murmur.yaml names to its end, or until ctx ends, which kills it and
 // everything it started. It returns the exit code; an error when it could not start or ctx ended.
 func (r *Runner) RunCommand(ctx context.Context, command []string, stdin io.Reader, stdout, stderr io.Writer, env ...string) (int, error) {
 	p, err := r.capsuleProgram(command)
@@ -351,6 +351,13 @@ func (r *Runner) RunCommand(ctx context.Context, command []string, stdin io.Read
 	}
 	p.Env = append(p.Env, env...)
 	p.Stdin, p.Stdout, p.Stderr = stdin, stdout, stderr
+	return r.Run(ctx, p)
+}
+
+// Run starts p, confined as every command is, and waits for its end, or until ctx ends, which kills
+// it and everything it started. It returns the exit code; an error when it could not start or ctx
+// ended.
+func (r *Runner) Run(ctx context.Context, p Program) (int, error) {
 	pr, err := r.Start(p)
 	if err != nil {
 		return 0, err
