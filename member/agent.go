@@ -251,18 +251,7 @@ func (s *Session) account(task, choice string, req driver.InferRequest, resp dri
 	// The spend ceilings count every call, an estimate where the provider reported nothing; the token
 	// sums of session-status hold only what providers reported.
 	s.spend += in + out
-	if u.Reported {
-		s.tokens.Input += in
-		s.tokens.Output += out
-		s.tokens.HasInput, s.tokens.HasOutput = true, true
-	} else {
-		s.tokens.UnreportedCalls++
-	}
-	if u.Reported && u.CacheReported {
-		s.tokens.Cached += u.Cached
-		s.tokens.CacheWrite += u.CacheWrite
-		s.tokens.HasCached, s.tokens.HasCacheWrite = true, true
-	}
+	s.countTokensLocked(u.Reported, u.CacheReported, in, out, u.Cached, u.CacheWrite)
 	s.context = contextSnapshot(ch, used, measured)
 	s.mu.Unlock()
 

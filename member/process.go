@@ -278,17 +278,8 @@ func (s *Session) harnessEvent(task string, e harness.Event, stop context.Cancel
 		}
 		if u.Reported {
 			s.spend += u.Input + u.Output
-			s.tokens.Input += u.Input
-			s.tokens.Output += u.Output
-			s.tokens.HasInput, s.tokens.HasOutput = true, true
-		} else {
-			s.tokens.UnreportedCalls++
 		}
-		if u.Reported && u.CacheReported {
-			s.tokens.Cached += u.Cached
-			s.tokens.CacheWrite += u.CacheWrite
-			s.tokens.HasCached, s.tokens.HasCacheWrite = true, true
-		}
+		s.countTokensLocked(u.Reported, u.CacheReported, u.Input, u.Output, u.Cached, u.CacheWrite)
 		spend := s.spend
 		s.mu.Unlock()
 		s.countInference(harnessDriver, driver.Usage{Input: u.Input, Output: u.Output, Cached: u.Cached, CacheWrite: u.CacheWrite, Reported: u.Reported})

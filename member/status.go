@@ -111,3 +111,20 @@ func noticeMargin(c *capsule.Capsule) time.Duration {
 	}
 	return max(min(5*time.Minute, c.Deadline/10), time.Second)
 }
+
+// countTokensLocked adds one inference call to session-status's token sums: what the provider reported,
+// or one more call it reported nothing of. s.mu is held.
+func (s *Session) countTokensLocked(reported, cacheReported bool, in, out, cached, cacheWrite int64) {
+	if !reported {
+		s.tokens.UnreportedCalls++
+		return
+	}
+	s.tokens.Input += in
+	s.tokens.Output += out
+	s.tokens.HasInput, s.tokens.HasOutput = true, true
+	if cacheReported {
+		s.tokens.Cached += cached
+		s.tokens.CacheWrite += cacheWrite
+		s.tokens.HasCached, s.tokens.HasCacheWrite = true, true
+	}
+}
