@@ -138,7 +138,7 @@ func TestStagingWritesExactlyTheGrantedManifests(t *testing.T) {
 				t.Errorf("staged manifests (-want +got):\n%s", diff)
 			}
 			var declared []string
-			for _, r := range records(t, s.Session) {
+			for _, r := range readTrace(t, s.Session) {
 				if r["type"] == "session_start" {
 					for _, n := range r["tools_declared"].([]any) {
 						declared = append(declared, n.(string))
@@ -196,7 +196,7 @@ func TestSessionStatusThroughTheLoop(t *testing.T) {
 		t.Errorf("tokens input %v output %v spend %v: the script driver's estimates must count", in, out, spend)
 	}
 	n := 0
-	for _, r := range records(t, s.Session) {
+	for _, r := range readTrace(t, s.Session) {
 		if r["type"] == "session_status" {
 			n++
 			if diff := cmp.Diff(got, r["status"]); diff != "" {
@@ -242,7 +242,7 @@ func TestDeadlineNoticeOnceInsideTheMargin(t *testing.T) {
 		t.Errorf("the notice is not the line after the first session-status result's fence:\n%s", transcript)
 	}
 	n := 0
-	for _, r := range records(t, s.Session) {
+	for _, r := range readTrace(t, s.Session) {
 		if r["type"] == "deadline_notice" {
 			n++
 			if r["at"] != "2026-10-20T13:00:00Z" || r["left_secs"] != 210.0 {
@@ -289,7 +289,7 @@ func TestKeepWorkingNudgesThenGivesUp(t *testing.T) {
 		t.Errorf("after the limit: %s %q", task.Status.State, status(task))
 	}
 	nudges := 0
-	for _, r := range records(t, s.Session) {
+	for _, r := range readTrace(t, s.Session) {
 		if r["type"] == "keep_working" {
 			nudges++
 		}
@@ -310,7 +310,7 @@ func TestDoneCheckReopensTheTask(t *testing.T) {
 		t.Fatalf("task %s %q %q", task.Status.State, answer(task), status(task))
 	}
 	var reopened []float64
-	for _, r := range records(t, s.Session) {
+	for _, r := range readTrace(t, s.Session) {
 		if r["type"] == "task_reopened" {
 			reopened = append(reopened, r["used"].(float64))
 		}
@@ -354,7 +354,7 @@ func TestCompactionKeepsTheTaskAndRecords(t *testing.T) {
 		t.Fatalf("%s %q", task.Status.State, status(task))
 	}
 	var comps []map[string]any
-	for _, r := range records(t, s.Session) {
+	for _, r := range readTrace(t, s.Session) {
 		if r["type"] == "compaction" {
 			comps = append(comps, r)
 		}
@@ -380,7 +380,7 @@ func TestSwitchDriverServesTheNextCall(t *testing.T) {
 		t.Errorf("answer %q, want %q", got, want)
 	}
 	var types []string
-	for _, r := range records(t, s.Session) {
+	for _, r := range readTrace(t, s.Session) {
 		switch r["type"] {
 		case "control_change", "control_refused", "control_applied":
 			types = append(types, r["type"].(string))
@@ -425,7 +425,7 @@ func TestSessionEndsAtItsDeadline(t *testing.T) {
 		t.Fatal(err)
 	}
 	var types []string
-	for _, r := range records(t, s.Session) {
+	for _, r := range readTrace(t, s.Session) {
 		if r["type"] == "session_end" {
 			// The task the deadline stopped failed, and it decides the session's exit status.
 			if r["reason"] != "deadline" || r["exit_status"] != "failed" {

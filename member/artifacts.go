@@ -344,14 +344,22 @@ func (s *Session) commandHook(a *artifact.Artifact) hooks.Runner {
 		if err != nil {
 			return nil, err
 		}
-		out, errs := sandbox.Tail{Max: limit + 1}, sandbox.Tail{Max: 2 << 10}
+		var out, errs sandbox.Tail
+		out.Max, errs.Max = limit+1, 2<<10
 		p.Stdin, p.Stdout, p.Stderr = bytes.NewReader(in), &out, &errs
-		code, err := s.runner.Run(ctx, p)
+		pr, err := s.runner.Start(p)
 		if err != nil {
 			return nil, err
 		}
-		if code != 0 {
-			return nil, fmt.Errorf("it exited with status %d: %s", code, strings.TrimSpace(errs.String()))
+		select {
+		case <-pr.Done:
+		case <-ctx.Done():
+			pr.Kill()
+			<-pr.Done
+			return nil, ctx.Err()
+		}
+		if pr.ExitCode != 0 {
+			return nil, fmt.Errorf("it exited with status %d: %s", pr.ExitCode, strings.TrimSpace(errs.String()))
 		}
 		if len(out.String()) > limit {
 			return nil, fmt.Errorf("it wrote more than %d bytes", limit)

@@ -108,7 +108,7 @@ func artifactOpts(t *testing.T) sessionOpts {
 
 func recordsOf(t *testing.T, s *Session, typ string) []map[string]any {
 	var out []map[string]any
-	for _, r := range records(t, s) {
+	for _, r := range readTrace(t, s) {
 		if r["type"] == typ {
 			out = append(out, r)
 		}

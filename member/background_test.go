@@ -54,7 +54,7 @@ func TestCommandMovesToTheBackgroundAndIsWaitedFor(t *testing.T) {
 		t.Errorf("log %q %v", b, err)
 	}
 	n := 0
-	for _, r := range records(t, s.Session) {
+	for _, r := range readTrace(t, s.Session) {
 		if r["type"] == "background_command" {
 			n++
 		}
@@ -138,7 +138,7 @@ func TestTaskEndNamesRunningCommandsAndTheSessionEndKillsThem(t *testing.T) {
 		t.Fatal(err)
 	}
 	var ended bool
-	for _, r := range records(t, s.Session) {
+	for _, r := range readTrace(t, s.Session) {
 		if r["type"] == "task_end" {
 			l, _ := r["runningCommands"].([]any)
 			ended = len(l) == 1 && l[0] == running[0]
@@ -363,7 +363,7 @@ func TestWaitEndsWhenTheTaskIsCanceled(t *testing.T) {
 		t.Errorf("the wait ran on for %s after the cancel", time.Since(start))
 	}
 	var got []map[string]any
-	for _, r := range records(t, s.Session) {
+	for _, r := range readTrace(t, s.Session) {
 		if r["type"] == "background_command" {
 			got = append(got, r)
 		}

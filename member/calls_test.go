@@ -11,6 +11,7 @@ import (
 
 	"github.com/murmur-run/murmur/a2a"
 	"github.com/murmur-run/murmur/member/capsule"
+	"github.com/murmur-run/murmur/member/records"
 	"github.com/murmur-run/murmur/roster"
 )
 
@@ -42,7 +43,7 @@ func TestCallToolsNeedTheRunningTask(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec, err := OpenRecords(filepath.Join(dir, "records"), "ses_test", time.Now)
+	rec, err := records.Open(filepath.Join(dir, "records"), "ses_test", time.Now)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,7 +1,11 @@
-// Package member runs one member of a formation: its capsule (murmur.yaml), staging, the session that
-// takes tasks one at a time, the task executor for script capsules and the agent loop for agent capsules,
-// the inference drivers (the deterministic script driver among them), the durable task store, and the
-// session's records (trace.jsonl, out/result.txt).
+// Package member is the session core of one member of a formation: the Session that takes tasks one at
+// a time (admission, the queue, cancel, the session deadline), the task executor, the agent loop of an
+// agent capsule and the one command of a script capsule, the one function that dispatches a tool call
+// (dispatch: staged tools only, the fence, the deadline notice, its record), session-status accounting
+// and metrics. Everything else is a package below it, each with a Config of plain values and callbacks:
+// capsule (murmur.yaml), store (the task store), driver (inference), sandbox (commands), calls
+// (call-member), share (peer files), stage (staging checks), records (trace.jsonl); none of them
+// imports member.
 //
 // Contract: a Session acknowledges a state change only after the store has committed it; tasks run one
 // at a time in submission order; Cancel ends a task's context and waits for the task to end canceled;

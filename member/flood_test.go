@@ -237,7 +237,7 @@ func TestCloseEndsATaskStillBeingStored(t *testing.T) {
 	}
 	// Close waited for the task: its end is recorded before the session's.
 	var order []string
-	for _, r := range records(t, s.Session) {
+	for _, r := range readTrace(t, s.Session) {
 		if r["task"] == string(task.ID) || r["type"] == "session_end" {
 			order = append(order, r["type"].(string))
 		}

@@ -133,7 +133,7 @@ func (e *peerEnv) call(t *testing.T, tool string, input map[string]any) (driver.
 	t.Helper()
 	in, _ := json.Marshal(input)
 	res := e.s.dispatch(context.Background(), "tsk_test", driver.ToolCall{ID: "c1", Name: tool, Input: in})
-	recs := records(t, e.s)
+	recs := readTrace(t, e.s)
 	// The tool's own record; a call that ran is followed by its tool_call record.
 	for i := len(recs) - 1; i >= 0; i-- {
 		if recs[i]["type"] != "tool_call" {

@@ -18,6 +18,7 @@ import (
 	"github.com/murmur-run/murmur/member/calls"
 	"github.com/murmur-run/murmur/member/capsule"
 	"github.com/murmur-run/murmur/member/driver"
+	"github.com/murmur-run/murmur/member/records"
 	"github.com/murmur-run/murmur/member/sandbox"
 	"github.com/murmur-run/murmur/member/share"
 	"github.com/murmur-run/murmur/member/store"
@@ -135,7 +136,7 @@ type Session struct {
 	cfg      Config
 	id       string
 	started  time.Time
-	records  *Records
+	records  *records.Writer
 	drivers  map[string]driver.Driver
 	log      *slog.Logger
 	files    *share.Files      // share-file and fetch-peer-file
@@ -258,7 +259,7 @@ func Start(cfg Config) (*Session, error) {
 		s.log.Warn("task was running when the member stopped; marked failed", "task", id)
 		cfg.Metrics.TasksTotal.WithLabelValues(string(a2a.TaskStateFailed)).Inc()
 	}
-	rec, err := OpenRecords(filepath.Join(cfg.RecordsRoot, s.id), s.id, cfg.Now)
+	rec, err := records.Open(filepath.Join(cfg.RecordsRoot, s.id), s.id, cfg.Now)
 	if err != nil {
 		return nil, fmt.Errorf("member %s: %w", cfg.Member, err)
 	}

@@ -122,8 +122,8 @@ func TestScriptTimeLimit(t *testing.T) {
 	}
 }
 
-// records reads the session's trace.jsonl.
-func records(t *testing.T, s *Session) []map[string]any {
+// readTrace reads the session's trace.jsonl.
+func readTrace(t *testing.T, s *Session) []map[string]any {
 	t.Helper()
 	f, err := os.Open(filepath.Join(s.RecordsDir(), "trace.jsonl"))
 	if err != nil {
@@ -150,7 +150,7 @@ func TestRecords(t *testing.T) {
 		t.Fatal(err)
 	}
 	var types []string
-	for _, r := range records(t, s.Session) {
+	for _, r := range readTrace(t, s.Session) {
 		types = append(types, r["type"].(string))
 		if r["session"] != s.ID() || r["ts"] == nil {
 			t.Errorf("record without session or ts: %v", r)

@@ -31,7 +31,7 @@ func TestSummariesInToolCallRecords(t *testing.T) {
 		t.Fatalf("task %s %v %q, want ended without an answer", task.Status.State, murmurMeta(task), status(task))
 	}
 	var got []map[string]any
-	for _, r := range records(t, s.Session) {
+	for _, r := range readTrace(t, s.Session) {
 		if r["type"] == "tool_call" {
 			got = append(got, map[string]any{"tool": r["tool"], "status": r["status"], "summary": r["summary"]})
 		}
@@ -47,7 +47,7 @@ func TestSummariesInToolCallRecords(t *testing.T) {
 	if err := s.Close(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	for _, r := range records(t, s.Session) {
+	for _, r := range readTrace(t, s.Session) {
 		if r["type"] == "session_end" && r["exit_status"] != "none" {
 			t.Errorf("session_end %v: its only task ended without an answer, so no task decided its exit status", r)
 		}

@@ -32,7 +32,7 @@ func TestUnreportedUsageIsNotSummed(t *testing.T) {
 				t.Fatalf("task %s %q", task.Status.State, answer(task))
 			}
 			var inference, status []map[string]any
-			for _, r := range records(t, s.Session) {
+			for _, r := range readTrace(t, s.Session) {
 				switch r["type"] {
 				case "inference":
 					inference = append(inference, r)

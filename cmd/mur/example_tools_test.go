@@ -90,7 +90,9 @@ func TestToolsExample(t *testing.T) {
 	var runOut, runErr syncBuffer
 	done := make(chan error, 1)
 	go func() { done <- run(ctx, []string{"run", "--roster", rosterPath}, env, &runOut, &runErr) }()
-	for deadline := time.Now().Add(120 * time.Second); !strings.Contains(runOut.String(), "/a2a"); time.Sleep(10 * time.Millisecond) {
+	// Staging compiles the WASM tool (seconds on an idle machine, a minute or more on a loaded one);
+	// the deadline only keeps a hung run from hanging the suite.
+	for deadline := time.Now().Add(5 * time.Minute); !strings.Contains(runOut.String(), "/a2a"); time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			cancel()
 			t.Fatalf("mur run printed no door:\n%s\n%s", runOut.String(), runErr.String())

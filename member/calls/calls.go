@@ -65,7 +65,7 @@ func Start(ctx context.Context, cfg Config, task string) *Tracker {
 // Caller is the member that sent the task, "" for the operator's.
 func (tc *Tracker) Caller() string { return tc.cfg.Caller }
 
-// Trust is the trust class of the calling task.
+// Trust is the trust class of the calling task's sender.
 func (tc *Tracker) Trust() string { return tc.cfg.Trust }
 
 // NoAnswer returns the reason end-without-answer gave, if the model called it.

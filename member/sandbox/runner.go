@@ -81,9 +81,7 @@ type Proc struct {
 }
 
 // Kill ends the program's process group and everything in its cgroups.
-func (p *Proc) Kill() { p.kill() }
-
-func (p *Proc) kill() {
+func (p *Proc) Kill() {
 	syscall.Kill(-p.Pid, syscall.SIGKILL)
 	p.Cgroups.KillAll()
 }
@@ -280,14 +278,14 @@ func (r *Runner) Start(p Program) (*Proc, error) {
 			for _, r := range readers {
 				lingering = lingering || cg.HoldsPipe(r)
 			}
-			pr.kill()
+			pr.Kill()
 		} else {
 			select {
 			case <-copied:
 			case <-time.After(LingerWait):
 				lingering = true
 			}
-			pr.kill()
+			pr.Kill()
 		}
 		select {
 		case <-copied:
@@ -368,7 +366,7 @@ func (r *Runner) Run(ctx context.Context, p Program) (int, error) {
 	case <-pr.Done:
 		return pr.ExitCode, nil
 	case <-ctx.Done():
-		pr.kill()
+		pr.Kill()
 		<-pr.Done
 		return pr.ExitCode, ctx.Err()
 	}

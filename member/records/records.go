@@ -1,4 +1,4 @@
-package member
+package records
 
 import (
 	"encoding/json"
@@ -11,7 +11,7 @@ import (
 
 // Records is a session's records directory: trace.jsonl, logs/ and out/. Writes are serialized and each
 // record is one line, written with a single write call so a crash never leaves half a line behind another.
-type Records struct {
+type Writer struct {
 	dir     string
 	session string
 	now     func() time.Time
@@ -21,7 +21,7 @@ type Records struct {
 }
 
 // OpenRecords creates (or reopens) the records directory dir for session.
-func OpenRecords(dir, session string, now func() time.Time) (*Records, error) {
+func Open(dir, session string, now func() time.Time) (*Writer, error) {
 	for _, d := range []string{dir, filepath.Join(dir, "logs"), filepath.Join(dir, "out")} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			return nil, fmt.Errorf("records directory: %w", err)
@@ -31,15 +31,15 @@ func OpenRecords(dir, session string, now func() time.Time) (*Records, error) {
 	if err != nil {
 		return nil, fmt.Errorf("records directory: %w", err)
 	}
-	return &Records{dir: dir, session: session, now: now, trace: f}, nil
+	return &Writer{dir: dir, session: session, now: now, trace: f}, nil
 }
 
 // Dir returns the records directory.
-func (r *Records) Dir() string { return r.dir }
+func (r *Writer) Dir() string { return r.dir }
 
 // Write appends one record of type typ to trace.jsonl. fields must not use the keys ts, type, session
 // and task, which Write sets.
-func (r *Records) Write(typ, task string, fields map[string]any) error {
+func (r *Writer) Write(typ, task string, fields map[string]any) error {
 	rec := make(map[string]any, len(fields)+4)
 	for k, v := range fields {
 		rec[k] = v
@@ -64,7 +64,7 @@ func (r *Records) Write(typ, task string, fields map[string]any) error {
 }
 
 // WriteResult replaces out/result.txt with the latest answer, atomically.
-func (r *Records) WriteResult(text string) error {
+func (r *Writer) WriteResult(text string) error {
 	tmp, err := os.CreateTemp(filepath.Join(r.dir, "out"), ".result-*")
 	if err != nil {
 		return err
@@ -82,7 +82,7 @@ func (r *Records) WriteResult(text string) error {
 }
 
 // Close closes trace.jsonl.
-func (r *Records) Close() error {
+func (r *Writer) Close() error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.trace.Close()

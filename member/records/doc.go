@@ -1,0 +1,8 @@
+// Package records writes one session's records: trace.jsonl, one JSON object a line for every event of
+// the session (task_start, tool_call, member_call, session_end, ...), and out/result.txt, the last
+// answer. A Writer is opened in the session's records directory and closed when the session ends.
+//
+// Concurrency: a *Writer is safe for concurrent use; each Write appends one whole line.
+//
+// Imports: stdlib only; never member or another member/... package.
+package records
