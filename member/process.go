@@ -15,7 +15,6 @@ import (
 	"github.com/murmur-run/murmur/a2a"
 	"github.com/murmur-run/murmur/internal/ids"
 	"github.com/murmur-run/murmur/member/calls"
-	"github.com/murmur-run/murmur/member/capsule"
 	"github.com/murmur-run/murmur/member/driver"
 	"github.com/murmur-run/murmur/member/harness"
 	"github.com/murmur-run/murmur/member/sandbox"
@@ -32,6 +31,8 @@ type ToolSet interface {
 // ToolServer is a session's running loopback tool server (server.ToolServer).
 type ToolServer interface {
 	URL() string
+	// EndSessions ends the MCP sessions of harness runs that are over.
+	EndSessions()
 	WriteMCPConfig(path string) error
 	Close(ctx context.Context) error
 }
@@ -66,7 +67,7 @@ func (s *Session) startProcess() error {
 	if s.cfg.StartToolServer == nil {
 		return fmt.Errorf("%s: transport: process needs the loopback tool server, which this launcher does not start", c.Path)
 	}
-	exe, err := s.harnessExecutable(h.Command[0])
+	exe, err := sandbox.ResolveCommand(c.Dir, h.Command[0])
 	if err != nil {
 		return fmt.Errorf("%s: harness.command: %w", c.Path, err)
 	}
@@ -99,7 +100,8 @@ func (s *Session) startProcess() error {
 	ps.runner = &harness.Runner{
 		Command: h.Command, Resume: h.Resume, Dialect: harness.Dialect(h.Dialect),
 		Env: harness.ResolveEnv(h.Env, s.cfg.Getenv), Read: h.Read, Network: h.Network, MCPConfig: cfgPath,
-		Starter: harnessStarter{s: s, exe: exe, mcpConfig: cfgPath, port: port},
+		Instructions: c.Instructions,
+		Starter:      harnessStarter{s: s, exe: exe, mcpConfig: cfgPath, port: port},
 	}
 	if !h.Network && s.confined() && sandbox.LandlockABI() < sandbox.LandlockTCPABI {
 		s.log.Warn("harness.network: false is not enforced on this host: its Landlock has no TCP rules (Linux 6.7 or later)", "capsule", c.Path)
@@ -122,27 +124,6 @@ func (s *Session) closeProcess(ctx context.Context) error {
 	err := s.proc.server.Close(ctx)
 	s.proc.cleanup()
 	return err
-}
-
-// harnessExecutable resolves harness.command[0] as a script capsule's command is: a path with a slash
-// against the capsule directory, a bare name on the trusted PATH.
-func (s *Session) harnessExecutable(name string) (string, error) {
-	if !strings.Contains(name, "/") {
-		p, err := sandbox.ResolveShell(name)
-		if err != nil {
-			return "", fmt.Errorf("%s is in none of %s; write its absolute path", name, strings.Join(sandbox.TrustedPath, ", "))
-		}
-		return p, nil
-	}
-	path := capsule.ResolvePath(s.cfg.Capsule.Dir, name)
-	fi, err := os.Stat(path)
-	if err != nil {
-		return "", err
-	}
-	if fi.IsDir() || fi.Mode().Perm()&0o111 == 0 {
-		return "", fmt.Errorf("%s is not an executable file", path)
-	}
-	return path, nil
 }
 
 // harnessStarter starts a harness run under the shell binaries' confinement, with the harness's own
@@ -232,6 +213,7 @@ func (s *Session) runProcess(ctx context.Context, t *a2a.Task, text string) (str
 		runCtx, stopRun := context.WithCancelCause(ctx)
 		res, err := s.proc.runner.Run(runCtx, prompt, session, func(e harness.Event) { s.harnessEvent(task, e, stopRun) })
 		stopRun(nil)
+		s.proc.server.EndSessions()
 		rec := map[string]any{"resumed": session != "", "harness_session": res.Session, "exit_code": res.ExitCode,
 			"events": res.Events, "garbage": res.Garbage, "answered": res.Answered}
 		if err != nil {

@@ -47,6 +47,13 @@ type fixture struct {
 // files maps capsule-relative paths to contents; murmur.yaml is required.
 func startDoor(t testing.TB, files map[string]string) *fixture {
 	t.Helper()
+	return startDoorBuffer(t, files, 0)
+}
+
+// startDoorBuffer is startDoor with a stream buffer of its own (events per subscriber; 0: the default).
+// Its streams wait for a stalled client for minutes, not seconds: a test decides when a client reads.
+func startDoorBuffer(t testing.TB, files map[string]string, buffer int) *fixture {
+	t.Helper()
 	root := t.TempDir()
 	dir := filepath.Join(root, "capsule")
 	for name, body := range files {
@@ -71,7 +78,7 @@ func startDoor(t testing.TB, files map[string]string) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hub := events.New(events.Config{})
+	hub := events.New(events.Config{Buffer: buffer})
 	sess, err := member.Start(member.Config{
 		Member: "solo", Formation: "test", Capsule: capsule, Store: store,
 		RecordsRoot: filepath.Join(root, "records"), WorkDir: filepath.Join(root, "work"), Metrics: metrics,
@@ -89,7 +96,7 @@ func startDoor(t testing.TB, files map[string]string) *fixture {
 		Tokens:   Tokens{Operator: testOperatorToken, Formation: testFormationToken},
 		Card:     NewCard("solo", capsule.Description, "test", f.url, "test"),
 		MaxBody:  64 << 10,
-		Gatherer: reg, Registerer: wrapped, Events: hub,
+		Gatherer: reg, Registerer: wrapped, Events: hub, StreamWriteTimeout: 10 * time.Minute,
 	})
 	if err != nil {
 		t.Fatal(err)

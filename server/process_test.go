@@ -406,3 +406,41 @@ func TestProcessHarnessNeverExits(t *testing.T) {
 		t.Errorf("%d deadline_notice records", n)
 	}
 }
+
+// A harness that calls end-without-answer and keeps going until it finishes: its task ends without an
+// answer all the same (SPEC "How the task ends"), and the member that sent it is told none came.
+func TestProcessEndWithoutAnswerKeptGoing(t *testing.T) {
+	bin := fakeHarness(t)
+	fx := startFormation(t, map[string]string{
+		"roster.yaml":        "formation: f\nmembers:\n  - {name: lead, capsule: ./lead, listen: '127.0.0.1:0'}\n  - {name: mid, capsule: ./mid, listen: '127.0.0.1:0'}\n  - {name: worker, capsule: ./worker, listen: '127.0.0.1:0'}\nreach:\n  - {from: lead, to: [mid]}\n  - {from: mid, to: [worker]}\n",
+		"lead/murmur.yaml":   agentOf("lead"),
+		"lead/script.yaml":   "rules:\n  - match: ''\n    turns:\n      - call: [{tool: call-member, input: {member: mid, task: '{{.task}}'}}]\n      - say: waiting\n      - say: '{{.message}}'\n",
+		"mid/murmur.yaml":    processCapsule(bin, "mid", "murmur-jsonl", "normal", ""),
+		"worker/murmur.yaml": "name: worker\nscript: {command: [cat]}\n",
+	}, Tokens{Operator: "operator-token-process-tests", Formation: "formation-secret-process-tests"})
+	task := fx.ask(t, "lead", "call end-without-answer {\"reason\":\"the data is not mine to give\"}\ncall expr {\"args\":[\"1\"]}\nsay I kept going anyway")
+	if task.Status.State != a2a.TaskStateCompleted {
+		t.Fatalf("lead's task %s: %v", task.Status.State, task.Status.Message)
+	}
+	got := answerOf(task)
+	want := regexp.MustCompile(`^\[call-member\] call mcl_[0-9a-z]{26} to mid ended no_answer, with no answer from mid:\n<untrusted-content source=member:mid>\nthe data is not mine to give\n</untrusted-content>\n`)
+	if !want.MatchString(got) {
+		t.Errorf("lead's answer:\n%s", got)
+	}
+	results := ofKind(harnessLog(t, fx, "mid"), "result")
+	if len(results) != 2 || !strings.HasPrefix(results[0]["text"].(string), "<untrusted-content source=tool:end-without-answer>\n") ||
+		!strings.HasSuffix(results[0]["text"].(string), "\n[end-without-answer] This task ends without an answer once this turn's tool calls finish, and lead is told you gave none. The other tool calls of the same turn still run.") {
+		t.Errorf("mid's harness got: %v", results)
+	}
+	trace := traceOf(t, sessionOf(fx, "mid"))
+	ends := recordsOf(trace, "task_end")
+	if len(ends) != 1 || ends[0]["exit_status"] != "no_answer" {
+		t.Errorf("mid's task_end: %v", ends)
+	}
+	if runs := recordsOf(trace, "harness_run"); len(runs) != 1 || runs[0]["answered"] != true {
+		t.Errorf("mid's harness_run: %v", runs)
+	}
+	if n := len(recordsOf(trace, "task_failed")); n != 0 {
+		t.Errorf("%d task_failed records for a no_answer task", n)
+	}
+}

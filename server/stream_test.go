@@ -219,7 +219,7 @@ func TestStreamErrorsAreStreamEvents(t *testing.T) {
 // its stream once its buffer is full, while the task goes on; the client, reading again, finds the
 // events that were buffered and then an error event saying it fell behind.
 func TestSlowSubscriberIsDropped(t *testing.T) {
-	f := startDoor(t, map[string]string{"murmur.yaml": gatedScript})
+	f := startDoorBuffer(t, map[string]string{"murmur.yaml": gatedScript}, 16)
 	c := f.client(testOperatorToken)
 	task := sendTask(t, c, "slow", true)
 	next, stop := iter.Pull2(c.SubscribeToTask(context.Background(), &a2ago.SubscribeToTaskRequest{ID: task.ID}))

@@ -148,6 +148,14 @@ func (t *ToolServer) WriteMCPConfig(path string) error {
 	return os.Rename(f.Name(), path)
 }
 
+// EndSessions ends every MCP session the server holds: a harness that was killed, or never said
+// goodbye, leaves its session open, and the runtime ends them once its run is over.
+func (t *ToolServer) EndSessions() {
+	for ss := range t.mcp.Sessions() {
+		ss.Close()
+	}
+}
+
 // Close stops the server: requests in flight get until ctx ends, then every connection is closed.
 func (t *ToolServer) Close(ctx context.Context) error {
 	err := t.srv.Shutdown(ctx)
@@ -155,10 +163,7 @@ func (t *ToolServer) Close(ctx context.Context) error {
 		t.srv.Close()
 	}
 	serr := <-t.done
-	// A harness that was killed, or never said goodbye, leaves its MCP session open: end them all.
-	for ss := range t.mcp.Sessions() {
-		ss.Close()
-	}
+	t.EndSessions()
 	if serr != nil && !errors.Is(serr, http.ErrServerClosed) {
 		return serr
 	}

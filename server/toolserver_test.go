@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"net"
@@ -8,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -170,9 +172,27 @@ func TestFakeHarnessOverToolServer(t *testing.T) {
 			}
 		})
 	}
+	// A harness killed mid-session leaves its MCP session open until the runtime ends it.
+	cmd := exec.Command(bin, "-mcp-config", cfg, "-log", filepath.Join(dir, "hang.jsonl"), "call session-status\nhang")
+	stdout, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	sc := bufio.NewScanner(stdout)
+	for sc.Scan() && !strings.Contains(sc.Text(), `"type":"turn"`) {
+	}
+	cmd.Process.Kill()
+	cmd.Wait()
+	if n := len(slices.Collect(ts.mcp.Sessions())); n != 1 {
+		t.Errorf("%d MCP sessions after the harness was killed, want its 1", n)
+	}
+	ts.EndSessions()
+	if n := len(slices.Collect(ts.mcp.Sessions())); n != 0 {
+		t.Errorf("%d MCP sessions after EndSessions", n)
+	}
 	set.mu.Lock()
 	defer set.mu.Unlock()
-	if diff := cmp.Diff(6, len(set.calls)); diff != "" {
+	if diff := cmp.Diff(7, len(set.calls)); diff != "" {
 		t.Errorf("calls %q", set.calls)
 	}
 	if set.calls[2] != "session-status {}" {

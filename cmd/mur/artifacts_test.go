@@ -145,12 +145,13 @@ func TestCheckArtifacts(t *testing.T) {
 		t.Errorf("reserved: %d\n%s", code, out)
 	}
 	// With the reserved name gone, the corrupt store entry is an error naming the file and line.
-	_, capsule = artifactProject(t, plainCapsule+"tools: [local/echo]\ncapabilities:\n  install: {tool: [local/*]}\n")
+	_, capsule = artifactProject(t, "name: cap\ntransport: process\nharness: {command: [/bin/true], dialect: murmur-jsonl}\ntools: [local/echo]\ncapabilities:\n  install: {tool: [local/*]}\n")
 	os.WriteFile(filepath.Join(capsule, ".murmur/store/local/echo/1.1.0/murmur.yaml"), []byte("nope: 1\n"), 0o644)
 	code, out, _ = mur(t, "check", "--capsule", capsule)
 	for _, want := range []string{
 		"E-ART-001: " + filepath.Join(capsule, "murmur.yaml") + ": tools[0]: the copy of local/echo@1.1.0 in the project store cannot be used:",
 		filepath.Join(capsule, ".murmur/store/local/echo/1.1.0/murmur.yaml") + ":1:",
+		"E-CAP-014: " + filepath.Join(capsule, "murmur.yaml") + ": capabilities.install is declared under transport: process",
 	} {
 		if code != 2 || !strings.Contains(out, want) {
 			t.Errorf("check: %d lacks %q:\n%s", code, want, out)

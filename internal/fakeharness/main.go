@@ -9,6 +9,7 @@
 //	call TOOL JSON      one turn that calls TOOL with the JSON input
 //	quota NAME USED     reports a subscription window NAME with USED (0 to 1)
 //	garbage TEXT        prints TEXT as a line of its output, which is no event
+//	read PATH           tries to read the file PATH and logs whether it could (a confinement probe)
 //	say TEXT            the answer (the last one wins); without one, the answer is "done"
 //	hang                after the lines before it, never exits (a test kills it, or the deadline does)
 //	exit N              exits with status N, its answer unsaid
@@ -139,6 +140,13 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 				name, used, _ := strings.Cut(rest, " ")
 				u, _ := strconv.ParseFloat(used, 64)
 				h.quota(name, u)
+			case "read":
+				_, err := os.ReadFile(rest)
+				entry := map[string]any{"kind": "read", "path": rest, "ok": err == nil}
+				if err != nil {
+					entry["error"] = err.Error()
+				}
+				h.record(entry)
 			case "garbage":
 				h.out.WriteString(rest + "\n")
 			case "say":

@@ -92,9 +92,9 @@ func (p *capsuleParser) harness(v *yaml.Node) *Harness {
 	return h
 }
 
-// processChecks are the cross-key checks of transport: process: a harness: block exactly under it, an
-// agent capsule (an inference: block, which it gets when it writes none), and no capabilities.install,
-// since pull-artifact and remove-artifact are refused at load under it (SPEC).
+// processChecks are the cross-key checks of transport: process: a harness: block exactly under it, and
+// an agent capsule (an inference: block, which it gets when it writes none). capabilities.install under
+// it is staging's E-CAP-014 (SPEC: pull-artifact and remove-artifact are refused at load).
 func (p *capsuleParser) processChecks(harnessKey, transportKey, scriptKey *yaml.Node) {
 	d, c := p.d, p.c
 	if c.Transport != TransportProcess {
@@ -116,10 +116,6 @@ func (p *capsuleParser) processChecks(harnessKey, transportKey, scriptKey *yaml.
 	}
 	if c.Inference == nil {
 		c.Inference = &Inference{Choices: map[string]Choice{}}
-	}
-	if i := c.Capabilities.Install; len(i.Tool)+len(i.Skill)+len(i.From) > 0 {
-		d.Add(d.Lines["capabilities.install"], "capabilities.install is refused under transport: process: the harness owns its tool list, so pull-artifact and remove-artifact are not offered",
-			"remove capabilities.install, or use transport: http to let the agent pull artifacts")
 	}
 	if len(c.Control.AgentSettings) > 0 {
 		d.Add(d.Lines["control.agent_settings"], "control.agent_settings has nothing to change under transport: process: the harness chooses its own model",

@@ -58,8 +58,6 @@ func TestHarnessCapsuleErrors(t *testing.T) {
 		{"missing command and dialect", "name: w\ntransport: process\nharness: {resume: [x]}\n", []string{
 			`/w/murmur.yaml:3: harness.command is missing; write the harness and its arguments, such as command: [claude, -p, --output-format, stream-json, --verbose, --mcp-config, "{mcp_config}"]`,
 			`/w/murmur.yaml:3: harness.dialect is missing; write dialect: claude-stream-json for Claude Code, or dialect: murmur-jsonl for a harness that speaks murmur's own`}},
-		{"pull-artifact refused at load", "name: w\ntransport: process\nharness: {command: [h], dialect: murmur-jsonl}\ncapabilities:\n  install: {tool: [\"local/*\"], from: [stores]}\n", []string{
-			`/w/murmur.yaml:5: capabilities.install is refused under transport: process: the harness owns its tool list, so pull-artifact and remove-artifact are not offered; remove capabilities.install, or use transport: http to let the agent pull artifacts`}},
 		{"driver choices under process", "name: w\ntransport: process\nharness: {command: [h], dialect: murmur-jsonl}\ninference:\n  driver: local\n  choices: {local: {driver: script}}\n", []string{
 			`/w/murmur.yaml:6: inference.choices is for transport: http; under transport: process the harness runs its own model; remove inference.driver and inference.choices, and configure the model in the harness's command`}},
 		{"script under process", "name: w\ntransport: process\nharness: {command: [h], dialect: murmur-jsonl}\nscript: {command: [a]}\n", []string{

@@ -19,6 +19,9 @@ const (
 	PlaceholderSession = "{session}"
 	// PlaceholderMCPConfig is the path of the MCP config file naming the session's tool server.
 	PlaceholderMCPConfig = "{mcp_config}"
+	// PlaceholderInstructions is the capsule's instructions (for a flag such as Claude Code's
+	// --append-system-prompt).
+	PlaceholderInstructions = "{instructions}"
 )
 
 // EnvMCPConfig is the environment variable that also carries the MCP config file's path.
@@ -51,14 +54,15 @@ type Starter interface {
 
 // Runner runs the harness of one capsule (murmur.yaml's harness: block).
 type Runner struct {
-	Command   []string
-	Resume    []string
-	Dialect   Dialect
-	Env       []string // NAME=value, resolved (ResolveEnv)
-	Read      []string
-	Network   bool
-	MCPConfig string // the MCP config file's path
-	Starter   Starter
+	Command      []string
+	Resume       []string
+	Dialect      Dialect
+	Env          []string // NAME=value, resolved (ResolveEnv)
+	Read         []string
+	Network      bool
+	MCPConfig    string // the MCP config file's path
+	Instructions string // the capsule's instructions
+	Starter      Starter
 }
 
 // Result is what one run of the harness reported.
@@ -106,7 +110,7 @@ func (r *Runner) Args(prompt, session string) []string {
 		args = append(args, r.Resume...)
 	}
 	placed := false
-	rep := strings.NewReplacer(PlaceholderSession, session, PlaceholderMCPConfig, r.MCPConfig)
+	rep := strings.NewReplacer(PlaceholderSession, session, PlaceholderMCPConfig, r.MCPConfig, PlaceholderInstructions, r.Instructions)
 	for i, a := range args {
 		if strings.Contains(a, PlaceholderPrompt) {
 			placed = true

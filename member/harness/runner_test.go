@@ -61,8 +61,8 @@ func TestRunArgs(t *testing.T) {
 	if diff := cmp.Diff([]string{"claude", "-p", "--mcp-config", "/x/mcp.json", "--resume", "abc", "answers"}, r.Args("answers", "abc")); diff != "" {
 		t.Errorf("resume (-want +got):\n%s", diff)
 	}
-	r.Command = []string{"h", "--prompt={prompt}"}
-	if diff := cmp.Diff([]string{"h", "--prompt=p", "--resume", "abc"}, r.Args("p", "abc")); diff != "" {
+	r.Command, r.Instructions = []string{"h", "--system", "{instructions}", "--prompt={prompt}"}, "Be brief."
+	if diff := cmp.Diff([]string{"h", "--system", "Be brief.", "--prompt=p", "--resume", "abc"}, r.Args("p", "abc")); diff != "" {
 		t.Errorf("placed (-want +got):\n%s", diff)
 	}
 }

@@ -8,6 +8,10 @@ import (
 	"github.com/murmur-run/murmur/member/capsule"
 )
 
+// CodeInstallProcess is a capsule granting capabilities.install under transport: process: SPEC refuses
+// it at load, because the harness owns its tool list.
+const CodeInstallProcess = "E-CAP-014"
+
 // declaredOf returns what c's murmur.yaml declares.
 func declaredOf(c *capsule.Capsule) artifact.Declared {
 	return artifact.Declared{Tools: c.Tools, Skills: c.Skills, Hooks: c.Hooks}
@@ -21,9 +25,13 @@ func artifactStores(projectDir string, getenv func(string) string) []artifact.St
 
 // artifactFindings checks c's declared artifacts against its stores and murmur.lock, writing nothing:
 // E-CAP-013 for a reserved tool name before anything is read, then E-ART-001/002/003 and
-// E-WIT-LEVEL-001. (capabilities.install under transport: process is refused when murmur.yaml loads.)
+// E-WIT-LEVEL-001; and E-CAP-014 for capabilities.install under transport: process.
 func artifactFindings(c *capsule.Capsule, memberName, projectDir string, getenv func(string) string) []Finding {
 	var out []Finding
+	if i := c.Capabilities.Install; c.Transport == capsule.TransportProcess && len(i.Tool)+len(i.Skill)+len(i.From) > 0 {
+		out = append(out, Finding{Code: CodeInstallProcess, Member: memberName, Message: fmt.Sprintf(
+			"%s: capabilities.install is declared under transport: process, where the harness owns its tool list, so pull-artifact and remove-artifact cannot exist; remove capabilities.install, or use transport: http", c.Path)})
+	}
 	if i := c.Capabilities.Install; len(i.Tool)+len(i.Skill)+len(i.From) > 0 {
 		if _, err := artifact.NewGrant(i.Tool, i.Skill, i.From); err != nil {
 			for _, e := range splitJoined(err) {

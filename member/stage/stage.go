@@ -33,20 +33,22 @@ func (f Finding) IsError() bool { return len(f.Code) > 0 && f.Code[0] == 'E' }
 
 // The staging codes of this build (DESIGN §7; the README lists them).
 const (
-	CodeCapsuleInvalid = "E-CFG-001"   // murmur.yaml does not parse or validate
-	CodeScriptInvalid  = "E-CFG-002"   // a script driver's script.yaml does not parse or validate
-	CodeDriverMissing  = "E-DRV-001"   // the starting driver choice uses a driver this build does not serve
-	CodeNoCredential   = "E-DRV-002"   // the starting driver choice's credential produces no value
-	CodeNoCredentialW  = "W-DRV-002"   // another driver choice's credential produces no value: switching to it is refused
-	CodeReservedName   = "E-CAP-013"   // an artifact named like a runtime-provided tool
-	CodeNoEgress       = "W-RUN-008"   // a member that may call others cannot reach them
-	CodeShellMissing   = "E-SHELL-001" // a capabilities.shell.allow name is on none of the trusted PATH's directories
-	CodeShellOpen      = "W-SHELL-002" // shell commands run without the write confinement
-	CodeShellReach     = "W-SHELL-003" // processes that leave a command's process group outlive it
-	CodeShellMemory    = "W-SHELL-004" // the memory limit is an address-space limit the runtime cannot attribute
-	CodeNotBuilt       = "W-CAP-030"   // a declaration of something this build does not provide yet
-	CodeShellReads     = "W-SHELL-005" // commands may read every file the user can: no Landlock, or confine: false
-	CodeShellNetwork   = "W-SHELL-006" // commands keep the network without capabilities.shell.network: no way to cut it off
+	CodeCapsuleInvalid = "E-CFG-001"     // murmur.yaml does not parse or validate
+	CodeScriptInvalid  = "E-CFG-002"     // a script driver's script.yaml does not parse or validate
+	CodeDriverMissing  = "E-DRV-001"     // the starting driver choice uses a driver this build does not serve
+	CodeNoCredential   = "E-DRV-002"     // the starting driver choice's credential produces no value
+	CodeNoCredentialW  = "W-DRV-002"     // another driver choice's credential produces no value: switching to it is refused
+	CodeReservedName   = "E-CAP-013"     // an artifact named like a runtime-provided tool
+	CodeNoEgress       = "W-RUN-008"     // a member that may call others cannot reach them
+	CodeShellMissing   = "E-SHELL-001"   // a capabilities.shell.allow name is on none of the trusted PATH's directories
+	CodeShellOpen      = "W-SHELL-002"   // shell commands run without the write confinement
+	CodeShellReach     = "W-SHELL-003"   // processes that leave a command's process group outlive it
+	CodeShellMemory    = "W-SHELL-004"   // the memory limit is an address-space limit the runtime cannot attribute
+	CodeNotBuilt       = "W-CAP-030"     // a declaration of something this build does not provide yet
+	CodeShellReads     = "W-SHELL-005"   // commands may read every file the user can: no Landlock, or confine: false
+	CodeShellNetwork   = "W-SHELL-006"   // commands keep the network without capabilities.shell.network: no way to cut it off
+	CodeHarnessMissing = "E-HARNESS-001" // harness.command[0] is no executable file (transport: process)
+	CodeHarnessNetwork = "W-HARNESS-002" // harness.network: false cannot be enforced on this host
 )
 
 // CheckFormation stages every member of r (or only those named) without starting anything and returns
@@ -116,10 +118,19 @@ func Capsule(c *capsule.Capsule, memberName string, getenv func(string) string) 
 			}
 		}
 	}
+	if h := c.Harness; h != nil {
+		if _, err := sandbox.ResolveCommand(c.Dir, h.Command[0]); err != nil {
+			out = append(out, Finding{Code: CodeHarnessMissing, Member: memberName, Message: fmt.Sprintf("%s: harness.command: %v", c.Path, err)})
+		}
+		if !h.Network && sandbox.LandlockABI() < sandbox.LandlockTCPABI {
+			out = append(out, Finding{Code: CodeHarnessNetwork, Member: memberName, Message: fmt.Sprintf(
+				"%s: harness.network is false, but this kernel's Landlock has no TCP rules, so the harness keeps the network (it must reach its tool server on loopback, so it gets no network namespace); use Linux 6.7 or later with Landlock", c.Path)})
+		}
+	}
 	if c.RunsCommands() {
 		out = append(out, confinementFindings(c, memberName, sandbox.LandlockABI(), sandbox.Probe())...)
 	}
-	if c.IsAgent() {
+	if c.IsAgent() && c.Harness == nil {
 		for _, name := range c.Inference.ChoiceOrder {
 			ch := c.Inference.Choices[name]
 			if ch.Credential == "" {
@@ -172,7 +183,8 @@ func confinementFindings(c *capsule.Capsule, memberName string, abi int, iso san
 			out = append(out, f)
 		}
 	}
-	if !c.Capabilities.Shell.Network && iso.NetNS == 0 && (off || abi < sandbox.LandlockTCPABI) {
+	onlyHarness := c.Harness != nil && len(c.Capabilities.Shell.Allow) == 0 && c.Lifecycle.DoneCheck == nil
+	if !onlyHarness && !c.Capabilities.Shell.Network && iso.NetNS == 0 && (off || abi < sandbox.LandlockTCPABI) {
 		out = append(out, Finding{Code: CodeShellNetwork, Member: memberName, Message: fmt.Sprintf(
 			"%s: this host gives mur no network namespace and %s, so %s %s the network although capabilities.shell.network is not true: the formation's doors and anything else this host reaches; run mur as root, allow unprivileged user namespaces, or use Linux 6.7 or later with Landlock",
 			c.Path, map[bool]string{true: "capabilities.shell.confine is false", false: "this kernel's Landlock has no TCP rules"}[off], commandsOf(c), verb(c, "keep"))})
@@ -187,6 +199,8 @@ func commandsOf(c *capsule.Capsule) string {
 		return "the script command"
 	case len(c.Capabilities.Shell.Allow) > 0:
 		return "shell commands"
+	case c.Harness != nil && c.Lifecycle.DoneCheck == nil:
+		return "the harness"
 	}
 	return "lifecycle.done_check's command"
 }
