@@ -219,7 +219,7 @@ func (d *Door) handle(r *http.Request) (method string, id json.RawMessage, resul
 	}
 	if a2a.IsLegacyMethod(method) {
 		return fail(a2a.ErrVersionNotSupported.WithMeta("method", method).With(fmt.Sprintf(
-			"%s is an A2A 0.3 method: this door speaks A2A 1.0 (SendMessage, GetTask, ListTasks, CancelTask)", method)))
+			"%s is an A2A 0.3 method: this door speaks A2A 1.0 (SendMessage, SendStreamingMessage, GetTask, ListTasks, CancelTask, SubscribeToTask, …)", method)))
 	}
 	var params json.RawMessage
 	if req.Params != nil {
@@ -315,7 +315,7 @@ func (d *Door) call(ctx context.Context, caller Caller, method a2a.Method, param
 			"GetExtendedAgentCard needs an extended agent card, which this door's agent card does not declare; read /.well-known/agent-card.json")
 	}
 	return nil, a2a.ErrMethodNotFound.WithMeta("method", a2a.CutID(string(method))).With(fmt.Sprintf(
-		"method %q not found: this door serves SendMessage, GetTask, ListTasks and CancelTask (A2A 1.0)", a2a.CutID(string(method))))
+		"method %q not found: this door serves the A2A 1.0 methods: SendMessage, SendStreamingMessage, GetTask, ListTasks, CancelTask, SubscribeToTask and the four TaskPushNotificationConfig methods", a2a.CutID(string(method))))
 }
 
 // checkTaskID refuses a missing id, and answers an id longer than any task id as an unknown task,
