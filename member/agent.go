@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/murmur-run/murmur/a2a"
 	"github.com/murmur-run/murmur/internal/ids"
@@ -377,6 +378,11 @@ func (s *Session) dispatch(ctx context.Context, task string, call driver.ToolCal
 		if res.Summary != "" {
 			fields["summary"] = res.Summary
 		}
+		// The input and the fenced result, so a reader of the records (the console's task page) sees what
+		// the call asked and what it gave; each cut at recordedMax bytes. The deadline notice has its own
+		// record.
+		fields["input"] = clip(string(call.Input), recordedMax)
+		fields["result"] = clip(driver.Fence("tool:"+call.Name, res.Output, res.Note), recordedMax)
 		s.records.Write("tool_call", task, fields)
 		s.log.Debug("tool call", "task", task, "tool", call.Name, "status", res.Status, "summary", res.Summary)
 	}
@@ -434,4 +440,19 @@ func (s *Session) countInference(driver string, u driver.Usage) {
 			m.InferenceTokens.WithLabelValues(driver, kind).Add(float64(n))
 		}
 	}
+}
+
+// recordedMax bounds a tool call's input and result in its tool_call record.
+const recordedMax = 16 << 10
+
+// clip cuts s to at most n bytes on a rune boundary, saying how much was cut.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	cut := n
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + fmt.Sprintf("\n[… %d more bytes not recorded]", len(s)-cut)
 }

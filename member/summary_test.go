@@ -2,6 +2,7 @@ package member
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -43,6 +44,18 @@ func TestSummariesInToolCallRecords(t *testing.T) {
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("tool_call records (-want +got):\n%s", diff)
 	}
+	// Each record carries the call's input and the fenced result the model was given.
+	for _, r := range readTrace(t, s.Session) {
+		if r["type"] == "tool_call" && r["tool"] == "call-member" {
+			in, _ := r["input"].(string)
+			res, _ := r["result"].(string)
+			if in != `{"member":"worker","task":"work"}` || !strings.HasPrefix(res, "<untrusted-content source=tool:call-member>\n") ||
+				!strings.Contains(res, "</untrusted-content>") {
+				t.Errorf("call-member's tool_call record: input %q, result %q", in, res)
+			}
+			break
+		}
+	}
 	// SPEC: "A no_answer task never decides session_end.exit_status".
 	if err := s.Close(context.Background()); err != nil {
 		t.Fatal(err)
@@ -51,5 +64,15 @@ func TestSummariesInToolCallRecords(t *testing.T) {
 		if r["type"] == "session_end" && r["exit_status"] != "none" {
 			t.Errorf("session_end %v: its only task ended without an answer, so no task decided its exit status", r)
 		}
+	}
+}
+
+func TestClipCutsOnARuneBoundary(t *testing.T) {
+	if got := clip("short", 10); got != "short" {
+		t.Errorf("clip of a short text = %q", got)
+	}
+	got := clip("ab\u00e9cd", 3) // é is two bytes, starting at byte 2
+	if got != "ab\n[… 4 more bytes not recorded]" {
+		t.Errorf("clip = %q", got)
 	}
 }
