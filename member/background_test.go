@@ -297,6 +297,11 @@ func TestAHundredBackgroundCommandsKeepTheirLogs(t *testing.T) {
 			t.Fatalf("command %d (%s): %s exit %d, log %d bytes (want %d), %v", i, id, st.State, st.ExitCode, len(b), want.Len(), err)
 		}
 	}
+	// The gauge moves in the goroutine that saw each command exit, just after its waiters were woken;
+	// give the last of them a moment (a bound only against a hang).
+	for deadline := time.Now().Add(30 * time.Second); testutil.ToFloat64(s.cfg.Metrics.BackgroundCommands.WithLabelValues("exited")) < n &&
+		time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+	}
 	if got := testutil.ToFloat64(s.cfg.Metrics.BackgroundCommands.WithLabelValues("exited")); got != n {
 		t.Errorf("mur_background_commands{state=exited} = %v, want %d", got, n)
 	}
