@@ -443,6 +443,22 @@ func checkInputModes(parts []a2a.Part) error {
 	return nil
 }
 
+// submit hands a checked message to the executor as the caller's, and keeps the push config sent with it.
+func (d *Door) submit(ctx context.Context, caller Caller, req *a2a.SendMessageRequest) (*a2a.Task, error) {
+	origin, err := d.origin(caller, req.Message)
+	if err != nil {
+		return nil, err
+	}
+	task, err := d.cfg.Executor.Send(ctx, req.Message, origin)
+	if err != nil {
+		return nil, err
+	}
+	if err := d.sendPushConfig(ctx, req, task); err != nil {
+		return nil, err
+	}
+	return task, nil
+}
+
 func (d *Door) sendMessage(ctx context.Context, caller Caller, req *a2a.SendMessageRequest, release func()) (any, error) {
 	if err := d.checkSend(req); err != nil {
 		return nil, err
@@ -453,15 +469,8 @@ func (d *Door) sendMessage(ctx context.Context, caller Caller, req *a2a.SendMess
 		blocking = !c.ReturnImmediately
 		histLen = c.HistoryLength
 	}
-	origin, err := d.origin(caller, req.Message)
+	task, err := d.submit(ctx, caller, req)
 	if err != nil {
-		return nil, err
-	}
-	task, err := d.cfg.Executor.Send(ctx, req.Message, origin)
-	if err != nil {
-		return nil, err
-	}
-	if err := d.sendPushConfig(ctx, req, task); err != nil {
 		return nil, err
 	}
 	if task.Status.State == a2a.TaskStateRejected {

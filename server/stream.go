@@ -42,15 +42,8 @@ func (d *Door) sendStreamingMessage(ctx context.Context, caller Caller, req *a2a
 	if err := d.checkSend(req); err != nil {
 		return nil, err
 	}
-	origin, err := d.origin(caller, req.Message)
+	task, err := d.submit(ctx, caller, req)
 	if err != nil {
-		return nil, err
-	}
-	task, err := d.cfg.Executor.Send(ctx, req.Message, origin)
-	if err != nil {
-		return nil, err
-	}
-	if err := d.sendPushConfig(ctx, req, task); err != nil {
 		return nil, err
 	}
 	var histLen *int
