@@ -1,8 +1,31 @@
 package member
 
 import (
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"sync"
 	"testing"
 )
+
+// playAnswers starts a provider on loopback that answers its requests with bodies, in order, repeating
+// the last. (The drivers' wire-format tests in member/driver have the full fake, with fixtures.)
+func playAnswers(t *testing.T, bodies ...string) *httptest.Server {
+	t.Helper()
+	var mu sync.Mutex
+	n := 0
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		mu.Lock()
+		body := bodies[min(n, len(bodies)-1)]
+		n++
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, body)
+	}))
+	t.Cleanup(srv.Close)
+	return srv
+}
 
 // SPEC, session-status: tokens.* are "Sums of what the provider reported"; tokens.unreported_calls counts
 // "inference records that carried no count"; context.measured_by is "estimate" when that call reported
@@ -19,7 +42,7 @@ func TestUnreportedUsageIsNotSummed(t *testing.T) {
 			`{"id":"m2","type":"message","role":"assistant","model":"m","content":[{"type":"text","text":"done"}],"stop_reason":"end_turn","usage":{"input_tokens":20,"output_tokens":5,"cache_read_input_tokens":100,"cache_creation_input_tokens":0}}`},
 	} {
 		t.Run(p.driver, func(t *testing.T) {
-			f := newProviderFake(t, p.driver, fakeAnswer{Body: p.toolCall}, fakeAnswer{Body: p.text}, fakeAnswer{Body: p.toolCall})
+			f := playAnswers(t, p.toolCall, p.text, p.toolCall)
 			base := f.URL
 			if p.driver == "openai" {
 				base += "/v1"
