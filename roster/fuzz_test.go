@@ -2,7 +2,6 @@ package roster_test
 
 import (
 	"bytes"
-	"errors"
 	"net"
 	"net/url"
 	"os"
@@ -16,6 +15,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"gopkg.in/yaml.v3"
 
+	"github.com/murmur-run/murmur/internal/yamldoc/yamldoctest"
 	"github.com/murmur-run/murmur/roster"
 )
 
@@ -50,7 +50,9 @@ func FuzzParse(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		r, err := roster.Parse(path, data)
 		if err != nil {
-			checkRosterErrors(t, path, data, err)
+			yamldoctest.CheckErrors(t, path, data, err, func(e *roster.Error) yamldoctest.Fields {
+				return yamldoctest.Fields{File: e.File, Line: e.Line, Msg: e.Msg, Fix: e.Fix}
+			})
 			return
 		}
 		checkRoster(t, data, r)
@@ -67,62 +69,6 @@ func FuzzParse(f *testing.F) {
 			t.Fatalf("the roster written back out parses differently (-first +again):\n%s\ninput:\n%s\nwritten:\n%s", diff, data, out)
 		}
 	})
-}
-
-// yamlLines is how many lines YAML sees in data: it breaks lines at \n, \r, \r\n, NEL, LS and PS, and
-// a break at the end of the file starts no line.
-func yamlLines(data []byte) int {
-	s := strings.ReplaceAll(string(data), "\r\n", "\n")
-	n := 1
-	last := ' '
-	for _, c := range s {
-		switch c {
-		case '\n', '\r', '\u0085', '\u2028', '\u2029':
-			n++
-		}
-		last = c
-	}
-	if strings.ContainsRune("\n\r\u0085\u2028\u2029", last) {
-		n-- // a break that ends the file starts no line
-	}
-	return n
-}
-
-func checkRosterErrors(t *testing.T, path string, data []byte, err error) {
-	t.Helper()
-	joined, ok := err.(interface{ Unwrap() []error })
-	if !ok {
-		t.Fatalf("error %T is not a list of errors: %v", err, err)
-	}
-	errs := joined.Unwrap()
-	if len(errs) == 0 {
-		t.Fatalf("an error with no problem in it: %v", err)
-	}
-	last := 0
-	for _, e := range errs {
-		var re *roster.Error
-		if !errors.As(e, &re) {
-			t.Fatalf("error %q is %T, not *roster.Error", e, e)
-		}
-		switch {
-		case re.File != path:
-			t.Fatalf("error %q names file %q, not %q", re, re.File, path)
-		case re.Line < 0 || re.Line > yamlLines(data):
-			t.Fatalf("error %q is at line %d of a file of %d lines:\n%q", re, re.Line, yamlLines(data), data)
-		case re.Line < last:
-			t.Fatalf("errors out of line order: %v", err)
-		case strings.TrimSpace(re.Msg) == "" || strings.TrimSpace(re.Fix) == "":
-			t.Fatalf("error %q does not say both what is wrong and what to write", re)
-		}
-		prefix := path + ":" + strconv.Itoa(re.Line) + ": "
-		if re.Line == 0 {
-			prefix = path + ": "
-		}
-		if !strings.HasPrefix(re.Error(), prefix) {
-			t.Fatalf("error %q does not start with %q", re, prefix)
-		}
-		last = re.Line
-	}
 }
 
 var memberName = regexp.MustCompile(`^[a-z][a-z0-9-]*$`)

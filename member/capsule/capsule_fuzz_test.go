@@ -1,76 +1,13 @@
 package capsule
 
 import (
-	"errors"
 	"os"
 	"path/filepath"
 	"reflect"
-	"strconv"
-	"strings"
 	"testing"
+
+	"github.com/murmur-run/murmur/internal/yamldoc/yamldoctest"
 )
-
-// lineCount is how many lines YAML sees in data: it breaks lines at \n, \r, \r\n, NEL, LS and PS, and
-// a break at the end of the file starts no line.
-func lineCount(data []byte) int {
-	s := strings.ReplaceAll(string(data), "\r\n", "\n")
-	n := 1
-	last := ' '
-	for _, c := range s {
-		switch c {
-		case '\n', '\r', '\u0085', '\u2028', '\u2029':
-			n++
-		}
-		last = c
-	}
-	if strings.ContainsRune("\n\r\u0085\u2028\u2029", last) {
-		n-- // a break that ends the file starts no line
-	}
-	return n
-}
-
-// checkCapsuleErrors checks a failed parse of data as the file path: a joined list of errors, each of
-// type E, in line order, naming path and a line of data, saying what is wrong and what to write.
-func checkCapsuleErrors[E interface {
-	*Error
-	error
-}](t *testing.T, path string, data []byte, err error) {
-	t.Helper()
-	joined, ok := err.(interface{ Unwrap() []error })
-	if !ok {
-		t.Fatalf("error %T is not a list of errors: %v", err, err)
-	}
-	last := 0
-	for _, e := range joined.Unwrap() {
-		var fe E
-		if !errors.As(e, &fe) {
-			t.Fatalf("error %q is %T, want %T", e, e, fe)
-		}
-		var file, msg, fix string
-		var line int
-		if x, ok := any(fe).(*Error); ok {
-			file, line, msg, fix = x.File, x.Line, x.Msg, x.Fix
-		}
-		switch {
-		case file != path:
-			t.Fatalf("error %q names file %q, not %q", fe, file, path)
-		case line < 0 || line > lineCount(data):
-			t.Fatalf("error %q is at line %d of a file of %d lines:\n%q", fe, line, lineCount(data), data)
-		case line < last:
-			t.Fatalf("errors out of line order: %v", err)
-		case strings.TrimSpace(msg) == "" || strings.TrimSpace(fix) == "":
-			t.Fatalf("error %q does not say both what is wrong and what to write", fe)
-		}
-		prefix := path + ":" + strconv.Itoa(line) + ": "
-		if line == 0 {
-			prefix = path + ": "
-		}
-		if !strings.HasPrefix(fe.Error(), prefix) {
-			t.Fatalf("error %q does not start with %q", fe, prefix)
-		}
-		last = line
-	}
-}
 
 // FuzzParseCapsule parses arbitrary bytes as a murmur.yaml. A parse either fails with *Errors at
 // lines of the file, or gives a capsule that is exactly one of an agent and a script capsule, with
@@ -96,7 +33,9 @@ func FuzzParseCapsule(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		c, err := Parse(path, data)
 		if err != nil {
-			checkCapsuleErrors[*Error](t, path, data, err)
+			yamldoctest.CheckErrors(t, path, data, err, func(e *Error) yamldoctest.Fields {
+				return yamldoctest.Fields{File: e.File, Line: e.Line, Msg: e.Msg, Fix: e.Fix}
+			})
 			return
 		}
 		fail := func(format string, args ...any) {

@@ -3,79 +3,17 @@ package driver
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"reflect"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"text/template"
 	"text/template/parse"
+
+	"github.com/murmur-run/murmur/internal/yamldoc/yamldoctest"
 )
-
-// yamlLineCount is how many lines YAML sees in data: it breaks lines at \n, \r, \r\n, NEL, LS and PS, and
-// a break at the end of the file starts no line.
-func yamlLineCount(data []byte) int {
-	s := strings.ReplaceAll(string(data), "\r\n", "\n")
-	n := 1
-	last := ' '
-	for _, c := range s {
-		switch c {
-		case '\n', '\r', '\u0085', '\u2028', '\u2029':
-			n++
-		}
-		last = c
-	}
-	if strings.ContainsRune("\n\r\u0085\u2028\u2029", last) {
-		n-- // a break that ends the file starts no line
-	}
-	return n
-}
-
-// checkFileErrors checks a failed parse of data as the file path: a joined list of errors, each of
-// type E, in line order, naming path and a line of data, saying what is wrong and what to write.
-func checkFileErrors[E interface {
-	*ScriptError
-	error
-}](t *testing.T, path string, data []byte, err error) {
-	t.Helper()
-	joined, ok := err.(interface{ Unwrap() []error })
-	if !ok {
-		t.Fatalf("error %T is not a list of errors: %v", err, err)
-	}
-	last := 0
-	for _, e := range joined.Unwrap() {
-		var fe E
-		if !errors.As(e, &fe) {
-			t.Fatalf("error %q is %T, want %T", e, e, fe)
-		}
-		var file, msg, fix string
-		var line int
-		if x, ok := any(fe).(*ScriptError); ok {
-			file, line, msg, fix = x.File, x.Line, x.Msg, x.Fix
-		}
-		switch {
-		case file != path:
-			t.Fatalf("error %q names file %q, not %q", fe, file, path)
-		case line < 0 || line > yamlLineCount(data):
-			t.Fatalf("error %q is at line %d of a file of %d lines:\n%q", fe, line, yamlLineCount(data), data)
-		case line < last:
-			t.Fatalf("errors out of line order: %v", err)
-		case strings.TrimSpace(msg) == "" || strings.TrimSpace(fix) == "":
-			t.Fatalf("error %q does not say both what is wrong and what to write", fe)
-		}
-		prefix := path + ":" + strconv.Itoa(line) + ": "
-		if line == 0 {
-			prefix = path + ": "
-		}
-		if !strings.HasPrefix(fe.Error(), prefix) {
-			t.Fatalf("error %q does not start with %q", fe, prefix)
-		}
-		last = line
-	}
-}
 
 // FuzzParseScript parses arbitrary bytes as a script.yaml and plays the script against a fuzzed task.
 // A parse either fails with *ScriptErrors at lines of the file, or gives rules that each have a
@@ -98,7 +36,9 @@ func FuzzParseScript(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte, task string) {
 		s, err := ParseScript(path, data)
 		if err != nil {
-			checkFileErrors[*ScriptError](t, path, data, err)
+			yamldoctest.CheckErrors(t, path, data, err, func(e *ScriptError) yamldoctest.Fields {
+				return yamldoctest.Fields{File: e.File, Line: e.Line, Msg: e.Msg, Fix: e.Fix}
+			})
 			return
 		}
 		if len(s.Rules) == 0 {
