@@ -13,6 +13,7 @@ import (
 	"github.com/murmur-run/murmur/member/artifact"
 	"github.com/murmur-run/murmur/member/calls"
 	"github.com/murmur-run/murmur/member/capsule"
+	"github.com/murmur-run/murmur/member/converse"
 	"github.com/murmur-run/murmur/member/driver"
 	"github.com/murmur-run/murmur/member/sandbox"
 	"github.com/murmur-run/murmur/runtimetools"
@@ -38,9 +39,13 @@ func (s *Session) runAgent(ctx context.Context, t *a2a.Task, text string) (strin
 	if ids.Get(murmurMeta(t), ids.MetaTrust) == TrustUntrusted {
 		text = driver.Fence("task", text, "")
 	}
+	// A task in an existing context starts with that conversation (DESIGN §15); hist counts its messages,
+	// which compaction removes first.
+	earlier := s.history(ctx, t)
+	hist := len(earlier)
 	req := driver.InferRequest{
 		System:   s.systemPrompt(),
-		Messages: []driver.ChatMessage{{Role: driver.RoleUser, Text: text}},
+		Messages: append(earlier, driver.ChatMessage{Role: driver.RoleUser, Text: text}),
 		Tools:    s.toolSpecsNow(),
 		Task:     t.History[0].Text(),
 	}
@@ -76,7 +81,7 @@ func (s *Session) runAgent(ctx context.Context, t *a2a.Task, text string) (strin
 			s.records.Write("control_applied", task, map[string]any{"setting": string(ids.SettingInferenceDriver), "value": choice})
 		}
 		s.refreshTools(task, &req)
-		s.compact(task, &req)
+		s.compact(task, &req, &hist)
 		d := s.drivers[choice]
 		req.Turn = turns + 1
 		resp, err := d.Infer(ctx, req)
@@ -87,6 +92,19 @@ func (s *Session) runAgent(ctx context.Context, t *a2a.Task, text string) (strin
 			return "", fmt.Errorf("inference (driver choice %s): %w", choice, err)
 		}
 		s.account(task, choice, req, resp)
+
+		if resp.Ask != "" {
+			req.Messages = append(req.Messages, driver.ChatMessage{Role: driver.RoleAssistant, Text: resp.Ask})
+			reply, err := s.askSender(ctx, task, converse.Question{Text: resp.Ask})
+			if err != nil {
+				return "", err
+			}
+			if ids.Get(murmurMeta(t), ids.MetaTrust) == TrustUntrusted {
+				reply.Text = driver.Fence("input", reply.Text, "")
+			}
+			req.Messages = append(req.Messages, driver.ChatMessage{Role: driver.RoleUser, Text: reply.Text})
+			continue
+		}
 
 		if len(resp.Calls) > 0 {
 			req.Messages = append(req.Messages, driver.ChatMessage{Role: driver.RoleAssistant, Text: resp.Text, Calls: resp.Calls})
@@ -169,6 +187,11 @@ func (s *Session) runAgent(ctx context.Context, t *a2a.Task, text string) (strin
 		}
 		if below := calls.NoAnswerBelow(tc.Latest()); len(below) > 0 {
 			ids.Set(murmurMeta(t), ids.MetaNoAnswerBelow, calls.NoAnswerBelowMeta(below))
+		}
+		if resp.Data != nil {
+			s.mu.Lock()
+			p.data = resp.Data
+			s.mu.Unlock()
 		}
 		return answer, nil
 	}
@@ -277,8 +300,9 @@ func contextSnapshot(ch capsule.Choice, used int64, measured string) *runtimetoo
 }
 
 // compact shortens the conversation when the last check found it past the threshold of its budget:
-// the task's message stays, the oldest turns after it go, and the model is told how many.
-func (s *Session) compact(task string, req *driver.InferRequest) {
+// the earlier tasks of its context (the first hist messages) go first; then the task's message stays,
+// the oldest turns after it go, and the model is told how many.
+func (s *Session) compact(task string, req *driver.InferRequest, hist *int) {
 	s.mu.Lock()
 	cs := s.context
 	s.mu.Unlock()
@@ -290,24 +314,35 @@ func (s *Session) compact(task string, req *driver.InferRequest) {
 		threshold = th
 	}
 	limit := int64(threshold * float64(cs.BudgetTokens))
-	if cs.UsedTokens <= limit || len(req.Messages) < 4 {
+	if cs.UsedTokens <= limit {
 		return
 	}
-	// Cut at an assistant message so no tool result is left without its call; keep the last two turns.
-	cut := -1
-	for i := len(req.Messages) - 4; i >= 1; i-- {
-		if req.Messages[i].Role == driver.RoleAssistant {
-			cut = i
-			break
+	var removed int
+	if *hist > 0 {
+		removed = *hist
+		req.Messages = req.Messages[removed:]
+		*hist = 0
+	} else {
+		if len(req.Messages) < 4 {
+			return
 		}
+		// Cut at an assistant message so no tool result is left without its call; keep the last two turns.
+		cut := -1
+		for i := len(req.Messages) - 4; i >= 1; i-- {
+			if req.Messages[i].Role == driver.RoleAssistant {
+				cut = i
+				break
+			}
+		}
+		if cut <= 1 {
+			return
+		}
+		removed = cut - 1
+		req.Messages = append(req.Messages[:1:1], req.Messages[cut:]...)
 	}
-	if cut <= 1 {
-		return
-	}
-	removed := cut - 1
 	first := req.Messages[0]
 	first.Text += fmt.Sprintf("\n\n[runtime] %d earlier message(s) of this conversation were removed to keep it within the context budget.", removed)
-	req.Messages = append([]driver.ChatMessage{first}, req.Messages[cut:]...)
+	req.Messages = append([]driver.ChatMessage{first}, req.Messages[1:]...)
 	after := driver.EstimateInput(*req)
 	s.mu.Lock()
 	s.context = &runtimetools.ContextSnapshot{UsedTokens: after, WindowTokens: cs.WindowTokens,

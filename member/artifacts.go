@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/murmur-run/murmur/member/converse"
 	"os"
 	"path/filepath"
 	"slices"
@@ -392,6 +393,9 @@ func (s *Session) checkHooks(ctx context.Context, task string, call driver.ToolC
 	d := s.art.hooks.CheckToolCall(ctx, hooks.ToolCall{Tool: call.Name, Input: call.Input, Task: task, Trust: trust})
 	if d.Allow {
 		return "", true
+	}
+	if d.Ask {
+		return s.approve(ctx, task, converse.Question{Text: d.Question, Tool: call.Name, Input: call.Input, Hook: d.Hook}, d.Reason)
 	}
 	return d.Refusal(), false
 }

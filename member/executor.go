@@ -2,6 +2,7 @@ package member
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -9,6 +10,7 @@ import (
 	"github.com/murmur-run/murmur/a2a"
 	"github.com/murmur-run/murmur/internal/ids"
 	"github.com/murmur-run/murmur/member/calls"
+	"github.com/murmur-run/murmur/member/converse"
 )
 
 // execute runs one task to its end and stores every step. It owns r until it closes r.done.
@@ -31,6 +33,7 @@ func (s *Session) execute(ctx context.Context, r *runningTask) {
 		return
 	}
 	s.mu.Lock()
+	r.task = t
 	s.progress = &taskProgress{start: s.cfg.Now()}
 	s.setStatus(t, a2a.TaskStateWorking, "", s.progress.start)
 	err = s.cfg.Store.Update(store, t)
@@ -42,6 +45,7 @@ func (s *Session) execute(ctx context.Context, r *runningTask) {
 	}
 	s.records.Write("task_start", string(t.ID), map[string]any{"origin": ids.Get(murmurMeta(t), ids.MetaOrigin), "trust": ids.Get(murmurMeta(t), ids.MetaTrust)})
 
+	before := converse.Snapshot(s.workdir())
 	text := t.History[0].Text()
 	var answer string
 	if s.proc != nil {
@@ -56,10 +60,17 @@ func (s *Session) execute(ctx context.Context, r *runningTask) {
 	defer s.mu.Unlock()
 	// The session is free the moment the end is stored: a client that has the answer may send at once.
 	s.running = nil
+	p := s.progress
 	s.progress = nil
+	if !r.canceled {
+		s.collectFiles(t, before)
+	}
+	var timedOut *inputTimeout
 	switch {
 	case r.canceled:
 		err = s.finishLocked(store, t, a2a.TaskStateCanceled, CanceledMessage, nil)
+	case errors.As(context.Cause(ctx), &timedOut):
+		err = s.finishLocked(store, t, a2a.TaskStateFailed, timedOut.Error(), nil)
 	case context.Cause(ctx) == errSessionDeadline:
 		err = s.finishLocked(store, t, a2a.TaskStateFailed, fmt.Sprintf(DeadlineFail, s.deadline.UTC().Format(time.RFC3339)), nil)
 	case s.base.Err() != nil:
@@ -74,7 +85,10 @@ func (s *Session) execute(ctx context.Context, r *runningTask) {
 	case err != nil:
 		err = s.finishLocked(store, t, a2a.TaskStateFailed, err.Error(), nil)
 	default:
-		err = s.finishLocked(store, t, a2a.TaskStateCompleted, answer, &answer)
+		if p.turns <= 1 {
+			ids.Set(murmurMeta(t), ids.MetaOneTurn, true)
+		}
+		err = s.finishLocked(store, t, a2a.TaskStateCompleted, answer, &taskAnswer{text: answer, data: p.data})
 	}
 	if err != nil {
 		s.log.Error("storing the task's end", "task", r.id, "err", err)
@@ -82,17 +96,27 @@ func (s *Session) execute(ctx context.Context, r *runningTask) {
 	s.writeDeadlineEndLocked()
 }
 
+// taskAnswer is a task's answer: its text, and for a data answer the JSON value the text spells.
+type taskAnswer struct {
+	text string
+	data json.RawMessage
+}
+
 // finishLocked moves t to a terminal state, stores it, counts it and writes its record. With an answer,
-// the task gets its response artifact and the status message carries the answer. s.mu is held.
-func (s *Session) finishLocked(ctx context.Context, t *a2a.Task, state a2a.TaskState, text string, answer *string) error {
+// the task gets its response artifact and the status message carries the answer (a data answer as a
+// data part, with a data artifact). s.mu is held.
+func (s *Session) finishLocked(ctx context.Context, t *a2a.Task, state a2a.TaskState, text string, answer *taskAnswer) error {
 	now := s.cfg.Now()
 	s.setStatus(t, state, text, now)
 	if answer != nil {
 		t.Artifacts = append(t.Artifacts, a2a.Artifact{
 			ArtifactID: ids.New("art_"),
 			Name:       "response",
-			Parts:      []a2a.Part{a2a.TextPart(*answer)},
+			Parts:      []a2a.Part{a2a.TextPart(answer.text)},
 		})
+		if answer.data != nil {
+			answerData(t, answer.data)
+		}
 		t.History = append(t.History, *t.Status.Message)
 	}
 	running := s.commands.Running()
@@ -136,7 +160,7 @@ func (s *Session) finishLocked(ctx context.Context, t *a2a.Task, state a2a.TaskS
 	errs = append(errs, s.records.Write("task_end", string(t.ID), fields))
 	switch {
 	case answer != nil:
-		errs = append(errs, s.records.WriteResult(*answer))
+		errs = append(errs, s.records.WriteResult(answer.text))
 	case noAnswer:
 		errs = append(errs, s.records.WriteResult("no answer: "+text))
 	}

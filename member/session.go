@@ -17,6 +17,7 @@ import (
 	"github.com/murmur-run/murmur/internal/peercred"
 	"github.com/murmur-run/murmur/member/calls"
 	"github.com/murmur-run/murmur/member/capsule"
+	"github.com/murmur-run/murmur/member/converse"
 	"github.com/murmur-run/murmur/member/driver"
 	"github.com/murmur-run/murmur/member/records"
 	"github.com/murmur-run/murmur/member/sandbox"
@@ -122,6 +123,10 @@ type Config struct {
 	// StartToolServer starts the loopback tool server of a session under transport: process
 	// (server.StartToolServer); a process capsule cannot start without it.
 	StartToolServer func(ToolSet) (ToolServer, error)
+	// DoorURL is the member's door, the base of the URLs of artifacts too large to carry inline.
+	DoorURL string
+	// ArtifactsDir keeps those artifacts' files, by task; "" means the session's records directory.
+	ArtifactsDir string
 	// isolate finds what the host allows around commands; nil probes it (probeIsolation). Tests
 	// set it to take one mechanism away.
 	isolate func() sandbox.Isolation
@@ -158,6 +163,7 @@ type Session struct {
 	submitted map[a2a.TaskID]time.Time // when each unfinished task arrived, for mur_task_duration_seconds
 	tools     *runtimetools.Registry
 	art       *sessionArtifacts // declared and pulled artifacts, hooks; set at Start
+	waiter    *converse.Waiter  // the running task's question to its sender, while it waits
 	deadline  time.Time         // zero: none
 	expired   bool              // the deadline has passed: the session has ended
 
@@ -186,6 +192,7 @@ type Session struct {
 
 type runningTask struct {
 	id       a2a.TaskID
+	task     *a2a.Task // the running task as the executor holds it; set once it runs
 	cancel   context.CancelCauseFunc
 	canceled bool
 	done     chan struct{}
@@ -220,6 +227,7 @@ func Start(cfg Config) (*Session, error) {
 		admit:     newAdmission(cfg.Capsule),
 		kick:      make(chan struct{}, 1),
 		done:      make(chan struct{}),
+		waiter:    converse.NewWaiter(),
 	}
 	if cfg.Capsule.IsAgent() && cfg.Capsule.Harness == nil {
 		drivers, err := driver.Build(cfg.Capsule, cfg.HTTPClient, cfg.Getenv)
@@ -385,26 +393,12 @@ func (s *Session) Ping(ctx context.Context) error {
 // free, in order of admission), or TASK_STATE_REJECTED when the session is busy (and does not queue, or
 // its queue is full), closed or past its deadline. A rejection is decided without the session's lock
 // and waits for no disk: the store keeps it later, in a batch (Store.CreateBatched), or not at all when
-// the batch writer's buffer is full. A message naming an existing task is refused: murmur's tasks take
-// one message.
+// the batch writer's buffer is full. A contextId continues that conversation of the sender's (DESIGN
+// §15). A message naming an existing task answers its question when it waits for its sender
+// (TASK_STATE_INPUT_REQUIRED) and is refused otherwise.
 func (s *Session) Send(ctx context.Context, msg *a2a.Message, origin Origin) (*a2a.Task, error) {
 	if msg.TaskID != "" {
-		scope := OperatorScope()
-		if origin.Origin == OriginPeer {
-			scope = PeerScope(origin.Caller)
-		}
-		t, err := s.get(ctx, msg.TaskID, scope)
-		if err != nil {
-			return nil, err
-		}
-		if t.Status.State.Terminal() {
-			return nil, a2a.ErrUnsupportedOperation.WithMeta("taskId", string(t.ID)).With(fmt.Sprintf(
-				"task %s is %s: a task in a terminal state takes no more messages; send the message without taskId to start a new task",
-				t.ID, t.Status.State))
-		}
-		return nil, a2a.ErrUnsupportedOperation.WithMeta("taskId", string(t.ID)).With(fmt.Sprintf(
-			"task %s is %s and takes no further messages; wait for it to end (GetTask), or send without taskId to start a new task",
-			t.ID, t.Status.State))
+		return s.followUp(ctx, msg, origin)
 	}
 	if origin.Trust == "" {
 		origin.Trust = TrustTrusted
@@ -417,6 +411,8 @@ func (s *Session) Send(ctx context.Context, msg *a2a.Message, origin Origin) (*a
 	contextID := msg.ContextID
 	if contextID == "" {
 		contextID = ids.New(ids.PrefixContext)
+	} else if err := s.checkContext(ctx, contextID, origin); err != nil {
+		return nil, err
 	}
 	in := *msg
 	in.TaskID, in.ContextID = id, contextID

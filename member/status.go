@@ -1,6 +1,7 @@
 package member
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -17,6 +18,7 @@ type taskProgress struct {
 	keepWorking int
 	doneCheck   int
 	reopens     int
+	data        json.RawMessage // a data answer (the script driver's data: turn); nil for text
 }
 
 // StatusSnapshot reports the session's numbers at this moment (runtimetools.StatusSource).

@@ -18,6 +18,7 @@ const (
 	MetaNoAnswer        MetaKey = "noAnswer"        // the task ended without an answer
 	MetaNoAnswerBelow   MetaKey = "noAnswerBelow"   // the members below that ended without an answer
 	MetaRunningCommands MetaKey = "runningCommands" // background commands still running at the task's end
+	MetaOneTurn         MetaKey = "oneTurn"         // the task completed in one turn without tools (answers: message)
 )
 
 // Murmur returns metadata.murmur of md, nil when there is none.

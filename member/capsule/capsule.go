@@ -51,6 +51,12 @@ const (
 // AfterTaskMode is after_task: what a member does once its queue is empty.
 type AfterTaskMode string
 
+// The values of answers:.
+const (
+	AnswersTask    = "task"
+	AnswersMessage = "message"
+)
+
 // AfterTaskSleep is after_task: sleep, the one value.
 const AfterTaskSleep AfterTaskMode = "sleep"
 
@@ -78,6 +84,9 @@ type Capsule struct {
 	TaskAcceptance Acceptance
 	QueueSize      int           // bound of the FIFO of waiting tasks under task_acceptance: queue
 	AfterTask      AfterTaskMode // "" or "sleep"
+	// Answers is answers: AnswersMessage answers a one-turn task with a Message instead of a Task
+	// (DESIGN §15); "" (or AnswersTask) keeps the Task.
+	Answers string
 	Tools          []string
 	Skills         []string
 	Hooks          []string // policy hooks, scope/name[@version] (DESIGN §10)
@@ -213,6 +222,7 @@ type Lifecycle struct {
 	DeadlineNoticeSecs     *int
 	DelegationDeadlineSecs *int
 	MaxTaskReopens         *int
+	InputWaitSecs          *int // how long a task waits for its sender's input; nil: converse.DefaultInputWait
 	KeepWorking            *KeepWorking
 	DoneCheck              *DoneCheck
 }
@@ -298,7 +308,7 @@ var capsuleMisplaced = map[string]string{
 	"peer_files":       "exports",
 	"agent_settings":   "control",
 	"shell_grace_secs": "lifecycle", "deadline_notice_secs": "lifecycle", "delegation_deadline_secs": "lifecycle",
-	"max_task_reopens": "lifecycle", "keep_working": "lifecycle", "done_check": "lifecycle",
+	"max_task_reopens": "lifecycle", "input_wait_secs": "lifecycle", "keep_working": "lifecycle", "done_check": "lifecycle",
 	"retention": "store",
 }
 
@@ -391,6 +401,7 @@ func (p *capsuleParser) top(n *yaml.Node) {
 				}
 			}
 		}},
+		{Name: "answers", Fn: func(_, v *yaml.Node) { c.Answers, _ = d.Enum(v, "answers", AnswersTask, AnswersMessage) }},
 		{Name: "after_task", Fn: func(k, v *yaml.Node) {
 			afterKey = k
 			a, _ := d.Enum(v, "after_task", string(AfterTaskSleep))
@@ -842,6 +853,7 @@ func (p *capsuleParser) lifecycle(v *yaml.Node) {
 		secs("deadline_notice_secs", &l.DeadlineNoticeSecs),
 		secs("delegation_deadline_secs", &l.DelegationDeadlineSecs),
 		secs("max_task_reopens", &l.MaxTaskReopens),
+		secs("input_wait_secs", &l.InputWaitSecs),
 		{Name: "keep_working", Fn: func(k, v *yaml.Node) {
 			kw := &KeepWorking{}
 			limit := false

@@ -91,6 +91,11 @@ type InferResponse struct {
 	Text  string
 	Calls []ToolCall
 	Usage Usage
+	// Ask is a question for the task's sender (the script driver's ask: turn): the task waits for the
+	// answer, which comes back as a user message. Text and Calls are empty then.
+	Ask string
+	// Data is an answer as a JSON value (the script driver's data: turn); Text holds the same JSON.
+	Data json.RawMessage
 }
 
 // Driver serves inference calls. Implementations must be safe for concurrent use by different tasks.

@@ -44,13 +44,19 @@ type ScriptRule struct {
 	re *regexp.Regexp
 }
 
-// ScriptTurn is one turn: it either says Say (Calls is nil) or makes Calls.
+// ScriptTurn is one turn: it says Say, makes Calls, asks the task's sender Ask (DESIGN §15: the task
+// waits in TASK_STATE_INPUT_REQUIRED and the answer comes back as a user message), or answers with Data
+// (a data part). Exactly one is set; a turn without Calls ends the task or asks.
 type ScriptTurn struct {
 	Line  int
 	Say   string
 	Calls []ScriptCall
+	Ask   string
+	Data  any // the data as written; its string leaves are templates
 
-	say *template.Template
+	say  *template.Template
+	ask  *template.Template
+	data inputNode
 }
 
 // ScriptCall is one tool call of a turn. Input's string leaves are templates.
@@ -202,8 +208,25 @@ func parseRule(d *yamldoc.Doc, n *yaml.Node, path string) (ScriptRule, bool) {
 
 func parseTurn(d *yamldoc.Doc, n *yaml.Node, path string, known []string) (ScriptTurn, bool) {
 	t := ScriptTurn{Line: n.Line}
-	var sayKey, callKey *yaml.Node
+	var sayKey, callKey, askKey, dataKey *yaml.Node
 	ok := d.Fields(n, path, []yamldoc.Field{
+		{Name: "ask", Fn: func(k, v *yaml.Node) {
+			askKey = k
+			if s, good := d.Text(v, path+".ask"); good {
+				t.Ask = s
+				t.ask = compileTemplate(d, v, path+".ask", s, known)
+			}
+		}},
+		{Name: "data", Fn: func(k, v *yaml.Node) {
+			dataKey = k
+			if !d.IsKind(v, yaml.MappingNode, path+".data") {
+				return
+			}
+			raw, in, good := compileInput(d, v, path+".data", known)
+			if good {
+				t.Data, t.data = raw, in
+			}
+		}},
 		{Name: "say", Fn: func(k, v *yaml.Node) {
 			sayKey = k
 			if s, good := d.Text(v, path+".say"); good {
@@ -229,15 +252,25 @@ func parseTurn(d *yamldoc.Doc, n *yaml.Node, path string, known []string) (Scrip
 	if !ok {
 		return t, false
 	}
+	var set []string
+	for _, k := range []*yaml.Node{sayKey, callKey, askKey, dataKey} {
+		if k != nil {
+			set = append(set, k.Value)
+		}
+	}
 	switch {
-	case sayKey != nil && callKey != nil:
+	case len(set) == 2 && sayKey != nil && callKey != nil:
 		d.Add(callKey.Line, path+" both says and calls", "split it into two turns: the calls first, then the say")
 		return t, false
-	case sayKey == nil && callKey == nil:
-		d.Add(n.Line, path+" neither says nor calls", "write say: TEXT, or call: [{tool: NAME, input: {...}}]")
+	case len(set) > 1:
+		d.Add(n.Line, fmt.Sprintf("%s has %s: a turn does one of them", path, strings.Join(set, " and ")),
+			"split it into one turn each, such as the calls first, then the say")
+		return t, false
+	case len(set) == 0:
+		d.Add(n.Line, path+" neither says, calls, asks nor answers data", "write say: TEXT, call: [{tool: NAME, input: {...}}], ask: QUESTION or data: {...}")
 		return t, false
 	}
-	return t, (sayKey != nil && t.say != nil) || (callKey != nil && len(t.Calls) > 0)
+	return t, (sayKey != nil && t.say != nil) || (callKey != nil && len(t.Calls) > 0) || (askKey != nil && t.ask != nil) || (dataKey != nil && t.data != nil)
 }
 
 func parseCall(d *yamldoc.Doc, n *yaml.Node, path string, known []string) (ScriptCall, bool) {
@@ -520,7 +553,7 @@ func (d *ScriptDriver) Infer(ctx context.Context, req InferRequest) (InferRespon
 		turn = &rule.Turns[played]
 	} else {
 		for i := len(rule.Turns) - 1; i >= 0; i-- {
-			if rule.Turns[i].Calls == nil {
+			if rule.Turns[i].Calls == nil && rule.Turns[i].ask == nil {
 				turn = &rule.Turns[i]
 				break
 			}
@@ -535,14 +568,32 @@ func (d *ScriptDriver) Infer(ctx context.Context, req InferRequest) (InferRespon
 
 	var resp InferResponse
 	outChars := 0
-	if turn.Calls == nil {
+	switch {
+	case turn.ask != nil:
+		text, err := execTemplate(turn.ask, data)
+		if err != nil {
+			return InferResponse{}, fail(turn.Line, err)
+		}
+		resp.Ask = text
+		outChars = utf8.RuneCountInString(text)
+	case turn.data != nil:
+		v, err := turn.data.render(data)
+		if err != nil {
+			return InferResponse{}, fail(turn.Line, err)
+		}
+		if resp.Data, err = scriptJSON(v); err != nil {
+			return InferResponse{}, fail(turn.Line, fmt.Errorf("data does not encode as JSON: %v", err))
+		}
+		resp.Text = string(resp.Data)
+		outChars = utf8.RuneCount(resp.Data)
+	case turn.Calls == nil:
 		text, err := execTemplate(turn.say, data)
 		if err != nil {
 			return InferResponse{}, fail(turn.Line, err)
 		}
 		resp.Text = text
 		outChars = utf8.RuneCountInString(text)
-	} else {
+	default:
 		for i, c := range turn.Calls {
 			v, err := c.input.render(data)
 			if err != nil {

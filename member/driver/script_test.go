@@ -346,7 +346,7 @@ func TestParseScriptErrors(t *testing.T) {
       - {}
 `,
 			want: []string{
-				"/w/script.yaml:4: rules[0].turns[0] neither says nor calls; write say: TEXT, or call: [{tool: NAME, input: {...}}]",
+				"/w/script.yaml:4: rules[0].turns[0] neither says, calls, asks nor answers data; write say: TEXT, call: [{tool: NAME, input: {...}}], ask: QUESTION or data: {...}",
 			},
 		},
 		{

@@ -101,17 +101,22 @@ type ToolCall struct {
 // Decision is how on-tool-call decided a call.
 type Decision struct {
 	Allow  bool
-	Hook   string // the hook that denied; "" when allowed
+	Hook   string // the hook that denied or asked; "" when allowed
 	Reason string // why, as the refusal says it
 	Failed bool   // the hook failed, which denies
+	// Ask: the hook wants the task's sender to approve the call (DESIGN §15): Question is what to ask.
+	// Allow is false; the caller asks and decides.
+	Ask      bool
+	Question string
 }
 
 // Refusal is the tool error a denied call returns.
 func (d Decision) Refusal() string { return fmt.Sprintf("denied by policy %s: %s", d.Hook, d.Reason) }
 
 // CheckToolCall asks every on-tool-call hook, in order, about call. Every hook must allow; the first
-// that denies or fails decides, and writes tool_denied (and hook_failed for a failure). With no hook
-// the call is allowed.
+// that denies or fails decides, and writes tool_denied (and hook_failed for a failure). A hook that
+// decides ask ({"decision": "ask", "question": "…"}) passes the call on to the hooks after it; when none
+// of them denies, the first ask decides: the sender is asked. With no hook the call is allowed.
 func (s *Set) CheckToolCall(ctx context.Context, call ToolCall) Decision {
 	if s == nil {
 		return Decision{Allow: true}
@@ -123,18 +128,29 @@ func (s *Set) CheckToolCall(ctx context.Context, call ToolCall) Decision {
 		Event string `json:"event"`
 		ToolCall
 	}{EventToolCall, call})
+	var ask *Decision
 	for _, h := range s.toolCall {
 		var ans struct {
 			Decision *string `json:"decision"`
 			Reason   string  `json:"reason"`
+			Question string  `json:"question"`
 		}
 		d := Decision{Hook: h.Name}
 		err := s.run(ctx, h, in, &ans)
 		switch {
 		case err != nil:
 		case ans.Decision == nil:
-			err = errors.New(`its answer has no decision; a hook answers {"decision": "allow" | "deny", "reason": "…"}`)
+			err = errors.New(`its answer has no decision; a hook answers {"decision": "allow" | "deny" | "ask", "reason": "…"}`)
 		case *ans.Decision == "allow":
+			continue
+		case *ans.Decision == "ask":
+			if ask == nil {
+				q := strings.TrimSpace(ans.Question)
+				if q == "" {
+					q = fmt.Sprintf("May the tool %s run?", call.Tool)
+				}
+				ask = &Decision{Hook: h.Name, Ask: true, Question: q, Reason: strings.TrimSpace(ans.Reason)}
+			}
 			continue
 		case *ans.Decision == "deny":
 			d.Reason = ans.Reason
@@ -142,7 +158,7 @@ func (s *Set) CheckToolCall(ctx context.Context, call ToolCall) Decision {
 				d.Reason = "no reason given"
 			}
 		default:
-			err = fmt.Errorf(`its decision %q is neither "allow" nor "deny"`, *ans.Decision)
+			err = fmt.Errorf(`its decision %q is none of "allow", "deny" and "ask"`, *ans.Decision)
 		}
 		if err != nil {
 			d.Failed = true
@@ -151,6 +167,9 @@ func (s *Set) CheckToolCall(ctx context.Context, call ToolCall) Decision {
 		}
 		s.record("tool_denied", call.Task, map[string]any{"hook": h.Name, "tool": call.Tool, "reason": d.Reason, "failed": d.Failed})
 		return d
+	}
+	if ask != nil {
+		return *ask
 	}
 	return Decision{Allow: true}
 }

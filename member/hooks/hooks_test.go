@@ -74,8 +74,8 @@ func TestToolCallDecisions(t *testing.T) {
 		{"deny without a reason", `echo '{"decision": "deny"}'`, false, "no reason given", false},
 		{"exit 3", `exit 3`, false, "the hook failed, which denies: it ended with exit status 3", true},
 		{"not JSON", `echo 'yes'`, false, `the hook failed, which denies: its answer is not the JSON object a hook writes: invalid character 'y' looking for beginning of value (it wrote "yes\n")`, true},
-		{"no decision", `echo '{}'`, false, `the hook failed, which denies: its answer has no decision; a hook answers {"decision": "allow" | "deny", "reason": "…"}`, true},
-		{"another decision", `echo '{"decision": "maybe"}'`, false, `the hook failed, which denies: its decision "maybe" is neither "allow" nor "deny"`, true},
+		{"no decision", `echo '{}'`, false, `the hook failed, which denies: its answer has no decision; a hook answers {"decision": "allow" | "deny" | "ask", "reason": "…"}`, true},
+		{"another decision", `echo '{"decision": "maybe"}'`, false, `the hook failed, which denies: its decision "maybe" is none of "allow", "deny" and "ask"`, true},
 		{"a misspelt key", `echo '{"decison": "allow"}'`, false, `the hook failed, which denies: its answer is not the JSON object a hook writes: json: unknown field "decison" (it wrote "{\"decison\": \"allow\"}\n")`, true},
 		{"two values", `echo '{"decision": "allow"} {"decision": "deny"}'`, false, `the hook failed, which denies: it wrote more than one JSON value ("{\"decision\": \"allow\"} {\"decision\": \"deny\"}\n")`, true},
 	} {
@@ -170,5 +170,34 @@ func TestTaskEnd(t *testing.T) {
 	if _, err := New(Config{Hooks: []Hook{{Name: "local/x", Events: []string{"on-start"}, Runner: quiet.Runner}}}); err == nil ||
 		err.Error() != `hook local/x: "on-start" is not a hook event; write on-tool-call or on-task-end` {
 		t.Errorf("err = %v", err)
+	}
+}
+
+// TestToolCallAsk: a hook that decides ask leaves the call to the hooks after it; when none denies, the
+// sender is asked the hook's question; a later deny still decides.
+func TestToolCallAsk(t *testing.T) {
+	call := ToolCall{Tool: "rm", Input: json.RawMessage(`{"args":["-r","build"]}`), Task: "tsk_1"}
+	ask, _ := script(t, "local/ask", `echo '{"decision": "ask", "question": "Remove build?", "reason": "removes files"}'`, EventToolCall)
+	allow, _ := script(t, "local/allow", `echo '{"decision": "allow"}'`, EventToolCall)
+	deny, _ := script(t, "local/deny", `echo '{"decision": "deny", "reason": "never rm"}'`, EventToolCall)
+	bare, _ := script(t, "local/bare", `echo '{"decision": "ask"}'`, EventToolCall)
+	for _, tc := range []struct {
+		name  string
+		hooks []Hook
+		want  Decision
+	}{
+		{"ask then allow", []Hook{ask, allow}, Decision{Hook: "local/ask", Ask: true, Question: "Remove build?", Reason: "removes files"}},
+		{"ask then deny", []Hook{ask, deny}, Decision{Hook: "local/deny", Reason: "never rm"}},
+		{"ask without a question", []Hook{bare}, Decision{Hook: "local/bare", Ask: true, Question: "May the tool rm run?"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, err := New(Config{Hooks: tc.hooks, Recorder: &recorder{}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d := s.CheckToolCall(context.Background(), call); d != tc.want {
+				t.Errorf("decision %+v, want %+v", d, tc.want)
+			}
+		})
 	}
 }
