@@ -87,9 +87,9 @@ type Capsule struct {
 	// Answers is answers: AnswersMessage answers a one-turn task with a Message instead of a Task
 	// (DESIGN §15); "" (or AnswersTask) keeps the Task.
 	Answers string
-	Tools          []string
-	Skills         []string
-	Hooks          []string // policy hooks, scope/name[@version] (DESIGN §10)
+	Tools   []string
+	Skills  []string
+	Hooks   []string // policy hooks, scope/name[@version] (DESIGN §10)
 	// Store is the store: block: how this member's task store keeps ended tasks. A field it does not set
 	// comes from the roster's store: block, then from roster.DefaultRetention.
 	Store roster.StoreSettings
