@@ -126,19 +126,19 @@ func (s *Session) askSender(ctx context.Context, task string, q converse.Questio
 	if q.Approval() {
 		fields["tool"], fields["input"], fields["hook"] = q.Tool, clip(string(q.Input), recordedMax), q.Hook
 	}
-	s.mu.Lock()
-	s.setStatus(t, a2a.TaskStateInputRequired, "", s.cfg.Now())
-	t.Status.Message = &a2a.Message{MessageID: a2a.MessageID(ids.New(ids.PrefixMessage)), Role: a2a.RoleAgent,
-		Parts: q.Parts(t.ID), TaskID: t.ID, ContextID: t.ContextID}
-	s.storeLocked(t)
-	s.mu.Unlock()
-	s.records.Write("input_required", task, fields)
-
 	limit := converse.DefaultInputWait
 	if w := s.cfg.Capsule.Lifecycle.InputWaitSecs; w != nil {
 		limit = time.Duration(*w) * time.Second
 	}
-	a, err := s.waiter.Wait(ctx, t.ID, q, limit)
+	a, err := s.waiter.Wait(ctx, t.ID, q, limit, func() {
+		s.records.Write("input_required", task, fields)
+		s.mu.Lock()
+		s.setStatus(t, a2a.TaskStateInputRequired, "", s.cfg.Now())
+		t.Status.Message = &a2a.Message{MessageID: a2a.MessageID(ids.New(ids.PrefixMessage)), Role: a2a.RoleAgent,
+			Parts: q.Parts(t.ID), TaskID: t.ID, ContextID: t.ContextID}
+		s.storeLocked(t)
+		s.mu.Unlock()
+	})
 	if errors.Is(err, converse.ErrTimedOut) {
 		r.cancel(&inputTimeout{limit: limit})
 		return converse.Reply{}, context.Cause(ctx)

@@ -28,6 +28,8 @@ type Executor interface {
 	Ping(ctx context.Context) error
 	// RecordRefusal records a peer's request refused for claiming another identity than its credential.
 	RecordRefusal(fields map[string]any)
+	// ArtifactFile is the kept file of a task's artifact served by URL, and its media type.
+	ArtifactFile(ctx context.Context, id a2a.TaskID, name string, scope member.Scope) (path, mediaType string, err error)
 }
 
 var _ Executor = (*member.Session)(nil)
@@ -54,6 +56,9 @@ type DoorConfig struct {
 	// ExportRoot is the directory GET /peer-files/{handle} serves this member's shared files from (the
 	// session's ExportRoot); "" when the member exports nothing.
 	ExportRoot string
+	// AnswersMessage answers a blocking SendMessage whose task completed in one turn without tools with
+	// the answer as a Message (murmur.yaml answers: message).
+	AnswersMessage bool
 	// Now is the clock handles' expiry is checked against; nil means time.Now.
 	Now func() time.Time
 	// Events is the hub the member's session publishes to; with it the door streams

@@ -79,24 +79,26 @@ func startDoorBuffer(t testing.TB, files map[string]string, buffer int) *fixture
 		t.Fatal(err)
 	}
 	hub := events.New(events.Config{Buffer: buffer})
+	srv := httptest.NewUnstartedServer(nil)
+	url := "http://" + srv.Listener.Addr().String()
 	sess, err := member.Start(member.Config{
 		Member: "solo", Formation: "test", Capsule: capsule, Store: store,
 		RecordsRoot: filepath.Join(root, "records"), WorkDir: filepath.Join(root, "work"), Metrics: metrics,
-		Events: hub,
+		Events: hub, DoorURL: url, ArtifactsDir: filepath.Join(root, "data", "artifacts"),
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	ros := testRoster(t, root)
 	f := &fixture{t: t, dir: dir, session: sess, store: store, hub: hub}
-	f.srv = httptest.NewUnstartedServer(nil)
-	f.url = "http://" + f.srv.Listener.Addr().String()
+	f.srv, f.url = srv, url
 	door, err := NewDoor(DoorConfig{
 		Member: "solo", Roster: ros, Executor: sess,
 		Tokens:   Tokens{Operator: testOperatorToken, Formation: testFormationToken},
 		Card:     NewCard("solo", capsule.Description, "test", f.url, "test"),
 		MaxBody:  64 << 10,
 		Gatherer: reg, Registerer: wrapped, Events: hub, StreamWriteTimeout: 10 * time.Minute,
+		AnswersMessage: capsule.AnswersWithMessage(),
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -162,7 +162,7 @@ func (f *Formation) start(m roster.Member, ln net.Listener) (*RunningMember, err
 	sess, err := member.Start(member.Config{
 		Member: m.Name, Formation: cfg.Roster.Formation, Capsule: capsule, Store: store,
 		RecordsRoot: cfg.RecordsRoot, DataDir: cfg.DataDir, WorkDir: filepath.Join(dir, "work"), RuntimeRoot: filepath.Join(dir, "run"),
-		ProjectDir: cfg.Roster.Dir,
+		ProjectDir: cfg.Roster.Dir, DoorURL: m.URL, ArtifactsDir: filepath.Join(dir, "artifacts"),
 		Metrics:    metrics, Logger: cfg.Logger, Now: cfg.Now,
 		Roster: cfg.Roster, FormationToken: cfg.Tokens.Formation, ConfineHelper: cfg.ConfineHelper,
 		Events:          hub,
@@ -188,7 +188,7 @@ func (f *Formation) start(m roster.Member, ln net.Listener) (*RunningMember, err
 		Member: m.Name, Roster: cfg.Roster, Executor: sess, Tokens: cfg.Tokens,
 		Card:    NewCard(m.Name, capsule.Description, cfg.Version, url, cfg.Roster.Formation),
 		MaxBody: cfg.MaxBody, Gatherer: reg, Registerer: wrapped, Logger: log,
-		ExportRoot: sess.ExportRoot(), Now: cfg.Now, Events: hub, Push: notifier,
+		ExportRoot: sess.ExportRoot(), AnswersMessage: capsule.AnswersWithMessage(), Now: cfg.Now, Events: hub, Push: notifier,
 		Control: sess, ControlTokens: control,
 	})
 	if err != nil {

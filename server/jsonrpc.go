@@ -443,6 +443,23 @@ func checkInputModes(parts []a2a.Part) error {
 	return nil
 }
 
+// checkFollowUpModes refuses a follow-up's file parts: a follow-up answers a task's question with text,
+// or decides an approval with a data part.
+func checkFollowUpModes(parts []a2a.Part) error {
+	for i, p := range parts {
+		if p.Data != nil {
+			continue
+		}
+		if err := checkInputModes([]a2a.Part{p}); err != nil {
+			kind, mt := partMediaType(p)
+			return a2a.ErrContentTypeNotSupported.WithMeta("part", strconv.Itoa(i)).With(fmt.Sprintf(
+				"message.parts[%d] is a %s part of media type %s: a follow-up answers with text, or with a data part {\"decision\": \"allow\" | \"deny\"}",
+				i, kind, a2a.CutID(mt)))
+		}
+	}
+	return nil
+}
+
 // submit hands a checked message to the executor as the caller's, and keeps the push config sent with it.
 func (d *Door) submit(ctx context.Context, caller Caller, req *a2a.SendMessageRequest) (*a2a.Task, error) {
 	origin, err := d.origin(caller, req.Message)
@@ -482,6 +499,10 @@ func (d *Door) sendMessage(ctx context.Context, caller Caller, req *a2a.SendMess
 		if task, err = d.cfg.Executor.Wait(ctx, task.ID); err != nil {
 			return nil, err
 		}
+	}
+	if d.cfg.AnswersMessage && task.Status.State == a2a.TaskStateCompleted && task.Status.Message != nil &&
+		ids.Get(ids.Murmur(task.Metadata), ids.MetaOneTurn) == true {
+		return a2a.SendMessageResponse{Message: task.Status.Message}, nil
 	}
 	member.TrimHistory(task, histLen)
 	return a2a.SendMessageResponse{Task: task}, nil
@@ -638,6 +659,9 @@ func validateMessage(m *a2a.Message) error {
 	}
 	if len(v) > 0 {
 		return a2a.InvalidParams(v...)
+	}
+	if m.TaskID != "" {
+		return checkFollowUpModes(m.Parts)
 	}
 	return checkInputModes(m.Parts)
 }

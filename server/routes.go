@@ -17,6 +17,7 @@ func (d *Door) routes() http.Handler {
 	r.Post("/control", d.serveControl)
 	r.Get("/.well-known/agent-card.json", d.serveCard)
 	r.Get("/peer-files/{handle}", d.servePeerFile)
+	r.Get("/tasks/{id}/artifacts/*", d.serveArtifact)
 	r.Get("/healthz", serveHealthz)
 	r.Get("/readyz", d.serveReadyz)
 	r.Method(http.MethodGet, "/metrics", promhttp.HandlerFor(d.cfg.Gatherer, promhttp.HandlerOpts{}))

@@ -97,6 +97,9 @@ type Capsule struct {
 	lines map[string]int
 }
 
+// AnswersWithMessage reports whether the capsule says answers: message.
+func (c *Capsule) AnswersWithMessage() bool { return c.Answers == AnswersMessage }
+
 // IsAgent reports whether the capsule is an agent capsule (it has an inference: block).
 func (c *Capsule) IsAgent() bool { return c.Inference != nil }
 

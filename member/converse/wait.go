@@ -131,8 +131,9 @@ type Waiter struct {
 }
 
 type waiting struct {
-	q  Question
-	ch chan Answer
+	q     Question
+	ch    chan Answer // buffered: Deliver never blocks on it
+	taken bool        // a follow-up was delivered; guarded by Waiter.mu
 }
 
 // Answer is a delivered follow-up: its parsed Reply and the message itself. The waiting task calls
@@ -140,40 +141,53 @@ type waiting struct {
 type Answer struct {
 	Reply   Reply
 	Message *a2a.Message
-	resumed chan struct{}
+	resumed chan error
 }
 
 // Resumed tells the sender's Deliver that the task has taken the answer.
-func (a Answer) Resumed() { close(a.resumed) }
+func (a Answer) Resumed() { a.resumed <- nil }
 
 // NewWaiter returns a Waiter with no task waiting.
 func NewWaiter() *Waiter { return &Waiter{waiting: map[a2a.TaskID]*waiting{}} }
 
 // Wait blocks until a follow-up for task answers q (the caller must call its Resumed), limit passes
-// (ErrTimedOut) or ctx ends (its error). limit 0 means DefaultInputWait.
-func (w *Waiter) Wait(ctx context.Context, task a2a.TaskID, q Question, limit time.Duration) (Answer, error) {
+// (ErrTimedOut) or ctx ends (its error). limit 0 means DefaultInputWait. asked runs once the wait is
+// in place, before Wait blocks: it shows the question (a follow-up may come as soon as it is shown).
+func (w *Waiter) Wait(ctx context.Context, task a2a.TaskID, q Question, limit time.Duration, asked func()) (Answer, error) {
 	if limit <= 0 {
 		limit = DefaultInputWait
 	}
-	wt := &waiting{q: q, ch: make(chan Answer)}
+	wt := &waiting{q: q, ch: make(chan Answer, 1)}
 	w.mu.Lock()
 	w.waiting[task] = wt
 	w.mu.Unlock()
-	defer func() {
+	if asked != nil {
+		asked()
+	}
+	timer := time.NewTimer(limit)
+	defer timer.Stop()
+	var err error
+	select {
+	case a := <-wt.ch:
 		w.mu.Lock()
 		delete(w.waiting, task)
 		w.mu.Unlock()
-	}()
-	timer := time.NewTimer(limit)
-	defer timer.Stop()
-	select {
-	case a := <-wt.ch:
 		return a, nil
 	case <-timer.C:
-		return Answer{}, ErrTimedOut
+		err = ErrTimedOut
 	case <-ctx.Done():
-		return Answer{}, ctx.Err()
+		err = ctx.Err()
 	}
+	w.mu.Lock()
+	delete(w.waiting, task)
+	taken := wt.taken
+	w.mu.Unlock()
+	if taken {
+		// A follow-up came as the wait ended: its sender learns that it came too late.
+		a := <-wt.ch
+		a.resumed <- ErrNotWaiting
+	}
+	return Answer{}, err
 }
 
 // Question returns what task waits on; ok is false when it waits for nothing.
@@ -192,26 +206,22 @@ func (w *Waiter) Question(task a2a.TaskID) (Question, bool) {
 func (w *Waiter) Deliver(ctx context.Context, task a2a.TaskID, msg *a2a.Message) error {
 	w.mu.Lock()
 	wt, ok := w.waiting[task]
-	w.mu.Unlock()
-	if !ok {
+	if !ok || wt.taken {
+		w.mu.Unlock()
 		return ErrNotWaiting
 	}
 	r, err := ParseReply(wt.q, task, msg)
 	if err != nil {
+		w.mu.Unlock()
 		return err
 	}
-	a := Answer{Reply: r, Message: msg, resumed: make(chan struct{})}
+	wt.taken = true
+	w.mu.Unlock()
+	a := Answer{Reply: r, Message: msg, resumed: make(chan error, 1)}
+	wt.ch <- a
 	select {
-	case wt.ch <- a:
-	case <-ctx.Done():
-		return ctx.Err()
-	default:
-		// The wait ended (answered, timed out or canceled) between the lookup and here.
-		return ErrNotWaiting
-	}
-	select {
-	case <-a.resumed:
-		return nil
+	case err := <-a.resumed:
+		return err
 	case <-ctx.Done():
 		return ctx.Err()
 	}

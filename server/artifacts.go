@@ -1,0 +1,62 @@
+package server
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/murmur-run/murmur/a2a"
+	"github.com/murmur-run/murmur/member"
+)
+
+// serveArtifact serves a task's artifact too large to carry inline (GET /tasks/{id}/artifacts/{name},
+// DESIGN §15) to the task's sender only: the operator for its own tasks, a peer for the tasks it sent.
+// Any other request is answered as a task that does not exist.
+func (d *Door) serveArtifact(w http.ResponseWriter, r *http.Request) {
+	refuse := func(status int, msg string) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		w.Header().Set("Cache-Control", "no-store")
+		if status == http.StatusUnauthorized {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="murmur"`)
+		}
+		w.WriteHeader(status)
+		fmt.Fprintln(w, msg)
+	}
+	caller, why := d.auth.authenticate(r)
+	scope := member.OperatorScope()
+	switch {
+	case caller.Principal == Nobody:
+		refuse(http.StatusUnauthorized, why)
+		return
+	case caller.Principal == Peer:
+		scope = member.PeerScope(caller.Member)
+	}
+	id, name := a2a.TaskID(chi.URLParam(r, "id")), chi.URLParam(r, "*")
+	path, mediaType, err := d.cfg.Executor.ArtifactFile(r.Context(), id, name, scope)
+	if errors.Is(err, a2a.ErrTaskNotFound) {
+		refuse(http.StatusNotFound, fmt.Sprintf("task %s has no artifact %q served here, or it is not yours: an artifact's URL is readable by the task's sender only", a2a.CutID(string(id)), a2a.CutID(name)))
+		return
+	}
+	if err != nil {
+		refuse(http.StatusInternalServerError, "reading the task failed")
+		return
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		refuse(http.StatusGone, fmt.Sprintf("the file of artifact %q of task %s is no longer kept", a2a.CutID(name), id))
+		return
+	}
+	defer f.Close()
+	info, err := f.Stat()
+	if err != nil {
+		refuse(http.StatusInternalServerError, "reading the artifact failed")
+		return
+	}
+	w.Header().Set("Content-Type", mediaType)
+	w.Header().Set("Cache-Control", "private, no-store")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	http.ServeContent(w, r, "", info.ModTime(), f)
+}

@@ -1,0 +1,266 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	a2ago "github.com/a2aproject/a2a-go/v2/a2a"
+	"github.com/a2aproject/a2a-go/v2/a2aclient"
+
+	"github.com/murmur-run/murmur/internal/peercred"
+)
+
+// scriptAgent is an agent capsule on the script driver, with extra lines of murmur.yaml.
+func scriptAgent(extra string) string {
+	return "name: talker\ninference:\n  driver: local\n  choices:\n    local: {driver: script, script: script.yaml}\n" + extra
+}
+
+// send is a blocking SendMessage of msg whose result must be a task.
+func send(t *testing.T, c *a2aclient.Client, msg *a2ago.Message) *a2ago.Task {
+	t.Helper()
+	res, err := c.SendMessage(context.Background(), &a2ago.SendMessageRequest{Message: msg})
+	if err != nil {
+		t.Fatalf("SendMessage: %v", err)
+	}
+	task, ok := res.(*a2ago.Task)
+	if !ok {
+		t.Fatalf("SendMessage answered %T, want a task", res)
+	}
+	return task
+}
+
+// followUp is a message naming task.
+func followUp(task a2ago.TaskID, parts ...*a2ago.Part) *a2ago.Message {
+	m := a2ago.NewMessage(a2ago.MessageRoleUser, parts...)
+	m.TaskID = task
+	return m
+}
+
+// inContext is a user message in an existing context.
+func inContext(contextID, text string) *a2ago.Message {
+	m := userMessage(text)
+	m.ContextID = contextID
+	return m
+}
+
+// TestConversationInContext: a second task in a context sees the first (its message and answer); the
+// context is its sender's own: another sender naming it, or a context that does not exist, is refused.
+func TestConversationInContext(t *testing.T) {
+	f := startDoor(t, map[string]string{
+		"murmur.yaml": scriptAgent(""),
+		"script.yaml": "rules:\n" +
+			"  - match: '^price of (?P<what>\\w+)$'\n    turns:\n      - say: '{{.what}} costs 12 dollars'\n" +
+			"  - match: ''\n    turns:\n      - say: 'I was told: {{.transcript}}'\n",
+	})
+	c := f.client(testOperatorToken)
+	first := send(t, c, userMessage("price of tea"))
+	if got := responseText(first); got != "tea costs 12 dollars" {
+		t.Fatalf("first answer %q", got)
+	}
+	second := send(t, c, inContext(first.ContextID, "and in euros?"))
+	if second.ContextID != first.ContextID || second.Status.State != a2ago.TaskStateCompleted {
+		t.Fatalf("second task %s in context %s, want completed in %s", second.Status.State, second.ContextID, first.ContextID)
+	}
+	got := responseText(second)
+	for _, want := range []string{"user:\nprice of tea", "assistant:\ntea costs 12 dollars", "user:\nand in euros?"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("the second task's conversation lacks %q:\n%s", want, got)
+		}
+	}
+	// A new message without contextId starts from nothing.
+	if fresh := responseText(send(t, c, userMessage("and in euros?"))); strings.Contains(fresh, "tea") {
+		t.Errorf("a task in a new context saw another context: %q", fresh)
+	}
+
+	peer := f.client(peerToken("caller", peercred.Trusted))
+	ctx := context.Background()
+	_, err := peer.SendMessage(ctx, &a2ago.SendMessageRequest{Message: inContext(first.ContextID, "what did they ask?")})
+	if !errors.Is(err, a2ago.ErrInvalidParams) || !strings.Contains(err.Error(), "context "+first.ContextID+" does not exist") {
+		t.Errorf("another sender in the operator's context: %v, want invalid params saying it does not exist", err)
+	}
+	page, err := peer.ListTasks(ctx, &a2ago.ListTasksRequest{ContextID: first.ContextID})
+	if err != nil || len(page.Tasks) != 0 {
+		t.Errorf("the peer lists %d tasks of the operator's context (%v), want none", len(page.Tasks), err)
+	}
+	_, err = c.SendMessage(ctx, &a2ago.SendMessageRequest{Message: inContext("ctx_nosuch", "hello")})
+	if !errors.Is(err, a2ago.ErrInvalidParams) || !strings.Contains(err.Error(), "leave it out to start a new conversation") {
+		t.Errorf("an unknown context: %v, want invalid params saying what to do", err)
+	}
+}
+
+// approvalFiles is an agent that calls session-status once and answers with the result, behind an
+// on-tool-call hook that asks the sender to approve every session-status call.
+func approvalFiles(extra string) map[string]string {
+	d := ".murmur/store/local/approve/1.0.0/"
+	return map[string]string{
+		"murmur.yaml": scriptAgent("hooks: [local/approve]\n" + extra),
+		"script.yaml": "rules:\n  - match: ''\n    turns:\n      - call: [{tool: session-status}]\n" +
+			"      - say: '{{range .results}}{{.status}}: {{.output}}{{end}}'\n",
+		d + "murmur.yaml": "name: local/approve\nversion: 1.0.0\nruntime: hook\nimplementation: command\ncommand: [./hook.sh]\nevents: [on-tool-call]\n",
+		d + "hook.sh": "#!/bin/sh\nif grep -q session-status; then echo '{\"decision\":\"ask\",\"question\":\"May I read the session status?\",\"reason\":\"status reads are watched\"}'; else echo '{\"decision\":\"allow\"}'; fi\n",
+	}
+}
+
+// TestApprovalFlow: an on-tool-call hook asks; the task waits in TASK_STATE_INPUT_REQUIRED with the
+// question, the tool and its input; a follow-up that neither approves nor denies is refused and the
+// task keeps waiting; "approve" runs the tool and the task completes; a data part denying refuses the
+// call with the sender's reason and the task goes on; a waiting task can be canceled.
+func TestApprovalFlow(t *testing.T) {
+	f := startDoor(t, approvalFiles(""))
+	c := f.client(testOperatorToken)
+	ctx := context.Background()
+
+	task := send(t, c, userMessage("check"))
+	if task.Status.State != a2ago.TaskStateInputRequired {
+		t.Fatalf("task %s %q, want input-required", task.Status.State, statusText(task))
+	}
+	q := statusText(task)
+	for _, want := range []string{"May I read the session status?", "The tool session-status is to be called with {}", `"approve" or "deny"`, string(task.ID)} {
+		if !strings.Contains(q, want) {
+			t.Errorf("the question lacks %q:\n%s", want, q)
+		}
+	}
+	var data map[string]any
+	for _, p := range task.Status.Message.Parts {
+		if d, ok := p.Data().(map[string]any); ok {
+			data = d
+		}
+	}
+	if data["tool"] != "session-status" || data["question"] != "May I read the session status?" || data["hook"] != "local/approve" {
+		t.Errorf("the status message's data part: %v", data)
+	}
+
+	for _, bad := range []struct {
+		part *a2ago.Part
+		want string
+	}{
+		{a2ago.NewTextPart("maybe later"), `the message "maybe later" neither approves nor denies`},
+		{a2ago.NewDataPart(map[string]any{"decision": "perhaps"}), `decides "perhaps", which is neither "allow" nor "deny"`},
+	} {
+		_, err := c.SendMessage(ctx, &a2ago.SendMessageRequest{Message: followUp(task.ID, bad.part)})
+		if !errors.Is(err, a2ago.ErrInvalidParams) || !strings.Contains(err.Error(), bad.want) || !strings.Contains(err.Error(), `a text starting with "approve" or "deny"`) {
+			t.Errorf("follow-up %v: %v, want invalid params with %q and what is expected", bad.part, err, bad.want)
+		}
+	}
+	if still := f.waitState(c, task.ID, a2ago.TaskStateInputRequired); len(still.History) != 1 {
+		t.Errorf("a refused follow-up entered the history: %d messages", len(still.History))
+	}
+
+	done := send(t, c, followUp(task.ID, a2ago.NewTextPart("Approve: fine by me")))
+	if done.Status.State != a2ago.TaskStateCompleted || !strings.HasPrefix(responseText(done), "ok: {") {
+		t.Errorf("approved task %s, answer %q; want completed with the tool's output", done.Status.State, responseText(done))
+	}
+	if len(done.History) < 2 || done.History[1].Parts[0].Text() != "Approve: fine by me" {
+		t.Errorf("the approval is not in the task's history: %+v", done.History)
+	}
+	asked := records(t, f.session.RecordsDir(), "input_required")
+	got := records(t, f.session.RecordsDir(), "input_received")
+	if len(asked) != 1 || asked[0]["tool"] != "session-status" || asked[0]["hook"] != "local/approve" || asked[0]["task"] != string(task.ID) {
+		t.Errorf("input_required records %v", asked)
+	}
+	if len(got) != 1 || got[0]["decision"] != "allow" || got[0]["reason"] != "fine by me" {
+		t.Errorf("input_received records %v", got)
+	}
+	_, err := c.SendMessage(ctx, &a2ago.SendMessageRequest{Message: followUp(task.ID, a2ago.NewTextPart("approve"))})
+	if !errors.Is(err, a2ago.ErrUnsupportedOperation) || !strings.Contains(err.Error(), "without taskId to continue the conversation") {
+		t.Errorf("an approval for a completed task: %v, want unsupported operation saying what to do", err)
+	}
+
+	denied := send(t, c, userMessage("check again"))
+	done = send(t, c, followUp(denied.ID, a2ago.NewDataPart(map[string]any{"decision": "deny", "reason": "not today"})))
+	if want := "refused: denied by the task's sender, asked by policy local/approve: not today"; done.Status.State != a2ago.TaskStateCompleted || !strings.HasPrefix(responseText(done), want) {
+		t.Errorf("denied task %s, answer %q; want completed with %q", done.Status.State, responseText(done), want)
+	}
+
+	waiting := send(t, c, userMessage("check once more"))
+	canceled, err := c.CancelTask(ctx, &a2ago.CancelTaskRequest{ID: waiting.ID})
+	if err != nil || canceled.Status.State != a2ago.TaskStateCanceled {
+		t.Fatalf("cancel of a waiting task: %v, %+v", err, canceled)
+	}
+	_, err = c.SendMessage(ctx, &a2ago.SendMessageRequest{Message: followUp(waiting.ID, a2ago.NewTextPart("approve"))})
+	if !errors.Is(err, a2ago.ErrUnsupportedOperation) {
+		t.Errorf("an approval for a canceled task: %v", err)
+	}
+	// The waiting task is the sender's: another principal cannot see it, let alone approve it.
+	other := send(t, c, userMessage("check for the peer"))
+	peer := f.client(peerToken("caller", peercred.Trusted))
+	_, err = peer.SendMessage(ctx, &a2ago.SendMessageRequest{Message: followUp(other.ID, a2ago.NewTextPart("approve"))})
+	if !errors.Is(err, a2ago.ErrTaskNotFound) {
+		t.Errorf("a peer approving the operator's task: %v, want task not found", err)
+	}
+	c.CancelTask(ctx, &a2ago.CancelTaskRequest{ID: other.ID})
+}
+
+// TestInputWaitTimesOut: a task nobody answers fails once lifecycle.input_wait_secs has passed, saying so.
+func TestInputWaitTimesOut(t *testing.T) {
+	f := startDoor(t, map[string]string{
+		"murmur.yaml": scriptAgent("lifecycle: {input_wait_secs: 1}\n"),
+		"script.yaml": "rules:\n  - match: ''\n    turns:\n      - ask: 'Which currency?'\n      - say: 'in {{.message}}'\n",
+	})
+	c := f.client(testOperatorToken)
+	task := send(t, c, userMessage("convert 12 dollars"))
+	if task.Status.State != a2ago.TaskStateInputRequired || !strings.HasPrefix(statusText(task), "Which currency?") {
+		t.Fatalf("task %s %q, want input-required asking the currency", task.Status.State, statusText(task))
+	}
+	failed := f.waitState(c, task.ID, a2ago.TaskStateFailed)
+	if want := "the task waited 1 second(s) for its sender's input (lifecycle.input_wait_secs) and got none"; statusText(failed) != want {
+		t.Errorf("timed-out task says %q, want %q", statusText(failed), want)
+	}
+}
+
+// TestAskTurnAndWorkingFollowUp: the script driver's ask: turn asks the sender and its answer enters the
+// conversation; a follow-up to a task that is working is refused, saying to wait or cancel.
+func TestAskTurnAndWorkingFollowUp(t *testing.T) {
+	f := startDoor(t, map[string]string{
+		"murmur.yaml": scriptAgent(""),
+		"script.yaml": "rules:\n  - match: ''\n    turns:\n      - ask: 'Which currency?'\n      - say: 'converted to {{.message}}'\n",
+	})
+	c := f.client(testOperatorToken)
+	task := send(t, c, userMessage("convert 12 dollars"))
+	done := send(t, c, followUp(task.ID, a2ago.NewTextPart("euros")))
+	if done.Status.State != a2ago.TaskStateCompleted || responseText(done) != "converted to euros" {
+		t.Errorf("task %s, answer %q; want converted to euros", done.Status.State, responseText(done))
+	}
+	if got := records(t, f.session.RecordsDir(), "input_received"); len(got) != 1 || got[0]["answer"] != "euros" {
+		t.Errorf("input_received %v", got)
+	}
+
+	g := startDoor(t, map[string]string{"murmur.yaml": gatedScript})
+	gc := g.client(testOperatorToken)
+	res, err := gc.SendMessage(context.Background(), &a2ago.SendMessageRequest{Message: userMessage("slow"),
+		Config: &a2ago.SendMessageConfig{ReturnImmediately: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	working := g.waitState(gc, res.(*a2ago.Task).ID, a2ago.TaskStateWorking)
+	_, err = gc.SendMessage(context.Background(), &a2ago.SendMessageRequest{Message: followUp(working.ID, a2ago.NewTextPart("hurry"))})
+	if !errors.Is(err, a2ago.ErrUnsupportedOperation) || !strings.Contains(err.Error(), "wait for it (GetTask or SubscribeToTask), cancel it (CancelTask)") {
+		t.Errorf("a follow-up to a working task: %v, want unsupported operation saying to wait or cancel", err)
+	}
+	g.release()
+	g.waitState(gc, working.ID, a2ago.TaskStateCompleted)
+}
+
+// TestInputRequiredStreams: a stream shows the input-required state and, once a follow-up answers,
+// goes on to the task's end.
+func TestInputRequiredStreams(t *testing.T) {
+	f := startDoor(t, approvalFiles(""))
+	c := f.client(testOperatorToken)
+	ctx := context.Background()
+	st := collect(c.SendStreamingMessage(ctx, &a2ago.SendMessageRequest{Message: userMessage("check")}))
+	lines := st.until(t, "status TASK_STATE_INPUT_REQUIRED")
+	if last := lines[len(lines)-1]; !strings.Contains(last, "May I read the session status?") {
+		t.Errorf("the input-required event %q lacks the question", last)
+	}
+	page, err := c.ListTasks(ctx, &a2ago.ListTasksRequest{})
+	if err != nil || len(page.Tasks) != 1 {
+		t.Fatalf("ListTasks: %v %v", page, err)
+	}
+	send(t, c, followUp(page.Tasks[0].ID, a2ago.NewTextPart("approve")))
+	rest, err := st.rest(t)
+	if err != nil || len(rest) == 0 || !strings.HasPrefix(rest[len(rest)-1], "status TASK_STATE_COMPLETED ok: ") {
+		t.Errorf("after the approval the stream showed %q (%v), want it to end completed", rest, err)
+	}
+}
