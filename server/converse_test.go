@@ -99,7 +99,7 @@ func approvalFiles(extra string) map[string]string {
 		"script.yaml": "rules:\n  - match: ''\n    turns:\n      - call: [{tool: session-status}]\n" +
 			"      - say: '{{range .results}}{{.status}}: {{.output}}{{end}}'\n",
 		d + "murmur.yaml": "name: local/approve\nversion: 1.0.0\nruntime: hook\nimplementation: command\ncommand: [./hook.sh]\nevents: [on-tool-call]\n",
-		d + "hook.sh": "#!/bin/sh\nif grep -q session-status; then echo '{\"decision\":\"ask\",\"question\":\"May I read the session status?\",\"reason\":\"status reads are watched\"}'; else echo '{\"decision\":\"allow\"}'; fi\n",
+		d + "hook.sh":     "#!/bin/sh\nif grep -q session-status; then echo '{\"decision\":\"ask\",\"question\":\"May I read the session status?\",\"reason\":\"status reads are watched\"}'; else echo '{\"decision\":\"allow\"}'; fi\n",
 	}
 }
 

@@ -163,7 +163,7 @@ func (f *Formation) start(m roster.Member, ln net.Listener) (*RunningMember, err
 		Member: m.Name, Formation: cfg.Roster.Formation, Capsule: capsule, Store: store,
 		RecordsRoot: cfg.RecordsRoot, DataDir: cfg.DataDir, WorkDir: filepath.Join(dir, "work"), RuntimeRoot: filepath.Join(dir, "run"),
 		ProjectDir: cfg.Roster.Dir, DoorURL: m.URL, ArtifactsDir: filepath.Join(dir, "artifacts"),
-		Metrics:    metrics, Logger: cfg.Logger, Now: cfg.Now,
+		Metrics: metrics, Logger: cfg.Logger, Now: cfg.Now,
 		Roster: cfg.Roster, FormationToken: cfg.Tokens.Formation, ConfineHelper: cfg.ConfineHelper,
 		Events:          hub,
 		StartToolServer: func(ts member.ToolSet) (member.ToolServer, error) { return StartToolServer(ts, log) },
