@@ -3,12 +3,18 @@ package server
 import (
 	"context"
 	"errors"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	a2ago "github.com/a2aproject/a2a-go/v2/a2a"
 	"github.com/a2aproject/a2a-go/v2/a2aclient"
 
+	"github.com/murmur-run/murmur/a2a"
 	"github.com/murmur-run/murmur/internal/peercred"
 )
 
@@ -263,4 +269,139 @@ func TestInputRequiredStreams(t *testing.T) {
 	if err != nil || len(rest) == 0 || !strings.HasPrefix(rest[len(rest)-1], "status TASK_STATE_COMPLETED ok: ") {
 		t.Errorf("after the approval the stream showed %q (%v), want it to end completed", rest, err)
 	}
+}
+
+// TestAnswersBeyondText: files a task writes under out/artifacts/ become file parts: a small one inline,
+// a large one by a URL on the door that only the task's sender may read, a symlink out of the workdir
+// refused; files from before the task are not its.
+func TestAnswersBeyondText(t *testing.T) {
+	f := startDoor(t, map[string]string{"murmur.yaml": "name: files\nscript:\n  command: [sh, -c, '" +
+		`read -r what; mkdir -p out/artifacts; if [ "$what" = old ]; then echo old > out/artifacts/old.txt; echo kept; exit 0; fi; ` +
+		`printf "hello, file" > out/artifacts/note.txt; head -c 300000 /dev/zero > out/artifacts/big.bin; ln -sf /etc/hostname out/artifacts/escape.txt; echo made` + "']\n"})
+	c := f.client(testOperatorToken)
+	send(t, c, userMessage("old"))
+	task := send(t, c, userMessage("new"))
+	if task.Status.State != a2ago.TaskStateCompleted {
+		t.Fatalf("task %s %q", task.Status.State, statusText(task))
+	}
+	arts := map[string]*a2ago.Artifact{}
+	for _, a := range task.Artifacts {
+		arts[a.Name] = a
+	}
+	if _, ok := arts["old.txt"]; ok {
+		t.Errorf("a file the earlier task wrote is an artifact of this one")
+	}
+	note := arts["note.txt"]
+	if note == nil || string(note.Parts[0].Raw()) != "hello, file" || note.Parts[0].MediaType != "text/plain; charset=utf-8" || note.Parts[0].Filename != "note.txt" {
+		t.Errorf("note.txt artifact %+v, want its bytes inline as text/plain", note)
+	}
+	big := arts["big.bin"]
+	if big == nil || big.Parts[0].URL() == "" || big.Parts[0].MediaType != "application/octet-stream" {
+		t.Fatalf("big.bin artifact %+v, want a URL", big)
+	}
+	if want := f.url + "/tasks/" + string(task.ID) + "/artifacts/big.bin"; string(big.Parts[0].URL()) != want {
+		t.Errorf("big.bin's URL %s, want %s", big.Parts[0].URL(), want)
+	}
+	if esc := arts["escape.txt"]; esc == nil || !strings.Contains(esc.Parts[0].Text(), "is a symlink to /etc/hostname, outside the workdir") {
+		t.Errorf("escape.txt artifact %+v, want a refusal", esc)
+	}
+	get := func(token string) (int, int) {
+		req, _ := http.NewRequest(http.MethodGet, string(big.Parts[0].URL()), nil)
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, len(b)
+	}
+	if code, n := get(testOperatorToken); code != http.StatusOK || n != 300000 {
+		t.Errorf("the sender reads big.bin: %d, %d bytes", code, n)
+	}
+	if code, _ := get(peerToken("caller", peercred.Trusted)); code != http.StatusNotFound {
+		t.Errorf("another principal reads big.bin: %d, want 404", code)
+	}
+	if code, _ := get(""); code != http.StatusUnauthorized {
+		t.Errorf("nobody reads big.bin: %d, want 401", code)
+	}
+	http.DefaultClient.CloseIdleConnections()
+}
+
+// TestDataAndMessageAnswers: the script driver's data: turn answers with a data part; a capsule with
+// answers: message answers a one-turn task with a Message, and a task that used tools with a Task.
+func TestDataAndMessageAnswers(t *testing.T) {
+	f := startDoor(t, map[string]string{
+		"murmur.yaml": scriptAgent("answers: message\n"),
+		"script.yaml": "rules:\n" +
+			"  - match: '^total'\n    turns:\n      - data: {total: 12, currency: '{{.task}}'}\n" +
+			"  - match: '^tools'\n    turns:\n      - call: [{tool: session-status}]\n      - say: used tools\n" +
+			"  - match: ''\n    turns:\n      - say: 'hello {{.task}}'\n",
+	})
+	c := f.client(testOperatorToken)
+	ctx := context.Background()
+	res, err := c.SendMessage(ctx, &a2ago.SendMessageRequest{Message: userMessage("there")})
+	msg, ok := res.(*a2ago.Message)
+	if err != nil || !ok || msg.Parts[0].Text() != "hello there" || msg.Role != a2ago.MessageRoleAgent {
+		t.Fatalf("a one-turn task under answers: message: %T %+v (%v), want the answer as a Message", res, res, err)
+	}
+	if task := send(t, c, userMessage("tools please")); responseText(task) != "used tools" {
+		t.Errorf("a task with tools: answer %q", responseText(task))
+	}
+	res, err = c.SendMessage(ctx, &a2ago.SendMessageRequest{Message: userMessage("total EUR")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg, ok = res.(*a2ago.Message)
+	if !ok {
+		t.Fatalf("a data answer: %T", res)
+	}
+	data, _ := msg.Parts[0].Data().(map[string]any)
+	if data["total"] != 12.0 || data["currency"] != "total EUR" {
+		t.Errorf("the data answer's part %+v", msg.Parts[0])
+	}
+	task, err := c.GetTask(ctx, &a2ago.GetTaskRequest{ID: a2ago.TaskID(msg.TaskID)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, a := range task.Artifacts {
+		names = append(names, a.Name)
+	}
+	if strings.Join(names, ",") != "response,data" || responseText(task) != `{"currency":"total EUR","total":12}` {
+		t.Errorf("the data task's artifacts %v, response %q", names, responseText(task))
+	}
+}
+
+// TestInputRequiredPushed: in a formation, push notifications report a task's input-required state and,
+// after the follow-up, its end; the large artifact's URL is on the member's own door.
+func TestInputRequiredPushed(t *testing.T) {
+	root := t.TempDir()
+	os.MkdirAll(filepath.Join(root, "asker"), 0o755)
+	os.WriteFile(filepath.Join(root, "roster.yaml"), []byte("formation: f\nmembers:\n  - {name: asker, capsule: ./asker, listen: '127.0.0.1:0'}\n"), 0o644)
+	os.WriteFile(filepath.Join(root, "asker", "murmur.yaml"), []byte(scriptAgent("push: {allow: [127.0.0.1]}\nanswers: message\n")), 0o644)
+	os.WriteFile(filepath.Join(root, "asker", "script.yaml"), []byte("rules:\n  - match: ''\n    turns:\n      - ask: 'Which currency?'\n      - say: 'in {{.message}}'\n"), 0o644)
+	f := pushFormation(t, root, time.Millisecond)
+	defer shutdown(t, f)
+	hook := newWebhook(t, 0)
+	c := a2agoClient(t, f.Members[0].URL, "op")
+	ctx := context.Background()
+	res, err := c.SendMessage(ctx, &a2ago.SendMessageRequest{Message: userMessage("convert"), Config: &a2ago.SendMessageConfig{
+		PushConfig: &a2ago.PushConfig{URL: hook.srv.URL + "/hook"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	task := res.(*a2ago.Task)
+	if task.Status.State != a2ago.TaskStateInputRequired {
+		t.Fatalf("task %s, want input-required", task.Status.State)
+	}
+	hook.until(t, a2a.TaskStateInputRequired)
+	// The task took more than one turn: it is answered as a Task, even under answers: message.
+	done := send(t, c, followUp(task.ID, a2ago.NewTextPart("yen")))
+	if responseText(done) != "in yen" {
+		t.Errorf("answer %q", responseText(done))
+	}
+	hook.until(t, a2a.TaskStateCompleted)
 }

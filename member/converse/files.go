@@ -124,9 +124,20 @@ func inside(dir, p string) bool {
 	return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator))
 }
 
+// textTypes are media types of text files that a host's tables may not list (Go's own lists none of
+// them); the same on every host.
+var textTypes = map[string]string{
+	".txt": "text/plain; charset=utf-8", ".md": "text/markdown; charset=utf-8", ".csv": "text/csv; charset=utf-8",
+	".log": "text/plain; charset=utf-8", ".yaml": "application/yaml", ".yml": "application/yaml",
+}
+
 // MediaType is the media type of a file by its extension; application/octet-stream when unknown.
 func MediaType(name string) string {
-	if t := mime.TypeByExtension(path.Ext(name)); t != "" {
+	ext := strings.ToLower(path.Ext(name))
+	if t, ok := textTypes[ext]; ok {
+		return t
+	}
+	if t := mime.TypeByExtension(ext); t != "" {
 		return t
 	}
 	return "application/octet-stream"
