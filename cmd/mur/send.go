@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -85,16 +86,21 @@ func (t *target) client() (*a2a.Client, error) {
 }
 
 func cmdSend(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	fs := newFlags("send", "mur send [--door URL | --member NAME --roster FILE] [--wait] TEXT", stderr)
+	fs := newFlags("send", "mur send [--door URL | --member NAME --roster FILE] [--context ID | --task ID] [--wait] TEXT", stderr)
 	var t target
 	t.register(fs, getenv)
-	wait := fs.Bool("wait", false, "wait for the task to end and print its answer (or its failure)")
+	wait := fs.Bool("wait", false, "wait for the task to end and print its answer (or its failure, or the question it asks)")
+	contextID := fs.String("context", "", "continue this conversation: a new task in context ID sees its earlier tasks")
+	taskID := fs.String("task", "", "answer task ID, which waits for input: TEXT is the answer, or approve/deny [REASON] for an approval")
 	timeout := fs.Duration("timeout", 10*time.Minute, "with --wait, how long to wait")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	text := strings.Join(fs.Args(), " ")
 	if text == "" {
+		if *taskID != "" {
+			return usagef("give the answer: mur send --task %s approve (or deny REASON, or the answer to its question)", *taskID)
+		}
 		return usagef("give the task text: mur send [flags] TEXT")
 	}
 	c, err := t.client()
@@ -105,6 +111,8 @@ func cmdSend(ctx context.Context, args []string, getenv func(string) string, std
 		MessageID: a2a.MessageID("msg_" + strings.ToLower(ulid.Make().String())),
 		Role:      a2a.RoleUser,
 		Parts:     []a2a.Part{a2a.TextPart(text)},
+		ContextID: *contextID,
+		TaskID:    a2a.TaskID(*taskID),
 	}
 	resp, err := c.SendMessage(ctx, &a2a.SendMessageRequest{Message: msg,
 		Configuration: &a2a.SendMessageConfig{ReturnImmediately: true}})
@@ -112,7 +120,11 @@ func cmdSend(ctx context.Context, args []string, getenv func(string) string, std
 		return err
 	}
 	if resp.Task == nil {
-		return errors.New("the door answered with a message instead of a task")
+		if resp.Message == nil {
+			return errors.New("the door answered with neither a task nor a message")
+		}
+		fmt.Fprintln(stdout, resp.Message.Text())
+		return nil
 	}
 	task := resp.Task
 	if !*wait {
@@ -133,9 +145,14 @@ func cmdSend(ctx context.Context, args []string, getenv func(string) string, std
 			return err
 		}
 	}
+	if task.Status.State == a2a.TaskStateInputRequired {
+		showQuestion(stdout, task)
+		return errReported{3}
+	}
 	if task.Status.State == a2a.TaskStateCompleted {
 		if a, ok := task.Artifact("response"); ok {
 			fmt.Fprintln(stdout, a.Text())
+			fmt.Fprintf(stderr, "(to continue this conversation: mur send --context %s TEXT)\n", task.ContextID)
 			return nil
 		}
 	}
@@ -184,4 +201,33 @@ func cmdTasks(ctx context.Context, args []string, getenv func(string) string, st
 	tw.Flush()
 	fmt.Fprintf(stdout, "%d of %d task(s)\n", len(res.Tasks), res.TotalSize)
 	return nil
+}
+
+// showQuestion prints what a task that waits for its sender asks, and the mur send that answers it.
+func showQuestion(w io.Writer, task *a2a.Task) {
+	question, approval := "", false
+	if m := task.Status.Message; m != nil {
+		for _, p := range m.Parts {
+			var d struct {
+				Question string          `json:"question"`
+				Tool     string          `json:"tool"`
+				Input    json.RawMessage `json:"input"`
+			}
+			if p.Data != nil && json.Unmarshal(p.Data, &d) == nil {
+				question, approval = d.Question, d.Tool != ""
+				if approval {
+					question = fmt.Sprintf("%s\n  tool:  %s\n  input: %s", d.Question, d.Tool, d.Input)
+				}
+			}
+		}
+		if question == "" {
+			question = m.Text()
+		}
+	}
+	fmt.Fprintf(w, "task %s waits for your input: %s\n", task.ID, question)
+	if approval {
+		fmt.Fprintf(w, "answer: mur send --task %s --wait approve   (or: deny REASON)\n", task.ID)
+		return
+	}
+	fmt.Fprintf(w, "answer: mur send --task %s --wait 'YOUR ANSWER'\n", task.ID)
 }
