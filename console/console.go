@@ -226,6 +226,7 @@ func (c *Console) routes() {
 	mux.HandleFunc("GET /events", c.authed(c.events))
 	mux.HandleFunc("POST /send", c.acting(c.send))
 	mux.HandleFunc("POST /cancel", c.acting(c.cancel))
+	mux.HandleFunc("POST /answer", c.acting(c.answer))
 	mux.HandleFunc("POST /logout", c.acting(c.logout))
 	mux.HandleFunc("/", c.authed(func(w http.ResponseWriter, r *http.Request, _ *loginSession) {
 		c.errorPage(w, r, http.StatusNotFound, "No such page", "The console has no page at "+r.URL.Path+". Start from the formation page.")

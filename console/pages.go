@@ -265,6 +265,11 @@ type TaskView struct {
 	Caller    string
 	CallerURL string
 	Waiting   bool // input or auth required
+	// What a task in TASK_STATE_INPUT_REQUIRED asks (its status message's data part): a question, or the
+	// approval of a tool call with its input.
+	Question  string
+	Tool      string
+	ToolInput string
 	Ended     bool
 	Started   time.Time
 }
@@ -381,6 +386,9 @@ func (c *Console) taskView(ctx context.Context, m *memberWatch, id string) TaskV
 			}
 		}
 		v.Waiting = v.State.Interrupted()
+		if v.State == a2a.TaskStateInputRequired && task.Status.Message != nil {
+			v.Question, v.Tool, v.ToolInput = questionOf(task.Status.Message)
+		}
 		v.Ended = v.State.Terminal()
 	}
 	recs, dir, dmg := c.records.taskRecords(id)
@@ -658,6 +666,57 @@ func (c *Console) send(w http.ResponseWriter, r *http.Request, _ *loginSession) 
 	m.mu.Unlock()
 	c.hub.publish(Event{Kind: "task", Member: name, Task: row.ID})
 	http.Redirect(w, r, "/members/"+name+"/tasks/"+row.ID, http.StatusSeeOther)
+}
+
+// questionOf reads what a waiting task asks from its status message's data part (DESIGN §15); without
+// one, the message's text is the question.
+func questionOf(m *a2a.Message) (question, tool, input string) {
+	for _, p := range m.Parts {
+		var d struct {
+			Question string          `json:"question"`
+			Tool     string          `json:"tool"`
+			Input    json.RawMessage `json:"input"`
+		}
+		if p.Data != nil && json.Unmarshal(p.Data, &d) == nil && d.Question != "" {
+			return d.Question, d.Tool, string(d.Input)
+		}
+	}
+	return m.Text(), "", ""
+}
+
+// answer sends a follow-up to a task that waits for input: an approval's decision (allow or deny, with
+// an optional reason) as a data part, or the answer to a question as text.
+func (c *Console) answer(w http.ResponseWriter, r *http.Request, _ *loginSession) {
+	name, id := r.PostFormValue("member"), r.PostFormValue("task")
+	decision, text := r.PostFormValue("decision"), strings.TrimSpace(r.PostFormValue("text"))
+	m := c.byName[name]
+	var part a2a.Part
+	switch {
+	case m == nil || !taskIDForm.MatchString(id):
+		c.errorPage(w, r, http.StatusBadRequest, "Nothing to answer", fmt.Sprintf("Nothing was sent: member %q and task %q do not name a task of this formation.", cut(name, 64), cut(id, 64)))
+		return
+	case decision == "allow" || decision == "deny":
+		b, _ := json.Marshal(map[string]string{"decision": decision, "reason": strings.TrimSpace(r.PostFormValue("reason"))})
+		part = a2a.Part{Data: b, MediaType: "application/json"}
+	case decision != "":
+		c.errorPage(w, r, http.StatusBadRequest, "Not a decision", fmt.Sprintf("Nothing was sent: %q is not a decision; approve (allow) or deny.", cut(decision, 64)))
+		return
+	case text == "":
+		c.errorPage(w, r, http.StatusBadRequest, "Nothing to send", "Nothing was sent: the answer is empty. Write the answer to the task's question and send again.")
+		return
+	default:
+		part = a2a.TextPart(text)
+	}
+	msg := &a2a.Message{MessageID: a2a.MessageID("msg_" + strings.ToLower(ulid.Make().String())), Role: a2a.RoleUser,
+		Parts: []a2a.Part{part}, TaskID: a2a.TaskID(id)}
+	ctx, cancel := context.WithTimeout(r.Context(), 20*time.Second)
+	defer cancel()
+	if _, err := m.client.SendMessage(ctx, &a2a.SendMessageRequest{Message: msg, Configuration: &a2a.SendMessageConfig{ReturnImmediately: true}}); err != nil {
+		c.errorPage(w, r, http.StatusConflict, "The answer was not taken", fmt.Sprintf("Member %s's door refused the answer to %s: %s", name, id, describeDoorError(err)))
+		return
+	}
+	c.hub.publish(Event{Kind: "task", Member: name, Task: id})
+	http.Redirect(w, r, "/members/"+name+"/tasks/"+id, http.StatusSeeOther)
 }
 
 func (c *Console) cancel(w http.ResponseWriter, r *http.Request, _ *loginSession) {
