@@ -29,17 +29,7 @@ func TestApprovalsExample(t *testing.T) {
 	var out, errb syncBuffer
 	done := make(chan error, 1)
 	go func() { done <- run(ctx, []string{"run", "--roster", rosterPath}, env, &out, &errb) }()
-	defer func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil && !errors.Is(err, context.Canceled) {
-				t.Errorf("mur run ended with %v", err)
-			}
-		case <-time.After(30 * time.Second):
-			t.Error("mur run did not shut down")
-		}
-	}()
+	defer stopRun(t, cancel, done)
 	var door string
 	re := regexp.MustCompile(`(?m)^\s+clerk\s+(http://\S+)/a2a$`)
 	for deadline := time.Now().Add(30 * time.Second); door == ""; time.Sleep(10 * time.Millisecond) {

@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -110,15 +109,7 @@ func TestToolsExample(t *testing.T) {
 			t.Errorf("mur send %q: %v, stdout %q, stderr %q; want %q", tc.text, err, sout.String(), serr.String(), tc.want)
 		}
 	}
-	cancel()
-	select {
-	case err := <-done:
-		if err != nil && !errors.Is(err, context.Canceled) {
-			t.Errorf("mur run ended with %v", err)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("mur run did not shut down")
-	}
+	stopRun(t, cancel, done)
 	// Staging pinned what lead/murmur.yaml declares.
 	code, out, _ = mur(t, "list", "--capsule", lead)
 	if code != 0 || strings.Count(out, "operator") != 2 {
