@@ -72,13 +72,15 @@ func (s *Session) followUp(ctx context.Context, msg *a2a.Message, origin Origin)
 }
 
 // checkContext refuses a contextId that names no conversation of the sender's: one no task of this
-// member has, or another sender's (which is answered the same, so a sender cannot learn it exists).
+// member has, or another sender's (which is answered the same, so a sender cannot learn it exists). The
+// sender is the operator (caller "") or a peer member.
 func (s *Session) checkContext(ctx context.Context, contextID string, origin Origin) error {
 	page, err := s.cfg.Store.List(ctx, store.ListQuery{ContextID: contextID, PageSize: 1})
 	if err != nil {
 		return err
 	}
-	if len(page.Tasks) == 0 || !scopeOf(origin).sees(taskCaller(page.Tasks[0])) {
+	// A context is its starter's alone, the operator's too: a task of another sender never joins it.
+	if len(page.Tasks) == 0 || taskCaller(page.Tasks[0]) != origin.Caller {
 		return a2a.InvalidParams(a2a.FieldViolation{Field: "message.contextId", Description: fmt.Sprintf(
 			"context %s does not exist at member %s: a contextId continues a conversation this member started for you; use the contextId of one of your tasks, or leave it out to start a new conversation",
 			a2a.CutID(contextID), s.cfg.Member)})

@@ -90,6 +90,15 @@ func TestConversationInContext(t *testing.T) {
 	if err != nil || len(page.Tasks) != 0 {
 		t.Errorf("the peer lists %d tasks of the operator's context (%v), want none", len(page.Tasks), err)
 	}
+	// The peer's own conversation is the peer's: it continues it, the operator may not join it.
+	theirs := send(t, peer, userMessage("price of coffee"))
+	if got := responseText(send(t, peer, inContext(theirs.ContextID, "and in euros?"))); !strings.Contains(got, "coffee costs 12 dollars") || strings.Contains(got, "tea") {
+		t.Errorf("the peer's second task saw %q", got)
+	}
+	_, err = c.SendMessage(ctx, &a2ago.SendMessageRequest{Message: inContext(theirs.ContextID, "me too")})
+	if !errors.Is(err, a2ago.ErrInvalidParams) || !strings.Contains(err.Error(), "does not exist") {
+		t.Errorf("the operator in a peer's context: %v, want it refused", err)
+	}
 	_, err = c.SendMessage(ctx, &a2ago.SendMessageRequest{Message: inContext("ctx_nosuch", "hello")})
 	if !errors.Is(err, a2ago.ErrInvalidParams) || !strings.Contains(err.Error(), "leave it out to start a new conversation") {
 		t.Errorf("an unknown context: %v, want invalid params saying what to do", err)
