@@ -77,6 +77,7 @@ type Notifier struct {
 	mu       sync.Mutex
 	watched  map[a2a.TaskID]bool // the tasks that have (or may have) a config and have not ended
 	overflow bool                // a change was dropped: the next round compares every config
+	stale    bool                // the outbox has changes the run goroutine did not write: read it again
 	timer    *time.Timer         // wakes a round when the earliest retry is due
 
 	changes chan change // observed, not yet in the outbox
@@ -180,6 +181,7 @@ func Open(cfg Config) (*Notifier, error) {
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }},
 		watched:  watched,
 		overflow: true, // the first round compares every config: changes stored while the member was down
+		stale:    true,
 		changes:  make(chan change, cfg.Queue),
 		results:  make(chan result, parallel),
 		kick:     make(chan struct{}, 1),
@@ -359,7 +361,7 @@ func (n *Notifier) Create(ctx context.Context, c a2a.TaskPushNotificationConfig)
 	if err != nil {
 		return c, err
 	}
-	if err := n.enqueue(ctx, tx, configKey{c.TaskID, c.ID}, statusKey(t.Status), post); err != nil {
+	if err := n.enqueueOne(ctx, tx, configKey{c.TaskID, c.ID}, statusKey(t.Status), post); err != nil {
 		return c, err
 	}
 	if err := tx.Commit(); err != nil {
@@ -370,7 +372,7 @@ func (n *Notifier) Create(ctx context.Context, c a2a.TaskPushNotificationConfig)
 		delete(n.watched, c.TaskID)
 		n.mu.Unlock()
 	}
-	n.wake()
+	n.reread()
 	return c, nil
 }
 

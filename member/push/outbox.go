@@ -20,41 +20,66 @@ import (
 // flushEvery is how many delivered changes may wait to be deleted from the outbox while deliveries go on.
 const flushEvery = 64
 
-// enqueue puts a change of status key status (body: what to post) in the outbox of config k, in tx,
+// waitingConfig is a config as enqueue sees it: the status it last queued and how many changes it has
+// waiting.
+type waitingConfig struct {
+	k       configKey
+	queued  sql.NullString
+	waiting int
+}
+
+// configsOf reads the configs of a task (all: id "") or one config, for enqueue.
+func configsOf(ctx context.Context, tx *sql.Tx, task a2a.TaskID, id string) ([]waitingConfig, error) {
+	rows, err := tx.QueryContext(ctx, `SELECT p.id, p.queued,
+			(SELECT count(*) FROM push_outbox o WHERE o.task_id = p.task_id AND o.config_id = p.id)
+		FROM push_configs p WHERE p.task_id = ? AND (? = '' OR p.id = ?) ORDER BY p.created, p.id`, string(task), id, id)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []waitingConfig
+	for rows.Next() {
+		c := waitingConfig{k: configKey{task: task}}
+		if err := rows.Scan(&c.k.id, &c.queued, &c.waiting); err != nil {
+			return nil, err
+		}
+		out = append(out, c)
+	}
+	return out, rows.Err()
+}
+
+// enqueue puts a change of status key status (body: what to post) in the outbox of config c, in tx,
 // unless the config has it already or has queued its task's end. A full outbox gives up its newest
 // waiting change for it.
-func (n *Notifier) enqueue(ctx context.Context, tx *sql.Tx, k configKey, status string, body []byte) error {
-	var queued sql.NullString
-	err := tx.QueryRowContext(ctx, `SELECT queued FROM push_configs WHERE task_id = ? AND id = ?`, string(k.task), k.id).Scan(&queued)
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil // deleted meanwhile
-	}
-	if err != nil {
-		return err
-	}
-	if queued.Valid && (queued.String == status || keyState(queued.String).Terminal()) {
+func (n *Notifier) enqueue(ctx context.Context, tx *sql.Tx, c waitingConfig, status string, body []byte) error {
+	if c.queued.Valid && (c.queued.String == status || keyState(c.queued.String).Terminal()) {
 		return nil
 	}
-	var waiting int
-	if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM push_outbox WHERE task_id = ? AND config_id = ?`, string(k.task), k.id).Scan(&waiting); err != nil {
-		return err
-	}
-	if over := waiting - n.cfg.Outbox + 1; over > 0 {
+	if over := c.waiting - n.cfg.Outbox + 1; over > 0 {
 		if _, err := tx.ExecContext(ctx, `DELETE FROM push_outbox WHERE seq IN (SELECT seq FROM push_outbox WHERE task_id = ? AND config_id = ? ORDER BY seq DESC LIMIT ?)`,
-			string(k.task), k.id, over); err != nil {
+			string(c.k.task), c.k.id, over); err != nil {
 			return err
 		}
-		n.log.Warn("push: a webhook's outbox is full; its newest waiting change gives way to the latest", "task", k.task, "config", k.id, "outbox", n.cfg.Outbox)
+		n.log.Warn("push: a webhook's outbox is full; its newest waiting change gives way to the latest", "task", c.k.task, "config", c.k.id, "outbox", n.cfg.Outbox)
 		for range over {
 			n.report(n.cfg.Dropped)
 		}
 	}
 	if _, err := tx.ExecContext(ctx, `INSERT INTO push_outbox (task_id, config_id, status, body, created) VALUES (?, ?, ?, ?, ?)`,
-		string(k.task), k.id, status, string(body), time.Now().UnixMilli()); err != nil {
+		string(c.k.task), c.k.id, status, string(body), time.Now().UnixMilli()); err != nil {
 		return err
 	}
-	_, err = tx.ExecContext(ctx, `UPDATE push_configs SET queued = ? WHERE task_id = ? AND id = ?`, status, string(k.task), k.id)
+	_, err := tx.ExecContext(ctx, `UPDATE push_configs SET queued = ? WHERE task_id = ? AND id = ?`, status, string(c.k.task), c.k.id)
 	return err
+}
+
+// enqueueOne is enqueue for one config, read first.
+func (n *Notifier) enqueueOne(ctx context.Context, tx *sql.Tx, k configKey, status string, body []byte) error {
+	cs, err := configsOf(ctx, tx, k.task, k.id)
+	if err != nil || len(cs) == 0 {
+		return err // none: deleted meanwhile
+	}
+	return n.enqueue(ctx, tx, cs[0], status, body)
 }
 
 // write puts the observed changes in the outbox of their tasks' configs, in one transaction.
@@ -65,11 +90,11 @@ func (n *Notifier) write(ctx context.Context, batch []change) error {
 	}
 	defer tx.Rollback()
 	for _, c := range batch {
-		ids, err := configIDs(ctx, tx, c.task)
+		cs, err := configsOf(ctx, tx, c.task, "")
 		if err != nil {
 			return err
 		}
-		if len(ids) == 0 {
+		if len(cs) == 0 {
 			continue
 		}
 		if c.body == nil { // the observer had no task: post it as stored now
@@ -89,30 +114,13 @@ func (n *Notifier) write(ctx context.Context, batch []change) error {
 			}
 			c.key = statusKey(t.Status)
 		}
-		for _, id := range ids {
-			if err := n.enqueue(ctx, tx, configKey{c.task, id}, c.key, c.body); err != nil {
+		for _, wc := range cs {
+			if err := n.enqueue(ctx, tx, wc, c.key, c.body); err != nil {
 				return err
 			}
 		}
 	}
 	return tx.Commit()
-}
-
-func configIDs(ctx context.Context, tx *sql.Tx, task a2a.TaskID) ([]string, error) {
-	rows, err := tx.QueryContext(ctx, `SELECT id FROM push_configs WHERE task_id = ? ORDER BY created, id`, string(task))
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var ids []string
-	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
-			return nil, err
-		}
-		ids = append(ids, id)
-	}
-	return ids, rows.Err()
 }
 
 // reconcile puts in the outbox the stored status of every task whose configs have not queued it (only
@@ -159,7 +167,7 @@ func (n *Notifier) reconcile(ctx context.Context, ended bool) error {
 		if err != nil {
 			return err
 		}
-		if err := n.enqueue(ctx, tx, s.k, s.key, body); err != nil {
+		if err := n.enqueueOne(ctx, tx, s.k, s.key, body); err != nil {
 			return err
 		}
 	}
@@ -209,7 +217,9 @@ func (n *Notifier) run(ctx context.Context) {
 			n.finish(d)
 			return
 		case <-n.kick:
-			full = true
+			n.mu.Lock()
+			full, n.stale = n.stale, false
+			n.mu.Unlock()
 		case r := <-n.results:
 			n.settle(d, r)
 		case <-sweep.C:
@@ -355,8 +365,13 @@ func (n *Notifier) flush(ctx context.Context, d *dispatch, next bool) {
 			return err
 		}
 		defer tx.Rollback()
-		for _, h := range done {
-			if _, err := tx.Exec(`DELETE FROM push_outbox WHERE seq = ?`, h.seq); err != nil {
+		for chunk := range slices.Chunk(done, 500) {
+			marks := make([]string, len(chunk))
+			args := make([]any, len(chunk))
+			for i, h := range chunk {
+				marks[i], args[i] = "?", h.seq
+			}
+			if _, err := tx.Exec(`DELETE FROM push_outbox WHERE seq IN (`+strings.Join(marks, ",")+`)`, args...); err != nil {
 				return err
 			}
 		}
@@ -452,16 +467,24 @@ func (n *Notifier) finish(d *dispatch) {
 	n.flush(ctx, d, false)
 }
 
-// retryAt makes sure a round runs at t.
+// retryAt makes sure the outbox is read again at t.
 func (n *Notifier) retryAt(t time.Time) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	d := max(time.Until(t), 0)
 	if n.timer == nil {
-		n.timer = time.AfterFunc(d, n.wake)
+		n.timer = time.AfterFunc(d, n.reread)
 		return
 	}
 	n.timer.Reset(d)
+}
+
+// reread has the run goroutine read the outbox again: it has changes this goroutine did not write.
+func (n *Notifier) reread() {
+	n.mu.Lock()
+	n.stale = true
+	n.mu.Unlock()
+	n.wake()
 }
 
 // post sends body to the config's URL, with its token and authentication.
