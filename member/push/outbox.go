@@ -199,6 +199,7 @@ type dispatch struct {
 	inflight map[configKey]bool
 	failures map[configKey]failure
 	done     []head // delivered (or given up), not yet deleted from the outbox
+	fresh    []head // delivered (or given up) since the last step: their configs' next changes are due
 	sweep    bool
 }
 
@@ -255,8 +256,13 @@ func (n *Notifier) step(ctx context.Context, d *dispatch, full bool) {
 		}
 		d.sweep, full = false, true
 	}
+	if full {
+		d.fresh = d.fresh[:0] // the refresh finds their next changes
+	} else {
+		n.advance(ctx, d)
+	}
 	if full || len(d.done) >= flushEvery || (len(d.inflight) == 0 && len(d.ready) == 0) {
-		n.flush(ctx, d, !full)
+		n.flush(ctx, d)
 	}
 	if full {
 		if err := n.refresh(ctx, d); err != nil {
@@ -321,6 +327,7 @@ func (n *Notifier) settle(d *dispatch, r result) {
 		n.delivered("ok")
 		delete(d.failures, r.k)
 		d.done = append(d.done, r.head)
+		d.fresh = append(d.fresh, r.head)
 		return
 	}
 	f := d.failures[r.k]
@@ -333,6 +340,7 @@ func (n *Notifier) settle(d *dispatch, r result) {
 		n.delivered("gave_up")
 		delete(d.failures, r.k)
 		d.done = append(d.done, r.head)
+		d.fresh = append(d.fresh, r.head)
 		return
 	}
 	wait := min(n.cfg.Backoff<<(f.attempts-1), n.cfg.MaxBackoff)
@@ -350,20 +358,16 @@ func (n *Notifier) delivered(outcome string) {
 	}
 }
 
-// flush deletes the delivered changes from the outbox, in one transaction, and with next makes each
-// config's next change ready (without: a refresh follows). It runs while the notifier closes too: those deliveries were
-// made.
-func (n *Notifier) flush(ctx context.Context, d *dispatch, next bool) {
+// flush deletes the delivered changes from the outbox, in one transaction. It runs while the notifier
+// closes too: those deliveries were made.
+func (n *Notifier) flush(ctx context.Context, d *dispatch) {
 	if len(d.done) == 0 {
 		return
 	}
 	done := d.done
 	d.done = nil
-	err := func() error {
-		tx, err := n.db.BeginTx(context.WithoutCancel(ctx), nil)
-		if err != nil {
-			return err
-		}
+	tx, err := n.db.BeginTx(context.WithoutCancel(ctx), nil)
+	if err == nil {
 		defer tx.Rollback()
 		for chunk := range slices.Chunk(done, 500) {
 			marks := make([]string, len(chunk))
@@ -371,30 +375,37 @@ func (n *Notifier) flush(ctx context.Context, d *dispatch, next bool) {
 			for i, h := range chunk {
 				marks[i], args[i] = "?", h.seq
 			}
-			if _, err := tx.Exec(`DELETE FROM push_outbox WHERE seq IN (`+strings.Join(marks, ",")+`)`, args...); err != nil {
-				return err
+			if _, err = tx.Exec(`DELETE FROM push_outbox WHERE seq IN (`+strings.Join(marks, ",")+`)`, args...); err != nil {
+				break
 			}
 		}
-		return tx.Commit()
-	}()
+		if err == nil {
+			err = tx.Commit()
+		}
+	}
 	if err != nil {
 		n.log.Error("push: deleting delivered changes from the outbox; they will be delivered again", "changes", len(done), "err", err)
 	}
-	if !next || ctx.Err() != nil {
-		return
-	}
-	// The next change of each config just delivered to.
-	for _, h := range done {
+}
+
+// advance makes ready the next change of each config just delivered to (its delivered change may still
+// be in the outbox: the next is the one after it).
+func (n *Notifier) advance(ctx context.Context, d *dispatch) {
+	for _, h := range d.fresh {
 		if d.inflight[h.k] || slices.ContainsFunc(d.ready, func(r head) bool { return r.k == h.k }) {
 			continue
 		}
 		var seq int64
 		err := n.db.QueryRowContext(ctx, `SELECT seq FROM push_outbox WHERE task_id = ? AND config_id = ? AND seq > ? ORDER BY seq LIMIT 1`,
 			string(h.k.task), h.k.id, h.seq).Scan(&seq)
-		if err == nil {
+		switch {
+		case err == nil:
 			d.ready = append(d.ready, head{seq, h.k})
+		case !errors.Is(err, sql.ErrNoRows):
+			n.failed(ctx, "reading the outbox", err)
 		}
 	}
+	d.fresh = d.fresh[:0]
 }
 
 // refresh reads every config's oldest waiting change, and makes ready those not being delivered and not
@@ -464,7 +475,7 @@ func (n *Notifier) finish(d *dispatch) {
 	}
 	ctx := context.Background()
 	n.writeChanges(ctx)
-	n.flush(ctx, d, false)
+	n.flush(ctx, d)
 }
 
 // retryAt makes sure the outbox is read again at t.
