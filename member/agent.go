@@ -229,7 +229,7 @@ func originOf(t *a2a.Task) Origin {
 // systemPrompt is the capsule's instructions, then its skills (the operator's, then those the agent
 // pulled, fenced as untrusted); the plan guidance joins it with its feature.
 func (s *Session) systemPrompt() string {
-	return artifact.AppendSkills(s.cfg.Capsule.Instructions, s.art.allSkills())
+	return artifact.AppendSkills(s.cfg.Capsule.Instructions, s.art.Skills())
 }
 
 // account adds one inference call to the session's numbers, its metrics and its records.
@@ -360,10 +360,10 @@ func (s *Session) dispatch(ctx context.Context, task string, call driver.ToolCal
 			ran = true
 		}
 		res = r
-	} else if a, ok := s.art.toolArtifact(call.Name); ok {
-		res = s.runTool(ctx, a, call)
+	} else if a, ok := s.art.Tool(call.Name); ok {
+		res = s.art.Run(ctx, a, call)
 		ran = res.Status != runtimetools.StatusRefused
-	} else if s.art.removed(call.Name) {
+	} else if s.art.Removed(call.Name) {
 		res = runtimetools.Refused(runtimetools.RemovedCall(call.Name))
 	} else {
 		res = runtimetools.Refused(runtimetools.Unstaged(call.Name, s.inventory(), s.cfg.Capsule.DeclaresUnbuilt(call.Name)))
@@ -418,14 +418,6 @@ func (s *Session) deadlineNotice(task string) string {
 	s.mu.Unlock()
 	s.records.Write("deadline_notice", task, map[string]any{"at": at, "left_secs": left})
 	return fmt.Sprintf(deadlineNotice, at, left)
-}
-
-func toolSpecs(r *runtimetools.Registry) []driver.ToolSpec {
-	var out []driver.ToolSpec
-	for _, m := range r.Manifests() {
-		out = append(out, driver.ToolSpec{Name: m.Name, Description: m.Description, InputSchema: m.InputSchema})
-	}
-	return out
 }
 
 // countInference counts a call in the metrics, and the tokens its provider reported.

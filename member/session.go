@@ -15,6 +15,7 @@ import (
 	"github.com/murmur-run/murmur/a2a"
 	"github.com/murmur-run/murmur/internal/ids"
 	"github.com/murmur-run/murmur/internal/peercred"
+	"github.com/murmur-run/murmur/member/artifact/staged"
 	"github.com/murmur-run/murmur/member/calls"
 	"github.com/murmur-run/murmur/member/capsule"
 	"github.com/murmur-run/murmur/member/driver"
@@ -157,9 +158,9 @@ type Session struct {
 	unapplied string                   // a choice switched to that no inference call has used yet
 	submitted map[a2a.TaskID]time.Time // when each unfinished task arrived, for mur_task_duration_seconds
 	tools     *runtimetools.Registry
-	art       *sessionArtifacts // declared and pulled artifacts, hooks; set at Start
-	deadline  time.Time         // zero: none
-	expired   bool              // the deadline has passed: the session has ended
+	art       *staged.Set // declared and pulled artifacts, hooks; set at Start
+	deadline  time.Time   // zero: none
+	expired   bool        // the deadline has passed: the session has ended
 
 	// What session-status reports; guarded by mu.
 	progress   *taskProgress // the running task's; nil outside a task
@@ -272,24 +273,27 @@ func Start(cfg Config) (*Session, error) {
 	if cfg.RuntimeRoot != "" {
 		runtimeDir = filepath.Join(cfg.RuntimeRoot, s.id)
 	}
-	if s.art, err = s.stageArtifacts(runtimeDir); err != nil {
+	s.commands = sandbox.NewCommands(sandbox.CommandsConfig{Runner: s.runner, Grants: cfg.Capsule.Capabilities.Shell,
+		GraceSecs: cfg.Capsule.Lifecycle.ShellGraceSecs, LogDir: filepath.Join(rec.Dir(), "logs"),
+		Moved: func() { cfg.Metrics.BackgroundCommands.WithLabelValues("running").Inc() }, Ended: s.backgroundEnded})
+	s.art, err = staged.Stage(staged.Config{Capsule: cfg.Capsule, Member: cfg.Member, Session: s.id, ProjectDir: cfg.ProjectDir,
+		DataDir: cfg.DataDir, WasmCacheDir: cfg.WasmCacheDir, RuntimeDir: runtimeDir, Getenv: cfg.Getenv,
+		HTTPClient: cfg.HTTPClient, Recorder: rec, Runner: s.runner, Workdir: cfg.WorkDir, OutputLimit: s.commands.OutputLimit()})
+	if err != nil {
 		rec.Close()
 		return nil, err
 	}
 	s.files = share.New(share.Config{Capsule: cfg.Capsule, Roster: cfg.Roster, Member: cfg.Member,
 		FormationToken: cfg.FormationToken, CredKey: s.credKey(), HTTPClient: cfg.HTTPClient, Now: cfg.Now,
 		Log: s.log, Workdir: s.workdir()})
-	s.commands = sandbox.NewCommands(sandbox.CommandsConfig{Runner: s.runner, Grants: cfg.Capsule.Capabilities.Shell,
-		GraceSecs: cfg.Capsule.Lifecycle.ShellGraceSecs, LogDir: filepath.Join(rec.Dir(), "logs"),
-		Moved: func() { cfg.Metrics.BackgroundCommands.WithLabelValues("running").Inc() }, Ended: s.backgroundEnded})
 	if s.tools, err = s.stageTools(); err != nil {
-		s.art.close()
+		s.art.Close()
 		rec.Close()
 		return nil, err
 	}
 	if cfg.RuntimeRoot != "" {
-		if err := writeManifests(runtimeDir, s.tools, s.art.allow.Contains); err != nil {
-			s.art.close()
+		if err := s.art.WriteManifests(runtimeDir, s.tools.Manifests()); err != nil {
+			s.art.Close()
 			rec.Close()
 			return nil, fmt.Errorf("member %s: %w", cfg.Member, err)
 		}
@@ -666,7 +670,7 @@ func (s *Session) Close(ctx context.Context) error {
 	case <-ctx.Done():
 		errs = append(errs, fmt.Errorf("member %s: the running task did not stop in time; the store marks it failed at the next start", s.cfg.Member))
 	}
-	s.art.close()
+	s.art.Close()
 	errs = append(errs, s.closeProcess(ctx))
 	if !expired {
 		s.mu.Lock()
