@@ -115,7 +115,7 @@ func (s *Session) runAgent(ctx context.Context, t *a2a.Task, text string) (strin
 			s.workingStatus(t, fmt.Sprintf("continuing with %d member answer(s)", len(round)))
 			s.records.Write("task_continued", task, map[string]any{"answers": len(round)})
 			req.Messages = append(req.Messages, driver.ChatMessage{Role: driver.RoleUser, Text: calls.ContinuationMessage(round, latest, tc.Caller())})
-			req.Answers = answersData(round)
+			req.Answers = calls.AnswersData(round)
 			continue
 		}
 		if strings.TrimSpace(answer) == "" {
@@ -204,15 +204,6 @@ func (s *Session) workingStatus(t *a2a.Task, text string) {
 	}
 	s.notifyLocked()
 	s.publish(t)
-}
-
-// answersData is the script driver's .answers: the member answers of the latest continuation.
-func answersData(round []calls.CallOutcome) []map[string]any {
-	out := make([]map[string]any, 0, len(round))
-	for _, o := range round {
-		out = append(out, map[string]any{"member": o.Member, "call_id": o.CallID, "status": o.Status, "output": o.Output})
-	}
-	return out
 }
 
 // originOf reads back who sent a task: its trust class, origin and calling member, as the session

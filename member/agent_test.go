@@ -15,6 +15,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/murmur-run/murmur/a2a"
+	"github.com/murmur-run/murmur/member/calls"
 	"github.com/murmur-run/murmur/member/capsule"
 	"github.com/murmur-run/murmur/member/sandbox"
 	"github.com/murmur-run/murmur/member/store"
@@ -39,9 +40,9 @@ type sessionOpts struct {
 	getenv  func(string) string
 	confine bool // commands run through this test binary as the confining helper
 	isolate func() sandbox.Isolation
-	roster  string // a roster.yaml for the session, whose member is "m"; "" for none
-	peers   Peers  // how peers' doors are reached, with roster
-	token   string // the formation token
+	roster  string      // a roster.yaml for the session, whose member is "m"; "" for none
+	peers   calls.Peers // how peers' doors are reached, with roster
+	token   string      // the formation token
 	// wasmCache is the session's compiled-module cache ("" for the default under its data directory).
 	wasmCache string
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/murmur-run/murmur/member/calls"
 	"github.com/murmur-run/murmur/member/capsule"
 	"github.com/murmur-run/murmur/member/driver"
+	"github.com/murmur-run/murmur/member/harness"
 	"github.com/murmur-run/murmur/member/records"
 	"github.com/murmur-run/murmur/member/sandbox"
 	"github.com/murmur-run/murmur/member/share"
@@ -112,7 +113,7 @@ type Config struct {
 	FormationToken string
 	// Peers overrides how peers' doors are reached (tests); nil means over HTTP with this member's
 	// credential.
-	Peers Peers
+	Peers calls.Peers
 	// ConfineHelper is an executable that runs `ConfineCommand path name args…` (mur itself); every
 	// command (shell binaries, a script capsule's command, done_check) runs through it to get its memory
 	// limit and its Landlock rules. "" runs them directly.
@@ -122,7 +123,7 @@ type Config struct {
 	Events Publisher
 	// StartToolServer starts the loopback tool server of a session under transport: process
 	// (server.StartToolServer); a process capsule cannot start without it.
-	StartToolServer func(ToolSet) (ToolServer, error)
+	StartToolServer func(harness.ToolSet) (harness.ToolServer, error)
 	// isolate finds what the host allows around commands; nil probes it (probeIsolation). Tests
 	// set it to take one mechanism away.
 	isolate func() sandbox.Isolation
@@ -174,10 +175,9 @@ type Session struct {
 	timer         *time.Timer
 	calls         *calls.Tracker // the running agent task's member calls
 	callsTask     string         // the task calls belongs to
-	peers         Peers
-	iso           sandbox.Isolation // what this host puts around commands; set at Start
-	proc          *processState     // transport: process; nil under http
-	quota         []runtimetools.QuotaWindow
+	peers         calls.Peers
+	iso           sandbox.Isolation  // what this host puts around commands; set at Start
+	proc          *harness.Transport // transport: process; nil under http
 
 	base    context.Context
 	stopAll context.CancelFunc
@@ -267,7 +267,7 @@ func Start(cfg Config) (*Session, error) {
 	s.records = rec
 	s.peers = cfg.Peers
 	if s.peers == nil && cfg.Roster != nil {
-		s.peers = newDoorPeers(cfg.Roster, cfg.Member, s.credKey(), cfg.HTTPClient)
+		s.peers = calls.DoorPeers(cfg.Roster, cfg.Member, s.credKey(), cfg.HTTPClient)
 	}
 	runtimeDir := filepath.Join(rec.Dir(), "runtime")
 	if cfg.RuntimeRoot != "" {
@@ -322,13 +322,13 @@ func Start(cfg Config) (*Session, error) {
 	if s.proc != nil {
 		start["transport"] = capsule.TransportProcess
 		start["harness"] = map[string]any{"command": cfg.Capsule.Harness.Command[0], "dialect": cfg.Capsule.Harness.Dialect}
-		start["tool_server"] = s.proc.server.URL()
+		start["tool_server"] = s.proc.URL()
 	}
 	if len(recovered) > 0 {
 		start["recovered_tasks"] = recovered
 	}
 	if err := rec.Write("session_start", "", start); err != nil {
-		s.closeProcess(context.Background())
+		s.proc.Close(context.Background())
 		rec.Close()
 		return nil, err
 	}
@@ -671,7 +671,7 @@ func (s *Session) Close(ctx context.Context) error {
 		errs = append(errs, fmt.Errorf("member %s: the running task did not stop in time; the store marks it failed at the next start", s.cfg.Member))
 	}
 	s.art.Close()
-	errs = append(errs, s.closeProcess(ctx))
+	errs = append(errs, s.proc.Close(ctx))
 	if !expired {
 		s.mu.Lock()
 		exit := s.exitStatusLocked()

@@ -51,7 +51,7 @@ func (s *Session) StatusSnapshot() runtimetools.StatusSnapshot {
 		cs := *s.context
 		snap.Context = &cs
 	}
-	snap.Quota = append([]runtimetools.QuotaWindow(nil), s.quota...)
+	snap.Quota = s.proc.Quota()
 	return snap
 }
 
