@@ -14,7 +14,6 @@ import (
 	"github.com/murmur-run/murmur/member/calls"
 	"github.com/murmur-run/murmur/member/capsule"
 	"github.com/murmur-run/murmur/member/driver"
-	"github.com/murmur-run/murmur/member/sandbox"
 	"github.com/murmur-run/murmur/runtimetools"
 )
 
@@ -131,7 +130,7 @@ func (s *Session) runAgent(ctx context.Context, t *a2a.Task, text string) (strin
 			return "", errors.New("the model ended its turn without an answer")
 		}
 		if dc := c.Lifecycle.DoneCheck; dc != nil {
-			out, code, err := s.runDoneCheck(ctx, dc.Command)
+			out, code, err := s.runner.RunCheck(ctx, dc.Command)
 			if ctx.Err() != nil {
 				return "", ctx.Err()
 			}
@@ -307,20 +306,6 @@ func (s *Session) compact(task string, req *driver.InferRequest) {
 	s.records.Write("compaction", task, map[string]any{
 		"tokens_before": cs.UsedTokens, "tokens_before_source": cs.MeasuredBy, "tokens_after": after,
 		"budget_tokens": cs.BudgetTokens, "threshold": threshold, "removed_messages": removed})
-}
-
-// runDoneCheck runs lifecycle.done_check's command in the workdir, confined as every command is, and
-// returns its output.
-func (s *Session) runDoneCheck(ctx context.Context, command []string) (string, int, error) {
-	ctx, cancel := context.WithTimeout(ctx, defaultScriptTimeout)
-	defer cancel()
-	var out sandbox.Tail
-	out.Max = 8 << 10
-	code, err := s.runner.RunCommand(ctx, command, nil, &out, &out)
-	if errors.Is(err, context.DeadlineExceeded) {
-		err = fmt.Errorf("it did not finish within %s and was killed", defaultScriptTimeout)
-	}
-	return out.String(), code, err
 }
 
 func lastLine(s string) string {

@@ -15,7 +15,7 @@ func (s *Session) stageTools() (*runtimetools.Registry, error) {
 	c := s.cfg.Capsule
 	var tools []runtimetools.Tool
 	if c.IsAgent() {
-		shell, err := s.shellTools()
+		shell, err := s.commands.ShellTools(c.Path)
 		if err != nil {
 			return nil, err
 		}
