@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/murmur-run/murmur/a2a"
 	"github.com/murmur-run/murmur/internal/ids"
@@ -14,6 +13,7 @@ import (
 	"github.com/murmur-run/murmur/member/calls"
 	"github.com/murmur-run/murmur/member/capsule"
 	"github.com/murmur-run/murmur/member/driver"
+	"github.com/murmur-run/murmur/member/records"
 	"github.com/murmur-run/murmur/runtimetools"
 )
 
@@ -226,23 +226,13 @@ func (s *Session) systemPrompt() string {
 func (s *Session) account(task, choice string, req driver.InferRequest, resp driver.InferResponse) {
 	u := resp.Usage
 	ch := s.cfg.Capsule.Inference.Choices[choice]
-	in, out := u.Input, u.Output
-	if !u.Reported && !u.Estimated {
-		in, out = driver.EstimateInput(req), driver.EstimateTokens(resp.Text)
-	}
-	measured, used := "estimate", in+out
-	if u.Reported {
-		measured = "actual"
-		if u.CacheApart {
-			used += u.Cached + u.CacheWrite // the conversation holds what the cache read and wrote too
-		}
-	}
+	in, out, used, measured := driver.Measure(req, resp)
 	s.mu.Lock()
 	s.progress.turns++
 	// The spend ceilings count every call, an estimate where the provider reported nothing; the token
 	// sums of session-status hold only what providers reported.
 	s.spend += in + out
-	s.countTokensLocked(u.Reported, u.CacheReported, in, out, u.Cached, u.CacheWrite)
+	s.tokens.Add(u.Reported, u.CacheReported, in, out, u.Cached, u.CacheWrite)
 	s.context = contextSnapshot(ch, used, measured)
 	s.mu.Unlock()
 
@@ -257,12 +247,7 @@ func (s *Session) account(task, choice string, req driver.InferRequest, resp dri
 // contextSnapshot is the budget check of SPEC's context fields for one choice.
 func contextSnapshot(ch capsule.Choice, used int64, measured string) *runtimetools.ContextSnapshot {
 	cs := &runtimetools.ContextSnapshot{UsedTokens: used, WindowTokens: ch.ContextWindow, MeasuredBy: measured}
-	if ch.ContextWindow > 0 {
-		cs.BudgetTokens, cs.BudgetBasis = ch.ContextWindow-ch.MaxOutputTokens, "context_window_less_output_cap"
-		if ch.MaxInputTokens > 0 && ch.MaxInputTokens < cs.BudgetTokens {
-			cs.BudgetTokens, cs.BudgetBasis = ch.MaxInputTokens, "max_input_tokens"
-		}
-	}
+	cs.BudgetTokens, cs.BudgetBasis = ch.Budget()
 	return cs
 }
 
@@ -280,24 +265,13 @@ func (s *Session) compact(task string, req *driver.InferRequest) {
 		threshold = th
 	}
 	limit := int64(threshold * float64(cs.BudgetTokens))
-	if cs.UsedTokens <= limit || len(req.Messages) < 4 {
+	if cs.UsedTokens <= limit {
 		return
 	}
-	// Cut at an assistant message so no tool result is left without its call; keep the last two turns.
-	cut := -1
-	for i := len(req.Messages) - 4; i >= 1; i-- {
-		if req.Messages[i].Role == driver.RoleAssistant {
-			cut = i
-			break
-		}
-	}
-	if cut <= 1 {
+	removed := driver.Compact(req)
+	if removed == 0 {
 		return
 	}
-	removed := cut - 1
-	first := req.Messages[0]
-	first.Text += fmt.Sprintf("\n\n[runtime] %d earlier message(s) of this conversation were removed to keep it within the context budget.", removed)
-	req.Messages = append([]driver.ChatMessage{first}, req.Messages[cut:]...)
 	after := driver.EstimateInput(*req)
 	s.mu.Lock()
 	s.context = &runtimetools.ContextSnapshot{UsedTokens: after, WindowTokens: cs.WindowTokens,
@@ -355,10 +329,10 @@ func (s *Session) dispatch(ctx context.Context, task string, call driver.ToolCal
 			fields["summary"] = res.Summary
 		}
 		// The input and the fenced result, so a reader of the records (the console's task page) sees what
-		// the call asked and what it gave; each cut at recordedMax bytes. The deadline notice has its own
+		// the call asked and what it gave; each cut by records.Clip. The deadline notice has its own
 		// record.
-		fields["input"] = clip(string(call.Input), recordedMax)
-		fields["result"] = clip(driver.Fence("tool:"+call.Name, res.Output, res.Note), recordedMax)
+		fields["input"] = records.Clip(string(call.Input), records.ClipMax)
+		fields["result"] = records.Clip(driver.Fence("tool:"+call.Name, res.Output, res.Note), records.ClipMax)
 		s.records.Write("tool_call", task, fields)
 		s.log.Debug("tool call", "task", task, "tool", call.Name, "status", res.Status, "summary", res.Summary)
 	}
@@ -381,7 +355,7 @@ func (s *Session) dispatch(ctx context.Context, task string, call driver.ToolCal
 // deadlineNotice returns SPEC's notice line once per session, for the first tool result inside the
 // margin, and writes its record; otherwise "".
 func (s *Session) deadlineNotice(task string) string {
-	margin := noticeMargin(s.cfg.Capsule)
+	margin := s.cfg.Capsule.NoticeMargin()
 	now := s.cfg.Now()
 	s.mu.Lock()
 	if s.deadline.IsZero() || margin <= 0 || s.noticeSent || s.deadline.Sub(now) > margin {
@@ -408,19 +382,4 @@ func (s *Session) countInference(driver string, u driver.Usage) {
 			m.InferenceTokens.WithLabelValues(driver, kind).Add(float64(n))
 		}
 	}
-}
-
-// recordedMax bounds a tool call's input and result in its tool_call record.
-const recordedMax = 16 << 10
-
-// clip cuts s to at most n bytes on a rune boundary, saying how much was cut.
-func clip(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	cut := n
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + fmt.Sprintf("\n[… %d more bytes not recorded]", len(s)-cut)
 }

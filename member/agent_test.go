@@ -256,27 +256,6 @@ func TestDeadlineNoticeOnceInsideTheMargin(t *testing.T) {
 	}
 }
 
-func TestNoticeMargin(t *testing.T) {
-	zero, ten := 0, 10
-	for _, tc := range []struct {
-		deadline time.Duration
-		secs     *int
-		want     time.Duration
-	}{
-		{2 * time.Hour, nil, 5 * time.Minute},
-		{10 * time.Minute, nil, time.Minute},
-		{5 * time.Second, nil, time.Second},
-		{2 * time.Hour, &ten, 10 * time.Second},
-		{2 * time.Hour, &zero, 0},
-	} {
-		c := &capsule.Capsule{Deadline: tc.deadline}
-		c.Lifecycle.DeadlineNoticeSecs = tc.secs
-		if got := noticeMargin(c); got != tc.want {
-			t.Errorf("deadline %s, deadline_notice_secs %v: margin %s, want %s", tc.deadline, tc.secs, got, tc.want)
-		}
-	}
-}
-
 func TestKeepWorkingNudgesThenGivesUp(t *testing.T) {
 	s, _ := startSession(t, map[string]string{
 		"murmur.yaml": agentCapsule("lifecycle:\n  keep_working: {limit: 2}\n"),

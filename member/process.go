@@ -46,7 +46,7 @@ func (s *Session) harnessTurn(task string, u harness.Usage) (int, int64) {
 	if u.Reported {
 		s.spend += u.Input + u.Output
 	}
-	s.countTokensLocked(u.Reported, u.CacheReported, u.Input, u.Output, u.Cached, u.CacheWrite)
+	s.tokens.Add(u.Reported, u.CacheReported, u.Input, u.Output, u.Cached, u.CacheWrite)
 	spend := s.spend
 	s.mu.Unlock()
 	s.countInference(harness.DriverName, driver.Usage{Input: u.Input, Output: u.Output, Cached: u.Cached, CacheWrite: u.CacheWrite, Reported: u.Reported})

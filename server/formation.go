@@ -14,9 +14,9 @@ import (
 	"time"
 
 	"github.com/murmur-run/murmur/member"
-	"github.com/murmur-run/murmur/member/harness"
 	"github.com/murmur-run/murmur/member/capsule"
 	"github.com/murmur-run/murmur/member/events"
+	"github.com/murmur-run/murmur/member/harness"
 	"github.com/murmur-run/murmur/member/push"
 	"github.com/murmur-run/murmur/member/store"
 	"github.com/murmur-run/murmur/roster"
