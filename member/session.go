@@ -51,23 +51,6 @@ const (
 // defaultQueueSize bounds the FIFO of task_acceptance: queue when the capsule sets no queue_size.
 const defaultQueueSize = 16
 
-// Scope says whose tasks a request may see: the operator's requests see every task, a peer's only the
-// tasks that peer sent. The zero Scope sees none. A task outside a request's scope is answered exactly as
-// a task the store does not hold, so a peer cannot learn that it exists.
-type Scope struct {
-	all    bool
-	caller string
-}
-
-// OperatorScope is the scope of the operator's requests: every task.
-func OperatorScope() Scope { return Scope{all: true} }
-
-// PeerScope is the scope of a peer's requests: the tasks member sent.
-func PeerScope(member string) Scope { return Scope{caller: member} }
-
-// sees reports whether a task sent by caller ("" for the operator) is in the scope.
-func (sc Scope) sees(caller string) bool { return sc.all || (sc.caller != "" && sc.caller == caller) }
-
 // Origin says who sent a task and with which trust class.
 type Origin struct {
 	Trust        string // TrustTrusted or TrustUntrusted
@@ -240,12 +223,7 @@ func Start(cfg Config) (*Session, error) {
 		ConfineHelper: cfg.ConfineHelper, Workdir: s.workdir(), DataDir: cfg.DataDir, RecordsRoot: cfg.RecordsRoot,
 		Member: cfg.Member, Formation: cfg.Formation, Session: s.id, FormationToken: cfg.FormationToken, Log: s.log})
 	if cfg.Capsule.RunsCommands() {
-		for _, p := range cfg.Capsule.Capabilities.Shell.Read {
-			if d := s.runner.SecretGrant(p); d != "" {
-				s.log.Warn("capabilities.shell.read lists a path inside the data or records directory; commands may not read it",
-					"path", p, "directory", d, "capsule", cfg.Capsule.Path)
-			}
-		}
+		s.runner.WarnSecretReads()
 	}
 	if cfg.WorkDir != "" {
 		if err := os.MkdirAll(cfg.WorkDir, 0o700); err != nil {
@@ -393,9 +371,9 @@ func (s *Session) Ping(ctx context.Context) error {
 // one message.
 func (s *Session) Send(ctx context.Context, msg *a2a.Message, origin Origin) (*a2a.Task, error) {
 	if msg.TaskID != "" {
-		scope := OperatorScope()
+		scope := store.OperatorScope()
 		if origin.Origin == OriginPeer {
-			scope = PeerScope(origin.Caller)
+			scope = store.PeerScope(origin.Caller)
 		}
 		t, err := s.get(ctx, msg.TaskID, scope)
 		if err != nil {
@@ -513,7 +491,7 @@ func (s *Session) kickLocked() {
 
 // Get returns a stored task in scope with at most historyLength of its most recent messages (nil: all;
 // 0: none).
-func (s *Session) Get(ctx context.Context, id a2a.TaskID, historyLength *int, scope Scope) (*a2a.Task, error) {
+func (s *Session) Get(ctx context.Context, id a2a.TaskID, historyLength *int, scope store.Scope) (*a2a.Task, error) {
 	t, err := s.get(ctx, id, scope)
 	if err != nil {
 		return nil, err
@@ -524,19 +502,12 @@ func (s *Session) Get(ctx context.Context, id a2a.TaskID, historyLength *int, sc
 
 // GetJSON returns a stored task in scope, whole, as its JSON: the door's GetTask without historyLength,
 // which needs no decode. The caller must not modify the bytes.
-func (s *Session) GetJSON(ctx context.Context, id a2a.TaskID, scope Scope) ([]byte, error) {
-	body, caller, err := s.cfg.Store.GetWithCaller(ctx, id)
-	if err != nil {
-		return nil, err
-	}
-	if !scope.sees(caller) {
-		return nil, store.NotStored(id)
-	}
-	return body, nil
+func (s *Session) GetJSON(ctx context.Context, id a2a.TaskID, scope store.Scope) ([]byte, error) {
+	return s.cfg.Store.GetInScope(ctx, id, scope)
 }
 
 // get returns a stored task in scope; a task outside it is not found.
-func (s *Session) get(ctx context.Context, id a2a.TaskID, scope Scope) (*a2a.Task, error) {
+func (s *Session) get(ctx context.Context, id a2a.TaskID, scope store.Scope) (*a2a.Task, error) {
 	body, err := s.GetJSON(ctx, id, scope)
 	if err != nil {
 		return nil, err
@@ -545,15 +516,8 @@ func (s *Session) get(ctx context.Context, id a2a.TaskID, scope Scope) (*a2a.Tas
 }
 
 // List returns one page of the tasks in scope.
-func (s *Session) List(ctx context.Context, q store.ListQuery, scope Scope) (store.ListPage, error) {
-	switch {
-	case scope.all:
-	case scope.caller == "":
-		return store.ListPage{}, nil
-	default:
-		q.Caller = scope.caller
-	}
-	return s.cfg.Store.List(ctx, q)
+func (s *Session) List(ctx context.Context, q store.ListQuery, scope store.Scope) (store.ListPage, error) {
+	return s.cfg.Store.ListInScope(ctx, q, scope)
 }
 
 // TrimHistory keeps at most n of t's most recent messages (nil: all; 0: none).
@@ -592,7 +556,7 @@ func (s *Session) Wait(ctx context.Context, id a2a.TaskID) (*a2a.Task, error) {
 // Cancel cancels a task in scope: a queued one at once, a running one by canceling its work and waiting
 // for it to stop. Canceling a canceled task returns it unchanged; canceling another terminal task is
 // a2a.ErrTaskNotCancelable; a task outside the scope is not found.
-func (s *Session) Cancel(ctx context.Context, id a2a.TaskID, scope Scope) (*a2a.Task, error) {
+func (s *Session) Cancel(ctx context.Context, id a2a.TaskID, scope store.Scope) (*a2a.Task, error) {
 	if _, err := s.GetJSON(ctx, id, scope); err != nil {
 		return nil, err
 	}
