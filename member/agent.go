@@ -44,17 +44,8 @@ func (s *Session) runAgent(ctx context.Context, t *a2a.Task, text string) (strin
 		Task:     t.History[0].Text(),
 	}
 	task := string(t.ID)
-	cctx, cancelCalls := context.WithCancel(ctx)
-	tc := s.startCalls(cctx, t)
-	s.mu.Lock()
-	s.calls, s.callsTask = tc, task
-	s.mu.Unlock()
-	defer func() {
-		tc.Finish(cancelCalls)
-		s.mu.Lock()
-		s.calls, s.callsTask = nil, ""
-		s.mu.Unlock()
-	}()
+	tc, endCalls := s.beginCalls(ctx, t)
+	defer endCalls()
 	for {
 		s.mu.Lock()
 		p := s.progress

@@ -33,6 +33,22 @@ func (s *Session) startCalls(ctx context.Context, t *a2a.Task) *calls.Tracker {
 	}, string(t.ID))
 }
 
+// beginCalls starts the call tracker of one attempt of the agent task t and makes it the session's
+// current one, which call-member and end-without-answer answer through; end ends its calls and clears it.
+func (s *Session) beginCalls(ctx context.Context, t *a2a.Task) (tc *calls.Tracker, end func()) {
+	cctx, cancel := context.WithCancel(ctx)
+	tc = s.startCalls(cctx, t)
+	s.mu.Lock()
+	s.calls, s.callsTask = tc, string(t.ID)
+	s.mu.Unlock()
+	return tc, func() {
+		tc.Finish(cancel)
+		s.mu.Lock()
+		s.calls, s.callsTask = nil, ""
+		s.mu.Unlock()
+	}
+}
+
 // Callable returns the members this one may call, in roster order.
 func (s *Session) Callable() []string {
 	if s.cfg.Roster == nil {

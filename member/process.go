@@ -63,19 +63,9 @@ func (s *Session) runProcess(ctx context.Context, t *a2a.Task, text string) (str
 		text = driver.Fence("task", text, "")
 	}
 	task := string(t.ID)
-	cctx, cancelCalls := context.WithCancel(ctx)
-	tc := s.startCalls(cctx, t)
-	s.mu.Lock()
-	s.calls, s.callsTask = tc, task
-	s.mu.Unlock()
-	end := s.proc.Begin(ctx, task)
-	defer func() {
-		tc.Finish(cancelCalls)
-		s.mu.Lock()
-		s.calls, s.callsTask = nil, ""
-		s.mu.Unlock()
-		end()
-	}()
+	defer s.proc.Begin(ctx, task)() // the tool server answers for the task until its calls have ended
+	tc, endCalls := s.beginCalls(ctx, t)
+	defer endCalls()
 	prompt, session := text, ""
 	for {
 		res, stopped, err := s.proc.Run(ctx, task, prompt, session)
