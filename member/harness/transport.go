@@ -19,10 +19,14 @@ import (
 	"github.com/murmur-run/murmur/runtimetools"
 )
 
-// ToolSet is what a session under transport: process hands its loopback tool server (DESIGN §13): its
-// tools, and the answer to one call as the http agent loop would hand it to its model.
+// ToolSet is what a session under transport: process hands its loopback tool server (DESIGN §13,
+// server.StartToolServer): its tools, and the answer to one call as the http agent loop would hand it to
+// its model. Transport implements it; the server needs nothing else of the session.
 type ToolSet interface {
+	// Tools lists the tools the harness may call, in the order the model would see them.
 	Tools() []runtimetools.Manifest
+	// CallTool answers one call: the same bridged result text the http agent loop hands its model
+	// (fence, note, deadline notice), and whether the call failed or was refused.
 	CallTool(ctx context.Context, name string, input json.RawMessage) (text string, isError bool)
 }
 
