@@ -14,6 +14,7 @@ import (
 	"github.com/murmur-run/murmur/internal/ids"
 	"github.com/murmur-run/murmur/member/converse"
 	"github.com/murmur-run/murmur/member/driver"
+	"github.com/murmur-run/murmur/member/records"
 	"github.com/murmur-run/murmur/member/store"
 )
 
@@ -26,11 +27,11 @@ func (e *inputTimeout) Error() string {
 }
 
 // scopeOf is the scope of the requests of a task's origin.
-func scopeOf(origin Origin) Scope {
+func scopeOf(origin Origin) store.Scope {
 	if origin.Origin == OriginPeer {
-		return PeerScope(origin.Caller)
+		return store.PeerScope(origin.Caller)
 	}
-	return OperatorScope()
+	return store.OperatorScope()
 }
 
 // followUp takes a message naming an existing task: the answer to a task that waits for its sender
@@ -126,7 +127,7 @@ func (s *Session) askSender(ctx context.Context, task string, q converse.Questio
 	t := r.task
 	fields := map[string]any{"question": q.Text}
 	if q.Approval() {
-		fields["tool"], fields["input"], fields["hook"] = q.Tool, clip(string(q.Input), recordedMax), q.Hook
+		fields["tool"], fields["input"], fields["hook"] = q.Tool, records.Clip(string(q.Input), records.ClipMax), q.Hook
 	}
 	limit := converse.DefaultInputWait
 	if w := s.cfg.Capsule.Lifecycle.InputWaitSecs; w != nil {
@@ -162,7 +163,7 @@ func (s *Session) askSender(ctx context.Context, task string, q converse.Questio
 	if q.Approval() {
 		got["decision"], got["reason"] = a.Reply.Decision, a.Reply.Reason
 	} else {
-		got["answer"] = clip(a.Reply.Text, recordedMax)
+		got["answer"] = records.Clip(a.Reply.Text, records.ClipMax)
 	}
 	s.records.Write("input_received", task, got)
 	a.Resumed()
@@ -250,7 +251,7 @@ func (s *Session) artifactURL(id a2a.TaskID, name string) string {
 // ArtifactFile is the kept file of a task's artifact named name, for the door's
 // GET /tasks/{id}/artifacts/{name}: its path and media type. A task outside scope, or without such a
 // kept file, is not found.
-func (s *Session) ArtifactFile(ctx context.Context, id a2a.TaskID, name string, scope Scope) (string, string, error) {
+func (s *Session) ArtifactFile(ctx context.Context, id a2a.TaskID, name string, scope store.Scope) (string, string, error) {
 	t, err := s.get(ctx, id, scope)
 	if err != nil {
 		return "", "", err

@@ -9,7 +9,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/murmur-run/murmur/a2a"
-	"github.com/murmur-run/murmur/member"
+	"github.com/murmur-run/murmur/member/store"
 )
 
 // serveArtifact serves a task's artifact too large to carry inline (GET /tasks/{id}/artifacts/{name},
@@ -26,13 +26,13 @@ func (d *Door) serveArtifact(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintln(w, msg)
 	}
 	caller, why := d.auth.authenticate(r)
-	scope := member.OperatorScope()
+	scope := store.OperatorScope()
 	switch {
 	case caller.Principal == Nobody:
 		refuse(http.StatusUnauthorized, why)
 		return
 	case caller.Principal == Peer:
-		scope = member.PeerScope(caller.Member)
+		scope = store.PeerScope(caller.Member)
 	}
 	id, name := a2a.TaskID(chi.URLParam(r, "id")), chi.URLParam(r, "*")
 	path, mediaType, err := d.cfg.Executor.ArtifactFile(r.Context(), id, name, scope)
