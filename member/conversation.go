@@ -216,12 +216,13 @@ func (s *Session) artifactsRoot() string {
 	return filepath.Join(s.records.Dir(), "artifacts")
 }
 
-// collectFiles adds the files the task wrote under out/artifacts/ since before to its artifacts.
-func (s *Session) collectFiles(t *a2a.Task, before map[string]converse.Stamp) {
+// collectFiles returns the artifacts of the files the task wrote under out/artifacts/ since before.
+func (s *Session) collectFiles(t *a2a.Task, before map[string]converse.Stamp) []a2a.Artifact {
 	files, err := converse.Collect(s.workdir(), before, filepath.Join(s.artifactsRoot(), string(t.ID)))
 	if err != nil {
 		s.log.Warn("collecting the task's files under "+converse.ArtifactsDir, "task", t.ID, "err", err)
 	}
+	var out []a2a.Artifact
 	for _, f := range files {
 		a := a2a.Artifact{ArtifactID: ids.New("art_"), Name: f.Name}
 		base := f.Name[strings.LastIndexByte(f.Name, '/')+1:]
@@ -235,8 +236,9 @@ func (s *Session) collectFiles(t *a2a.Task, before map[string]converse.Stamp) {
 		default:
 			a.Parts = []a2a.Part{{Raw: f.Bytes, MediaType: f.MediaType, Filename: base}}
 		}
-		t.Artifacts = append(t.Artifacts, a)
+		out = append(out, a)
 	}
+	return out
 }
 
 // artifactURL is where the door serves a kept file of a task.

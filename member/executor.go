@@ -56,6 +56,8 @@ func (s *Session) execute(ctx context.Context, r *runningTask) {
 		answer, err = s.runScript(ctx, t, text)
 	}
 
+	// The files it wrote are read (and large ones copied) before the lock: Send does not wait on disk.
+	files := s.collectFiles(t, before)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	// The session is free the moment the end is stored: a client that has the answer may send at once.
@@ -63,7 +65,7 @@ func (s *Session) execute(ctx context.Context, r *runningTask) {
 	p := s.progress
 	s.progress = nil
 	if !r.canceled {
-		s.collectFiles(t, before)
+		t.Artifacts = append(t.Artifacts, files...)
 	}
 	var timedOut *inputTimeout
 	switch {
