@@ -209,14 +209,17 @@ func parseRule(d *yamldoc.Doc, n *yaml.Node, path string) (ScriptRule, bool) {
 func parseTurn(d *yamldoc.Doc, n *yaml.Node, path string, known []string) (ScriptTurn, bool) {
 	t := ScriptTurn{Line: n.Line}
 	var sayKey, callKey, askKey, dataKey *yaml.Node
-	ok := d.Fields(n, path, []yamldoc.Field{
-		{Name: "ask", Fn: func(k, v *yaml.Node) {
-			askKey = k
-			if s, good := d.Text(v, path+".ask"); good {
-				t.Ask = s
-				t.ask = compileTemplate(d, v, path+".ask", s, known)
+	// say: and ask: are one template each.
+	text := func(name string, key **yaml.Node, src *string, tpl **template.Template) yamldoc.Field {
+		return yamldoc.Field{Name: name, Fn: func(k, v *yaml.Node) {
+			*key = k
+			if s, good := d.Text(v, path+"."+name); good {
+				*src, *tpl = s, compileTemplate(d, v, path+"."+name, s, known)
 			}
-		}},
+		}}
+	}
+	ok := d.Fields(n, path, []yamldoc.Field{
+		text("ask", &askKey, &t.Ask, &t.ask),
 		{Name: "data", Fn: func(k, v *yaml.Node) {
 			dataKey = k
 			if !d.IsKind(v, yaml.MappingNode, path+".data") {
@@ -227,13 +230,7 @@ func parseTurn(d *yamldoc.Doc, n *yaml.Node, path string, known []string) (Scrip
 				t.Data, t.data = raw, in
 			}
 		}},
-		{Name: "say", Fn: func(k, v *yaml.Node) {
-			sayKey = k
-			if s, good := d.Text(v, path+".say"); good {
-				t.Say = s
-				t.say = compileTemplate(d, v, path+".say", s, known)
-			}
-		}},
+		text("say", &sayKey, &t.Say, &t.say),
 		{Name: "call", Fn: func(k, v *yaml.Node) {
 			callKey = k
 			if !d.IsKind(v, yaml.SequenceNode, path+".call") {

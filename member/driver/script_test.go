@@ -339,6 +339,20 @@ func TestParseScriptErrors(t *testing.T) {
 			},
 		},
 		{
+			name: "ask and data",
+			yaml: `rules:
+  - match: ''
+    turns:
+      - ask: which?
+        data: {a: 1}
+      - data: [1, 2]
+`,
+			want: []string{
+				"/w/script.yaml:4: rules[0].turns[0] has ask and data: a turn does one of them; split it into one turn each, such as the calls first, then the say",
+				"/w/script.yaml:6: rules[0].turns[1].data must be a mapping of keys, not a list; write its keys indented under data:, or as data: {key: value}",
+			},
+		},
+		{
 			name: "neither",
 			yaml: `rules:
   - match: ''
@@ -542,4 +556,23 @@ func unjoin(err error) []error {
 		return j.Unwrap()
 	}
 	return []error{err}
+}
+
+// TestScriptDriverAskAndData: an ask: turn answers with a question for the sender, a data: turn with a JSON
+// value (its text the same JSON), string leaves rendered.
+func TestScriptDriverAskAndData(t *testing.T) {
+	s, err := ParseScript("/w/script.yaml", []byte("rules:\n  - match: '^convert (?P<amount>.+)$'\n    turns:\n      - ask: 'Into which currency, {{.amount}}?'\n      - data: {amount: '{{.amount}}', currency: '{{.message}}', rate: 1.5}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := NewScript("local", s)
+	resp, err := d.Infer(context.Background(), InferRequest{Task: "convert 12 USD", Turn: 1, Messages: []ChatMessage{{Role: RoleUser, Text: "convert 12 USD"}}})
+	if err != nil || resp.Ask != "Into which currency, 12 USD?" || resp.Text != "" || resp.Calls != nil {
+		t.Fatalf("ask turn: %+v %v", resp, err)
+	}
+	resp, err = d.Infer(context.Background(), InferRequest{Task: "convert 12 USD", Turn: 2, Messages: []ChatMessage{{Role: RoleUser, Text: "convert 12 USD"},
+		{Role: RoleAssistant, Text: resp.Ask}, {Role: RoleUser, Text: "EUR"}}})
+	if want := `{"amount":"12 USD","currency":"EUR","rate":1.5}`; err != nil || string(resp.Data) != want || resp.Text != want {
+		t.Fatalf("data turn: %+v %v, want %s", resp, err, want)
+	}
 }
