@@ -87,8 +87,8 @@ func (s *Session) execute(ctx context.Context, r *runningTask) {
 	case err != nil:
 		err = s.finishLocked(store, t, a2a.TaskStateFailed, err.Error(), nil)
 	default:
-		if p.turns <= 1 {
-			ids.Set(murmurMeta(t), ids.MetaOneTurn, true)
+		if s.cfg.Capsule.AnswersWithMessage() && p.turns <= 1 {
+			ids.Set(murmurMeta(t), ids.MetaOneTurn, true) // the door answers it with a Message
 		}
 		err = s.finishLocked(store, t, a2a.TaskStateCompleted, answer, &taskAnswer{text: answer, data: p.data})
 	}
