@@ -13,6 +13,7 @@ import (
 	"github.com/murmur-run/murmur/member/artifact"
 	"github.com/murmur-run/murmur/member/calls"
 	"github.com/murmur-run/murmur/member/capsule"
+	"github.com/murmur-run/murmur/member/delegate"
 	"github.com/murmur-run/murmur/member/driver"
 	"github.com/murmur-run/murmur/member/sandbox"
 	"github.com/murmur-run/murmur/runtimetools"
@@ -47,13 +48,16 @@ func (s *Session) runAgent(ctx context.Context, t *a2a.Task, text string) (strin
 	task := string(t.ID)
 	cctx, cancelCalls := context.WithCancel(ctx)
 	tc := s.startCalls(cctx, t)
+	dctx, cancelDelegations := context.WithCancel(ctx)
+	dt := s.startDelegations(dctx, t)
 	s.mu.Lock()
-	s.calls, s.callsTask = tc, task
+	s.calls, s.delegations, s.callsTask = tc, dt, task
 	s.mu.Unlock()
 	defer func() {
 		tc.Finish(cancelCalls)
+		dt.Finish(cancelDelegations)
 		s.mu.Lock()
-		s.calls, s.callsTask = nil, ""
+		s.calls, s.delegations, s.callsTask = nil, nil, ""
 		s.mu.Unlock()
 	}()
 	for {
@@ -106,16 +110,19 @@ func (s *Session) runAgent(ctx context.Context, t *a2a.Task, text string) (strin
 
 		answer := resp.Text
 		req.Messages = append(req.Messages, driver.ChatMessage{Role: driver.RoleAssistant, Text: answer})
-		// Calls still out, or answered and not yet delivered: with a turn left, wait and continue.
-		if out, undelivered, _ := tc.Pending(); out+undelivered > 0 && (inf.MaxTurns == 0 || p.turns < inf.MaxTurns) {
-			if err := s.waitCalls(ctx, t, tc); err != nil {
+		// Calls or delegations still out, or ended and not yet delivered: with a turn left, wait for all
+		// of them and continue once, answers first (SPEC "How the answer arrives").
+		out, undelivered, _ := tc.Pending()
+		dout, dundelivered, _ := dt.Pending()
+		if out+undelivered+dout+dundelivered > 0 && (inf.MaxTurns == 0 || p.turns < inf.MaxTurns) {
+			if err := s.waitCalls(ctx, t, tc, dt); err != nil {
 				return "", err
 			}
 			round, latest := tc.Round()
-			s.workingStatus(t, fmt.Sprintf("continuing with %d member answer(s)", len(round)))
-			s.records.Write("task_continued", task, map[string]any{"answers": len(round)})
-			req.Messages = append(req.Messages, driver.ChatMessage{Role: driver.RoleUser, Text: calls.ContinuationMessage(round, latest, tc.Caller())})
-			req.Answers = answersData(round)
+			outcomes := dt.Round()
+			s.continued(t, len(round), len(outcomes))
+			req.Messages = append(req.Messages, driver.ChatMessage{Role: driver.RoleUser, Text: calls.Continuation(round, latest, outcomes, tc.Caller())})
+			req.Answers = answersData(round, outcomes)
 			continue
 		}
 		if strings.TrimSpace(answer) == "" {
@@ -174,24 +181,47 @@ func (s *Session) runAgent(ctx context.Context, t *a2a.Task, text string) (strin
 	}
 }
 
-// waitCalls waits until every call of the task has ended, showing the count while any is out.
-func (s *Session) waitCalls(ctx context.Context, t *a2a.Task, tc *calls.Tracker) error {
-	shown := 0
+// waitCalls waits until every call and every delegation of the task has ended, showing the counts
+// while any is out.
+func (s *Session) waitCalls(ctx context.Context, t *a2a.Task, tc *calls.Tracker, dt *delegate.Tracker) error {
+	shown := ""
 	for {
 		out, _, changed := tc.Pending()
-		if out == 0 {
+		dout, _, dchanged := dt.Pending()
+		if out+dout == 0 {
 			return nil
 		}
-		if out != shown {
-			s.workingStatus(t, fmt.Sprintf("waiting on call-member: %d call(s) outstanding", out))
-			shown = out
+		var parts []string
+		if out > 0 {
+			parts = append(parts, fmt.Sprintf("waiting on call-member: %d call(s) outstanding", out))
+		}
+		if dout > 0 {
+			parts = append(parts, fmt.Sprintf("waiting on delegate-task: %d delegation(s) outstanding", dout))
+		}
+		if text := strings.Join(parts, "; "); text != shown {
+			s.workingStatus(t, text)
+			shown = text
 		}
 		select {
 		case <-changed:
+		case <-dchanged:
 		case <-ctx.Done():
 			return ctx.Err()
 		}
 	}
+}
+
+// continued shows and records that the task continues with answers member answers and outcomes
+// delegation outcomes.
+func (s *Session) continued(t *a2a.Task, answers, outcomes int) {
+	status := fmt.Sprintf("continuing with %d member answer(s)", answers)
+	rec := map[string]any{"answers": answers}
+	if outcomes > 0 {
+		status += fmt.Sprintf(" and %d delegation outcome(s)", outcomes)
+		rec["delegations"] = outcomes
+	}
+	s.workingStatus(t, status)
+	s.records.Write("task_continued", string(t.ID), rec)
 }
 
 // workingStatus stores a WORKING status message for the running task, as its stream would show it.
@@ -206,11 +236,15 @@ func (s *Session) workingStatus(t *a2a.Task, text string) {
 	s.publish(t)
 }
 
-// answersData is the script driver's .answers: the member answers of the latest continuation.
-func answersData(round []calls.CallOutcome) []map[string]any {
-	out := make([]map[string]any, 0, len(round))
+// answersData is the script driver's .answers: the member answers and then the delegation outcomes of
+// the latest continuation (a delegation's member is its capsule, its call_id the delegation id).
+func answersData(round []calls.CallOutcome, outcomes []calls.DelegationOutcome) []map[string]any {
+	out := make([]map[string]any, 0, len(round)+len(outcomes))
 	for _, o := range round {
 		out = append(out, map[string]any{"member": o.Member, "call_id": o.CallID, "status": o.Status, "output": o.Output})
+	}
+	for _, o := range outcomes {
+		out = append(out, map[string]any{"member": o.Capsule, "call_id": o.ID, "status": o.Status, "output": o.Output})
 	}
 	return out
 }

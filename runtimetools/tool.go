@@ -147,7 +147,6 @@ func Reserved(name string) bool {
 // that will grant each: a capsule may declare them, and is told they are not there.
 func NotBuilt() []Gate {
 	return []Gate{
-		{"delegate-task", "capabilities.spawn.allow"},
 		{"submit-plan", "capabilities.plan.submit"},
 	}
 }

@@ -955,9 +955,6 @@ type Unbuilt struct{ Key, What string }
 // W-CAP-030), in file order.
 func (c *Capsule) UnbuiltDeclarations() []Unbuilt {
 	var out []Unbuilt
-	if len(c.Capabilities.Spawn.Allow) > 0 {
-		out = append(out, Unbuilt{"capabilities.spawn.allow", "delegate-task"})
-	}
 	if c.Capabilities.Plan.Submit {
 		out = append(out, Unbuilt{"capabilities.plan.submit", "submit-plan"})
 	}
@@ -968,8 +965,6 @@ func (c *Capsule) UnbuiltDeclarations() []Unbuilt {
 // build does not provide yet.
 func (c *Capsule) DeclaresUnbuilt(name string) bool {
 	switch name {
-	case "delegate-task":
-		return len(c.Capabilities.Spawn.Allow) > 0
 	case "submit-plan":
 		return c.Capabilities.Plan.Submit
 	}

@@ -68,6 +68,7 @@ func Formation(r *roster.Roster, only []string, getenv func(string) string) []Fi
 		}
 		out = append(out, Capsule(c, m.Name, getenv)...)
 		out = append(out, artifactFindings(c, m.Name, r.Dir, getenv)...)
+		out = append(out, spawnFindings(c, m.Name, r.Dir, getenv)...)
 		for _, callee := range r.Reachable(m.Name) {
 			peer, _ := r.Member(callee)
 			if !roster.EgressAllowed(peer.URL, c.Capabilities.Network.Allow) {
