@@ -263,7 +263,12 @@ func originOf(t *a2a.Task) Origin {
 // systemPrompt is the capsule's instructions, then its skills (the operator's, then those the agent
 // pulled, fenced as untrusted); the plan guidance joins it with its feature.
 func (s *Session) systemPrompt() string {
-	return artifact.AppendSkills(s.cfg.Capsule.Instructions, s.art.allSkills())
+	prompt := s.cfg.Capsule.Instructions
+	if g := s.planGuidance(); g != "" {
+		prompt = strings.TrimRight(prompt, "\n") + "\n\n" + g
+		prompt = strings.TrimLeft(prompt, "\n")
+	}
+	return artifact.AppendSkills(prompt, s.art.allSkills())
 }
 
 // account adds one inference call to the session's numbers, its metrics and its records.
@@ -377,6 +382,11 @@ func lastLine(s string) string {
 // dispatch answers one tool call through the session's registry. A name that was not staged is refused
 // with the message naming the declaration that would have staged it.
 func (s *Session) dispatch(ctx context.Context, task string, call driver.ToolCall) driver.ToolResult {
+	return s.dispatchCall(ctx, task, call, true)
+}
+
+// dispatchCall is dispatch; notice false leaves the deadline notice to the caller (a plan's steps).
+func (s *Session) dispatchCall(ctx context.Context, task string, call driver.ToolCall, notice bool) driver.ToolResult {
 	start := time.Now()
 	var res runtimetools.Result
 	ran := false
@@ -400,7 +410,7 @@ func (s *Session) dispatch(ctx context.Context, task string, call driver.ToolCal
 	} else if s.art.removed(call.Name) {
 		res = runtimetools.Refused(runtimetools.RemovedCall(call.Name))
 	} else {
-		res = runtimetools.Refused(runtimetools.Unstaged(call.Name, s.inventory(), s.cfg.Capsule.DeclaresUnbuilt(call.Name)))
+		res = runtimetools.Refused(runtimetools.Unstaged(call.Name, s.inventory()))
 	}
 	s.cfg.Metrics.ToolCalls.WithLabelValues(call.Name, res.Status).Inc()
 	s.cfg.Metrics.ToolDuration.WithLabelValues(call.Name).Observe(time.Since(start).Seconds())
@@ -421,7 +431,7 @@ func (s *Session) dispatch(ctx context.Context, task string, call driver.ToolCal
 		s.log.Debug("tool call", "task", task, "tool", call.Name, "status", res.Status, "summary", res.Summary)
 	}
 	note := res.Note
-	if ran && res.Status != runtimetools.StatusRefused {
+	if notice && ran && res.Status != runtimetools.StatusRefused {
 		if line := s.deadlineNotice(task); line != "" {
 			note = strings.TrimPrefix(note+"\n"+line, "\n")
 		}

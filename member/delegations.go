@@ -98,7 +98,7 @@ func (s *Session) startSub(spec delegate.StartSpec) (delegate.Sub, error) {
 	s.mu.Lock()
 	deadline := s.deadline
 	s.mu.Unlock()
-	iso := s.iso
+	iso := s.hostIsolation()
 	sub, err := Start(Config{
 		Member: s.cfg.Member, Formation: s.cfg.Formation, Capsule: spec.Entry.Capsule, Store: st,
 		RecordsRoot: s.cfg.RecordsRoot, DataDir: s.cfg.DataDir, WorkDir: spec.Workdir, RuntimeRoot: s.cfg.RuntimeRoot,
@@ -112,6 +112,22 @@ func (s *Session) startSub(spec delegate.StartSpec) (delegate.Sub, error) {
 		return nil, err
 	}
 	return &subSession{s: sub, st: st}, nil
+}
+
+// hostIsolation is what this host puts around commands, for a sub-session: this session's own probe
+// when it runs commands, else one probe made at the first delegation.
+func (s *Session) hostIsolation() sandbox.Isolation {
+	if s.cfg.Capsule.RunsCommands() {
+		return s.iso
+	}
+	s.subIso.Do(func() {
+		probe := s.cfg.isolate
+		if probe == nil {
+			probe = sandbox.Probe
+		}
+		s.iso = probe()
+	})
+	return s.iso
 }
 
 // subSession is a sub-session as member/delegate sees it.

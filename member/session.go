@@ -178,6 +178,7 @@ type Session struct {
 	delegations   *delegate.Tracker // the running agent task's delegations
 	callsTask     string            // the task calls and delegations belong to
 	spawn         []delegate.Entry  // capabilities.spawn.allow, resolved at Start
+	subIso        sync.Once         // probes the host once for sub-sessions, when this session did not
 	peers         Peers
 	iso           sandbox.Isolation // what this host puts around commands; set at Start
 	proc          *processState     // transport: process; nil under http

@@ -150,7 +150,7 @@ func (tc *Tracker) Delegate(ctx context.Context, name, text string) (runtimetool
 	tc.list = append(tc.list, d)
 	tc.mu.Unlock()
 	tc.cfg.Record("delegation_start", tc.task, map[string]any{"delegation_id": d.id, "capsule": name,
-		"session": sub.ID(), "sub_task": task, "depth": tc.cfg.Depth + 1})
+		"sub_session": sub.ID(), "sub_task": task, "depth": tc.cfg.Depth + 1})
 	tc.wg.Go(func() { tc.watch(d) })
 	st.Status = "started"
 	return st, nil
@@ -226,7 +226,7 @@ func (tc *Tracker) record(d *delegation) {
 	rec := map[string]any{"delegation_id": d.id, "capsule": d.capsule, "status": d.status, "delivered": d.delivered,
 		"duration_secs": int64(time.Since(d.started) / time.Second)}
 	if d.sub != nil {
-		rec["session"] = d.sub.ID()
+		rec["sub_session"] = d.sub.ID()
 		rec["sub_task"] = d.subTask
 	}
 	tc.mu.Unlock()

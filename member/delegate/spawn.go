@@ -1,6 +1,7 @@
 package delegate
 
 import (
+	"errors"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -96,22 +97,32 @@ func entryDir(c *capsule.Capsule, spec string, stores []artifact.Store) (string,
 
 // Chain returns the deepest chain of delegations that starts at c (c itself at depth 0), as the bare
 // names along it, followed no further than one step past MaxDepth, so a cycle shows as a chain one step
-// too deep. Entries that cannot be resolved are left out: Resolve reports them.
-func Chain(c *capsule.Capsule, stores func(*capsule.Capsule) []artifact.Store) []string {
-	var best []string
+// too deep; and what is wrong with any spawn.allow entry along the way, c's own and its sub-capsules',
+// each once.
+func Chain(c *capsule.Capsule, stores func(*capsule.Capsule) []artifact.Store) (chain, problems []string) {
+	seen := map[string]bool{}
 	var walk func(c *capsule.Capsule, path []string)
 	walk = func(c *capsule.Capsule, path []string) {
-		if len(path) > len(best) {
-			best = append([]string(nil), path...)
+		if len(path) > len(chain) {
+			chain = append([]string(nil), path...)
 		}
 		if len(path) > MaxDepth {
 			return
 		}
-		entries, _ := Resolve(c, stores(c))
+		entries, err := Resolve(c, stores(c))
+		var se *SpawnError
+		if errors.As(err, &se) {
+			for _, m := range se.Msgs {
+				if !seen[m] {
+					seen[m] = true
+					problems = append(problems, m)
+				}
+			}
+		}
 		for _, e := range entries {
 			walk(e.Capsule, append(path[:len(path):len(path)], e.Name))
 		}
 	}
 	walk(c, nil)
-	return best
+	return chain, problems
 }
