@@ -59,7 +59,7 @@ func (s *Session) depth() int {
 // the attempt.
 func (s *Session) startDelegations(ctx context.Context, t *a2a.Task) *delegate.Tracker {
 	return delegate.Start(ctx, delegate.Config{
-		Entries: s.spawn, Depth: s.depth(), DeadlineSecs: s.delegationDeadline(), Workdir: s.workdir(),
+		Entries: s.spawn, Depth: s.depth(), DeadlineSecs: calls.DeadlineSecs(s.cfg.Capsule.Lifecycle.DelegationDeadlineSecs, s.cfg.Getenv), Workdir: s.workdir(),
 		Trust: originOf(t).Trust, Start: s.startSub, Record: s.records.Write,
 		Ended: func(capsule, status string) { s.cfg.Metrics.Delegations.WithLabelValues(capsule, status).Inc() },
 	}, string(t.ID))
@@ -169,7 +169,7 @@ func (u *subSession) Wait(ctx context.Context, task string) (delegate.Ending, er
 }
 
 func (u *subSession) Cancel(ctx context.Context, task string) error {
-	_, err := u.s.Cancel(ctx, a2a.TaskID(task), OperatorScope())
+	_, err := u.s.Cancel(ctx, a2a.TaskID(task), store.OperatorScope())
 	return err
 }
 

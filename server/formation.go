@@ -16,6 +16,7 @@ import (
 	"github.com/murmur-run/murmur/member"
 	"github.com/murmur-run/murmur/member/capsule"
 	"github.com/murmur-run/murmur/member/events"
+	"github.com/murmur-run/murmur/member/harness"
 	"github.com/murmur-run/murmur/member/push"
 	"github.com/murmur-run/murmur/member/store"
 	"github.com/murmur-run/murmur/roster"
@@ -166,7 +167,7 @@ func (f *Formation) start(m roster.Member, ln net.Listener) (*RunningMember, err
 		Metrics:    metrics, Logger: cfg.Logger, Now: cfg.Now,
 		Roster: cfg.Roster, FormationToken: cfg.Tokens.Formation, ConfineHelper: cfg.ConfineHelper,
 		Events:          hub,
-		StartToolServer: func(ts member.ToolSet) (member.ToolServer, error) { return StartToolServer(ts, log) },
+		StartToolServer: func(ts harness.ToolSet) (harness.ToolServer, error) { return StartToolServer(ts, log) },
 	})
 	if err != nil {
 		ln.Close()

@@ -225,3 +225,16 @@ func Continuation(round, latest []CallOutcome, delegations []DelegationOutcome, 
 	// The call-member lines: ContinuationMessage with no answer blocks is exactly those lines.
 	return strings.Join(blocks, "\n\n") + "\n\n" + ContinuationMessage(nil, latest, caller)
 }
+
+// AnswersData is the script driver's .answers: the member answers and then the delegation outcomes of
+// the latest continuation (a delegation's member is its capsule, its call_id the delegation id).
+func AnswersData(round []CallOutcome, delegations []DelegationOutcome) []map[string]any {
+	out := make([]map[string]any, 0, len(round)+len(delegations))
+	for _, o := range round {
+		out = append(out, map[string]any{"member": o.Member, "call_id": o.CallID, "status": o.Status, "output": o.Output})
+	}
+	for _, o := range delegations {
+		out = append(out, map[string]any{"member": o.Capsule, "call_id": o.ID, "status": o.Status, "output": o.Output})
+	}
+	return out
+}
