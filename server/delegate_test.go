@@ -344,3 +344,46 @@ func TestDelegationsLeakNoGoroutines(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A sub-session's session-status reports its own numbers: the parent's deadline when it is earlier than
+// its own, its own turns; and the parent's turns.used does not count the sub-session's.
+func TestSubSessionStatusIsItsOwn(t *testing.T) {
+	sub := "name: helper\ninference:\n  driver: local\n  choices:\n    local: {driver: script, script: script.yaml}\ndeadline: 5h\n"
+	fx := startFormation(t, map[string]string{
+		"roster.yaml":             soloRoster,
+		"lead/murmur.yaml":        leadWith("./helper", "deadline: 2h\n"),
+		"lead/script.yaml":        "rules:\n  - match: ''\n    turns:\n      - call: [{tool: delegate-task, input: {capsule: helper, task: '{{.task}}'}}]\n      - say: waiting\n      - call: [{tool: session-status, input: {}}]\n      - say: \"{{(index .results 0).output}}\\n---\\n{{(index .answers 0).output}}\"\n",
+		"lead/helper/murmur.yaml": sub,
+		"lead/helper/script.yaml": "rules:\n  - match: ''\n    turns:\n      - call: [{tool: session-status, input: {}}]\n      - say: '{{(index .results 0).output}}'\n",
+	}, Tokens{Operator: "op", Formation: "fm"})
+	task := fx.ask(t, "lead", "status")
+	if task.Status.State != a2a.TaskStateCompleted {
+		t.Fatalf("lead's task %s: %+v", task.Status.State, task.Status.Message)
+	}
+	own, body, _ := strings.Cut(answerOf(task), "\n---\n")
+	var parent, child struct {
+		Time struct {
+			Deadline struct {
+				At string `json:"at"`
+			} `json:"deadline"`
+		} `json:"time"`
+		Turns struct {
+			Used int `json:"used"`
+		} `json:"turns"`
+	}
+	if err := json.Unmarshal([]byte(own), &parent); err != nil {
+		t.Fatalf("lead's session-status %q: %v", own, err)
+	}
+	if err := json.Unmarshal([]byte(body), &child); err != nil {
+		t.Fatalf("helper's session-status %q: %v", body, err)
+	}
+	if parent.Time.Deadline.At == "" || child.Time.Deadline.At != parent.Time.Deadline.At {
+		t.Errorf("helper's deadline %q, want lead's earlier one %q", child.Time.Deadline.At, parent.Time.Deadline.At)
+	}
+	if parent.Turns.Used != 3 {
+		t.Errorf("lead's turns.used %d, want 3: its own calls only, none of helper's", parent.Turns.Used)
+	}
+	if child.Turns.Used != 1 {
+		t.Errorf("helper's turns.used %d, want 1: its own", child.Turns.Used)
+	}
+}

@@ -252,7 +252,7 @@ func resolve(input json.RawMessage, done map[string]StepResult) (json.RawMessage
 	if rerr != nil {
 		return nil, rerr
 	}
-	return json.Marshal(v)
+	return json.RawMessage(enc(v)), nil
 }
 
 // lookup finds a dotted key in a step's data.
