@@ -387,3 +387,19 @@ func TestSubSessionStatusIsItsOwn(t *testing.T) {
 		t.Errorf("helper's turns.used %d, want 1: its own", child.Turns.Used)
 	}
 }
+
+// A spawn.allow entry may name a runtime: capsule artifact in the project store; its bare name is what
+// the model delegates to.
+func TestDelegateToACapsuleArtifact(t *testing.T) {
+	fx := startFormation(t, map[string]string{
+		"roster.yaml":      soloRoster,
+		"lead/murmur.yaml": leadWith("local/summ", ""),
+		"lead/script.yaml": "rules:\n  - match: ''\n    turns:\n      - call: [{tool: delegate-task, input: {capsule: summ, task: '{{.task}}'}}]\n      - say: waiting\n      - say: \"{{(index .answers 0).status}}: {{(index .answers 0).output}}\"\n",
+		".murmur/store/local/summ/1.0.0/murmur.yaml":         "name: local/summ\nversion: 1.0.0\nruntime: capsule\nimplementation: capsule\ncapsule: capsule\ndescription: echoes\n",
+		".murmur/store/local/summ/1.0.0/capsule/murmur.yaml": echoSub("summ"),
+	}, Tokens{Operator: "op", Formation: "fm"})
+	task := fx.ask(t, "lead", "from the store")
+	if got := answerOf(task); got != "completed: summ did: from the store" {
+		t.Errorf("lead answered %q (%s)", got, task.Status.State)
+	}
+}
