@@ -36,32 +36,6 @@ const gatedSub = "name: slow\nscript:\n  command: [sh, -c, 'read -r l; while [ !
 
 const soloRoster = "formation: f\nmembers:\n  - {name: lead, capsule: ./lead, listen: '127.0.0.1:0'}\n"
 
-// readTrace reads one session's trace.jsonl under the formation's records root.
-func (fx *formationFixture) readTrace(t *testing.T, session string) []map[string]any {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join(fx.root, "records", session, "trace.jsonl"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []map[string]any
-	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
-		var r map[string]any
-		json.Unmarshal([]byte(line), &r)
-		out = append(out, r)
-	}
-	return out
-}
-
-func ofType(recs []map[string]any, typ string) []map[string]any {
-	var out []map[string]any
-	for _, r := range recs {
-		if r["type"] == typ {
-			out = append(out, r)
-		}
-	}
-	return out
-}
-
 func (fx *formationFixture) metrics(t *testing.T, member string) string {
 	t.Helper()
 	for _, m := range fx.f.Members {
@@ -77,6 +51,20 @@ func (fx *formationFixture) metrics(t *testing.T, member string) string {
 	}
 	t.Fatalf("no member %s", member)
 	return ""
+}
+
+// startSlow starts lead, which delegates every task to a sub-capsule that never finishes on its own,
+// with extra lines in lead's murmur.yaml.
+func startSlow(t *testing.T, extra string) *formationFixture {
+	t.Helper()
+	fx := startFormation(t, map[string]string{
+		"roster.yaml":           soloRoster,
+		"lead/murmur.yaml":      leadWith("./slow", extra),
+		"lead/script.yaml":      "rules:\n  - match: ''\n    turns:\n      - call: [{tool: delegate-task, input: {capsule: slow, task: '{{.task}}'}}]\n      - say: waiting\n      - say: \"{{.message}}\"\n",
+		"lead/slow/murmur.yaml": gatedSub,
+	}, Tokens{Operator: "op", Formation: "fm"})
+	t.Cleanup(func() { os.WriteFile(filepath.Join(fx.root, "lead", "slow", "go"), nil, 0o644) })
+	return fx
 }
 
 var dlgID = regexp.MustCompile(`dlg_[0-9a-z]{26}`)
@@ -121,8 +109,8 @@ func TestDelegateToTwoSubCapsules(t *testing.T) {
 	if n := count(recs, "task_continued"); n != 1 {
 		t.Errorf("%d task_continued records, want 1 continuation for both", n)
 	}
-	starts := ofType(recs, "delegation_start")
-	ends := ofType(recs, "delegation")
+	starts := recordsOf(recs, "delegation_start")
+	ends := recordsOf(recs, "delegation")
 	if len(starts) != 2 || len(ends) != 2 {
 		t.Fatalf("%d delegation_start and %d delegation records, want 2 each", len(starts), len(ends))
 	}
@@ -136,12 +124,12 @@ func TestDelegateToTwoSubCapsules(t *testing.T) {
 		if !strings.HasPrefix(sub, "ses_") || sub == parent {
 			t.Fatalf("sub-session id %q", sub)
 		}
-		subRecs := fx.readTrace(t, sub)
-		ss := ofType(subRecs, "session_start")
+		subRecs := traceAt(t, filepath.Join(fx.root, "records", sub))
+		ss := recordsOf(subRecs, "session_start")
 		if len(ss) != 1 || ss[0]["parent"] != parent || ss[0]["delegation"] != st["delegation_id"] || ss[0]["depth"] != float64(1) {
 			t.Errorf("sub-session's session_start %v, want parent %s and delegation %s", ss, parent, st["delegation_id"])
 		}
-		if ts := ofType(subRecs, "task_start"); len(ts) != 1 || ts[0]["trust"] != "trusted" || ts[0]["origin"] != "delegation" {
+		if ts := recordsOf(subRecs, "task_start"); len(ts) != 1 || ts[0]["trust"] != "trusted" || ts[0]["origin"] != "delegation" {
 			t.Errorf("sub-session's task_start %v: want the calling task's trust class", ts)
 		}
 		if fi, err := os.Stat(filepath.Join(workdir, "delegations", st["delegation_id"].(string))); err != nil || !fi.IsDir() {
@@ -160,13 +148,7 @@ func TestDelegateToTwoSubCapsules(t *testing.T) {
 // A sub-capsule that runs past lifecycle.delegation_deadline_secs is cancelled: its outcome is
 // timed_out, and its own task ends TASK_STATE_CANCELED.
 func TestDelegationPastItsDeadlineIsCancelled(t *testing.T) {
-	fx := startFormation(t, map[string]string{
-		"roster.yaml":           soloRoster,
-		"lead/murmur.yaml":      leadWith("./slow", "lifecycle: {delegation_deadline_secs: 1}\n"),
-		"lead/script.yaml":      "rules:\n  - match: ''\n    turns:\n      - call: [{tool: delegate-task, input: {capsule: slow, task: '{{.task}}'}}]\n      - say: waiting\n      - say: \"{{.message}}\"\n",
-		"lead/slow/murmur.yaml": gatedSub,
-	}, Tokens{Operator: "op", Formation: "fm"})
-	t.Cleanup(func() { os.WriteFile(filepath.Join(fx.root, "lead", "slow", "go"), nil, 0o644) })
+	fx := startSlow(t, "lifecycle: {delegation_deadline_secs: 1}\n")
 	task := fx.ask(t, "lead", "forever")
 	if task.Status.State != a2a.TaskStateCompleted {
 		t.Fatalf("lead's task %s: %+v", task.Status.State, task.Status.Message)
@@ -180,11 +162,11 @@ func TestDelegationPastItsDeadlineIsCancelled(t *testing.T) {
 	if got != want {
 		t.Errorf("continuation:\n%s\nwant:\n%s", got, want)
 	}
-	st := ofType(fx.records(t, "lead"), "delegation_start")
+	st := recordsOf(fx.records(t, "lead"), "delegation_start")
 	if len(st) != 1 {
 		t.Fatalf("%d delegation_start records", len(st))
 	}
-	ends := ofType(fx.readTrace(t, st[0]["sub_session"].(string)), "task_end")
+	ends := recordsOf(traceAt(t, filepath.Join(fx.root, "records", st[0]["sub_session"].(string))), "task_end")
 	if len(ends) != 1 || ends[0]["state"] != "TASK_STATE_CANCELED" {
 		t.Errorf("the sub-session's task_end %v, want TASK_STATE_CANCELED", ends)
 	}
@@ -226,41 +208,18 @@ func TestDelegationAndMemberCallInOneContinuation(t *testing.T) {
 // Cancelling the parent task cancels the sub-session's task (TASK_STATE_CANCELED) and records the
 // delegation abandoned, never delivered.
 func TestCancellingTheParentCancelsTheSubSession(t *testing.T) {
-	fx := startFormation(t, map[string]string{
-		"roster.yaml":           soloRoster,
-		"lead/murmur.yaml":      leadWith("./slow", ""),
-		"lead/script.yaml":      "rules:\n  - match: ''\n    turns:\n      - call: [{tool: delegate-task, input: {capsule: slow, task: '{{.task}}'}}]\n      - say: waiting\n      - say: \"{{.message}}\"\n",
-		"lead/slow/murmur.yaml": gatedSub,
-	}, Tokens{Operator: "op", Formation: "fm"})
-	t.Cleanup(func() { os.WriteFile(filepath.Join(fx.root, "lead", "slow", "go"), nil, 0o644) })
-	ctx := context.Background()
-	res, err := fx.c["lead"].SendMessage(ctx, &a2a.SendMessageRequest{
-		Message:       &a2a.Message{MessageID: "m", Role: a2a.RoleUser, Parts: []a2a.Part{a2a.TextPart("slow job")}},
-		Configuration: &a2a.SendMessageConfig{ReturnImmediately: true}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	id := res.Task.ID
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		got, _ := fx.c["lead"].GetTask(ctx, &a2a.GetTaskRequest{ID: id})
-		if got.Status.State == a2a.TaskStateWorking && got.Status.Message != nil &&
-			got.Status.Message.Text() == "waiting on delegate-task: 1 delegation(s) outstanding" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("lead's task never showed it was waiting: %s %+v", got.Status.State, got.Status.Message)
-		}
-	}
-	got, err := fx.c["lead"].CancelTask(ctx, &a2a.CancelTaskRequest{ID: id})
+	fx := startSlow(t, "")
+	id := fx.askUntil(t, "lead", "slow job", "waiting on delegate-task: 1 delegation(s) outstanding")
+	got, err := fx.c["lead"].CancelTask(context.Background(), &a2a.CancelTaskRequest{ID: id})
 	if err != nil || got.Status.State != a2a.TaskStateCanceled {
 		t.Fatalf("cancel while waiting: %+v %v", got, err)
 	}
 	recs := fx.records(t, "lead")
-	ends := ofType(recs, "delegation")
+	ends := recordsOf(recs, "delegation")
 	if len(ends) != 1 || ends[0]["status"] != "abandoned" || ends[0]["delivered"] != false {
 		t.Fatalf("delegation records %v, want one abandoned, not delivered", ends)
 	}
-	subEnds := ofType(fx.readTrace(t, ends[0]["sub_session"].(string)), "task_end")
+	subEnds := recordsOf(traceAt(t, filepath.Join(fx.root, "records", ends[0]["sub_session"].(string))), "task_end")
 	if len(subEnds) != 1 || subEnds[0]["state"] != "TASK_STATE_CANCELED" {
 		t.Errorf("the sub-session's task_end %v, want TASK_STATE_CANCELED", subEnds)
 	}
@@ -335,7 +294,7 @@ func TestDelegationsLeakNoGoroutines(t *testing.T) {
 			t.Fatalf("task %d: %s %q", i, task.Status.State, answerOf(task))
 		}
 	}
-	if n := count(ofType(fx.records(t, "lead"), "delegation"), "delegation"); n != 100 {
+	if n := count(recordsOf(fx.records(t, "lead"), "delegation"), "delegation"); n != 100 {
 		t.Errorf("%d delegation records, want 100", n)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)

@@ -3,8 +3,6 @@ package server
 import (
 	"encoding/json"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -88,7 +86,7 @@ func TestPlanOfFiveShellSteps(t *testing.T) {
 	}
 	var plans []map[string]any
 	stepCalls := 0
-	for _, r := range readRecords(t, f.session.RecordsDir()) {
+	for _, r := range traceAt(t, f.session.RecordsDir()) {
 		switch {
 		case r["type"] == "plan":
 			plans = append(plans, r)
@@ -138,7 +136,7 @@ func TestPlanRefusals(t *testing.T) {
 			t.Errorf("case %d: the model saw %q, want the refusal %q", i, got, tc.want)
 		}
 	}
-	for _, r := range readRecords(t, f.session.RecordsDir()) {
+	for _, r := range traceAt(t, f.session.RecordsDir()) {
 		if r["type"] == "plan" || r["type"] == "tool_call" {
 			t.Errorf("a refused plan ran or recorded something: %v", r)
 		}
@@ -167,7 +165,7 @@ func TestPlanGuidanceAndTheDeadlineNotice(t *testing.T) {
 		t.Errorf("the notice appears %d times, want once", strings.Count(got, "Session deadline"))
 	}
 	n := 0
-	for _, r := range readRecords(t, with.session.RecordsDir()) {
+	for _, r := range traceAt(t, with.session.RecordsDir()) {
 		if r["type"] == "deadline_notice" {
 			n++
 		}
@@ -175,20 +173,4 @@ func TestPlanGuidanceAndTheDeadlineNotice(t *testing.T) {
 	if n != 1 {
 		t.Errorf("%d deadline_notice records, want 1", n)
 	}
-}
-
-// readRecords reads one session's trace.jsonl.
-func readRecords(t *testing.T, dir string) []map[string]any {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join(dir, "trace.jsonl"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []map[string]any
-	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
-		var r map[string]any
-		json.Unmarshal([]byte(line), &r)
-		out = append(out, r)
-	}
-	return out
 }

@@ -2,8 +2,6 @@ package main
 
 import (
 	"bytes"
-	"context"
-	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -23,17 +21,8 @@ func TestDelegateExample(t *testing.T) {
 	b, _ := os.ReadFile(rosterPath)
 	os.WriteFile(rosterPath, []byte(strings.ReplaceAll(string(b), "127.0.0.1:7301", freeAddr(t))), 0o644)
 	env := envOf(map[string]string{"MUR_RECORDS_DIR": filepath.Join(dir, "records"), "HOME": dir})
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	var runOut, runErr syncBuffer
-	done := make(chan error, 1)
-	go func() { done <- run(ctx, []string{"run", "--roster", rosterPath}, env, &runOut, &runErr) }()
-	for deadline := time.Now().Add(time.Minute); !strings.Contains(runOut.String(), "/a2a"); time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			cancel()
-			t.Fatalf("mur run printed no door:\n%s\n%s", runOut.String(), runErr.String())
-		}
-	}
+	ctx, stop := runFormation(t, rosterPath, env, time.Minute)
+	defer stop()
 	for _, tc := range []struct{ text, want string }{
 		{"digest the quick brown fox jumps over the lazy dog", "summarizer: summary: the quick brown fox jumps / counter: 9 words"},
 		{"compute 6 7", `"id":"report","tool":"echo","status":"ok","output":"exit_code: 0\nstatus: ok\noutput_bytes: 31\noutput_shown: all\n\nsum exited 0, product exited 0\n"`},
@@ -43,14 +32,5 @@ func TestDelegateExample(t *testing.T) {
 		if err != nil || !strings.Contains(sout.String(), tc.want) {
 			t.Errorf("mur send %q: %v, stdout %q, stderr %q; want %q", tc.text, err, sout.String(), serr.String(), tc.want)
 		}
-	}
-	cancel()
-	select {
-	case err := <-done:
-		if err != nil && !errors.Is(err, context.Canceled) {
-			t.Errorf("mur run ended with %v", err)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("mur run did not shut down")
 	}
 }
