@@ -362,3 +362,26 @@ func TestDelegateToACapsuleArtifact(t *testing.T) {
 		t.Errorf("lead answered %q (%s)", got, task.Status.State)
 	}
 }
+
+// The session's end cancels every sub-session still working: the delegation is abandoned and the
+// sub-session's task ends TASK_STATE_CANCELED.
+func TestSessionEndCancelsSubSessions(t *testing.T) {
+	fx := startSlow(t, "")
+	fx.askUntil(t, "lead", "slow job", "waiting on delegate-task: 1 delegation(s) outstanding")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := fx.f.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	ends := recordsOf(fx.records(t, "lead"), "delegation")
+	if len(ends) != 1 || ends[0]["status"] != "abandoned" || ends[0]["delivered"] != false {
+		t.Fatalf("delegation records %v, want one abandoned, not delivered", ends)
+	}
+	sub := traceAt(t, filepath.Join(fx.root, "records", ends[0]["sub_session"].(string)))
+	if e := recordsOf(sub, "task_end"); len(e) != 1 || e[0]["state"] != "TASK_STATE_CANCELED" {
+		t.Errorf("the sub-session's task_end %v, want TASK_STATE_CANCELED", e)
+	}
+	if len(recordsOf(sub, "session_end")) != 1 {
+		t.Error("the sub-session wrote no session_end")
+	}
+}
