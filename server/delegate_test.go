@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -115,6 +116,14 @@ func TestDelegateToTwoSubCapsules(t *testing.T) {
 		t.Fatalf("%d delegation_start and %d delegation records, want 2 each", len(starts), len(ends))
 	}
 	parent := fx.f.Members[0].Session.ID()
+	// The grant is the tool's existence: declared in session_start, its manifest staged with the enum.
+	if ss := recordsOf(recs, "session_start"); len(ss) != 1 || !strings.Contains(fmt.Sprint(ss[0]["tools_declared"]), "delegate-task") {
+		t.Errorf("session_start's tools_declared lacks delegate-task: %v", ss)
+	}
+	manifest, err := os.ReadFile(filepath.Join(fx.root, "data", "members", "lead", "run", parent, "tools", "delegate-task", "murmur.yaml"))
+	if err != nil || !strings.Contains(string(manifest), "enum:\n") || !strings.Contains(string(manifest), "- alpha\n") || !strings.Contains(string(manifest), "- beta\n") {
+		t.Errorf("delegate-task's manifest (%v):\n%s", err, manifest)
+	}
 	workdir := filepath.Join(fx.root, "data", "members", "lead", "work")
 	for i, st := range starts {
 		if ends[i]["status"] != "completed" || ends[i]["delivered"] != true {
