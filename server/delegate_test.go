@@ -394,3 +394,32 @@ func TestSessionEndCancelsSubSessions(t *testing.T) {
 		t.Error("the sub-session wrote no session_end")
 	}
 }
+
+// Each refused delegation names what is wrong and starts nothing.
+func TestDelegationRefusals(t *testing.T) {
+	cases := []struct{ input, want string }{
+		{"{capsule: nope, task: x}", `'delegate-task' has no sub-capsule "nope": the capsules this one may hand tasks to are alpha.`},
+		{"{capsule: alpha, task: '  '}", "'delegate-task' needs a task: the whole of what alpha is told."},
+		{"{capsule: alpha}", `'delegate-task' needs {"capsule": "<name>", "task": "<text>"}, both required.`},
+	}
+	var b strings.Builder
+	b.WriteString("rules:\n")
+	for i, tc := range cases {
+		fmt.Fprintf(&b, "  - match: '^case%d$'\n    turns:\n      - call: [{tool: delegate-task, input: %s}]\n      - say: '{{(index .results 0).status}}|{{(index .results 0).output}}'\n", i, tc.input)
+	}
+	fx := startFormation(t, map[string]string{
+		"roster.yaml":            soloRoster,
+		"lead/murmur.yaml":       leadWith("./alpha", ""),
+		"lead/script.yaml":       b.String(),
+		"lead/alpha/murmur.yaml": echoSub("alpha"),
+	}, Tokens{Operator: "op", Formation: "fm"})
+	for i, tc := range cases {
+		if got := answerOf(fx.ask(t, "lead", fmt.Sprintf("case%d", i))); got != "refused|"+tc.want {
+			t.Errorf("case %d: the model saw %q, want %q", i, got, "refused|"+tc.want)
+		}
+	}
+	recs := fx.records(t, "lead")
+	if n := len(recordsOf(recs, "delegation_start")) + len(recordsOf(recs, "delegation")); n != 0 {
+		t.Errorf("a refused delegation wrote %d delegation records", n)
+	}
+}
