@@ -202,8 +202,17 @@ func migrate(db *sql.DB) error {
 	if err := db.QueryRow(`SELECT count(*) > 0 FROM pragma_table_info('push_configs') WHERE name = 'queued'`).Scan(&has); err != nil || has {
 		return err
 	}
-	// queued: the status key of the change last put in the outbox for the config.
-	_, err := db.Exec(`ALTER TABLE push_configs ADD COLUMN queued TEXT`)
+	// queued: the status key of the change last put in the outbox for the config. A config that had
+	// delivered its task's current status (the column delivered, of before the outbox) has queued it.
+	if _, err := db.Exec(`ALTER TABLE push_configs ADD COLUMN queued TEXT`); err != nil {
+		return err
+	}
+	var old bool
+	if err := db.QueryRow(`SELECT count(*) > 0 FROM pragma_table_info('push_configs') WHERE name = 'delivered'`).Scan(&old); err != nil || !old {
+		return err
+	}
+	_, err := db.Exec(`UPDATE push_configs SET queued = (SELECT ` + sqlStatusKey + ` FROM tasks t
+		WHERE t.id = push_configs.task_id AND push_configs.delivered IS json_extract(t.task, '$.status'))`)
 	return err
 }
 
