@@ -79,6 +79,7 @@ type Notifier struct {
 	overflow bool                // a change was dropped: the next round compares every config
 	stale    bool                // the outbox has changes the run goroutine did not write: read it again
 	timer    *time.Timer         // wakes a round when the earliest retry is due
+	timerAt  time.Time           // when timer fires; zero: it is not set
 
 	changes chan change // observed, not yet in the outbox
 	results chan result // deliveries ended

@@ -478,13 +478,22 @@ func (n *Notifier) finish(d *dispatch) {
 	n.flush(ctx, d)
 }
 
-// retryAt makes sure the outbox is read again at t.
+// retryAt makes sure the outbox is read again at t (or earlier).
 func (n *Notifier) retryAt(t time.Time) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	if !n.timerAt.IsZero() && !t.Before(n.timerAt) {
+		return // the timer wakes the run goroutine before t already
+	}
+	n.timerAt = t
 	d := max(time.Until(t), 0)
 	if n.timer == nil {
-		n.timer = time.AfterFunc(d, n.reread)
+		n.timer = time.AfterFunc(d, func() {
+			n.mu.Lock()
+			n.timerAt = time.Time{}
+			n.mu.Unlock()
+			n.reread()
+		})
 		return
 	}
 	n.timer.Reset(d)
