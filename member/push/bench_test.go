@@ -32,7 +32,7 @@ func BenchmarkPushDeliveries(b *testing.B) {
 	}))
 	defer srv.Close()
 	path, db := taskDBAt(b)
-	n := open(b, path, Config{})
+	n := open(b, path, Config{Queue: b.N}) // every change written to the outbox, none merged
 	defer n.Close()
 	ctx := context.Background()
 	for i := range b.N {

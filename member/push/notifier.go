@@ -81,6 +81,9 @@ type Notifier struct {
 	timer    *time.Timer         // wakes a round when the earliest retry is due
 	timerAt  time.Time           // when timer fires; zero: it is not set
 
+	smu   sync.Mutex
+	stmts map[string]*sql.Stmt // prepared statements, by their SQL (stmt)
+
 	changes chan change // observed, not yet in the outbox
 	results chan result // deliveries ended
 	kick    chan struct{}
@@ -181,6 +184,7 @@ func Open(cfg Config) (*Notifier, error) {
 			// A redirect could lead anywhere: the webhook's own URL is the one that was allowed.
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }},
 		watched:  watched,
+		stmts:    map[string]*sql.Stmt{},
 		overflow: true, // the first round compares every config: changes stored while the member was down
 		stale:    true,
 		changes:  make(chan change, cfg.Queue),
@@ -246,6 +250,9 @@ func (n *Notifier) Close() error {
 	}
 	n.mu.Unlock()
 	n.client.CloseIdleConnections()
+	for _, st := range n.stmts {
+		st.Close()
+	}
 	return n.db.Close()
 }
 
