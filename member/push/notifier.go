@@ -81,8 +81,7 @@ type Notifier struct {
 	timer    *time.Timer         // wakes a round when the earliest retry is due
 	timerAt  time.Time           // when timer fires; zero: it is not set
 
-	smu   sync.Mutex
-	stmts map[string]*sql.Stmt // prepared statements, by their SQL (stmt)
+	stmts map[string]*sql.Stmt // the outbox's prepared statements, by their SQL (stmt); read-only
 
 	changes chan change // observed, not yet in the outbox
 	results chan result // deliveries ended
@@ -171,6 +170,11 @@ func Open(cfg Config) (*Notifier, error) {
 		db.Close()
 		return nil, fmt.Errorf("push: %s: %w", abs, err)
 	}
+	stmts, err := prepareAll(db)
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("push: %s: %w", abs, err)
+	}
 	tr := &http.Transport{
 		DialContext:           cfg.Allow.dialer(&net.Dialer{Timeout: cfg.Timeout}),
 		MaxIdleConnsPerHost:   parallel,
@@ -184,7 +188,7 @@ func Open(cfg Config) (*Notifier, error) {
 			// A redirect could lead anywhere: the webhook's own URL is the one that was allowed.
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }},
 		watched:  watched,
-		stmts:    map[string]*sql.Stmt{},
+		stmts:    stmts,
 		overflow: true, // the first round compares every config: changes stored while the member was down
 		stale:    true,
 		changes:  make(chan change, cfg.Queue),

@@ -30,9 +30,7 @@ type waitingConfig struct {
 
 // configsOf reads the configs of a task (all: id "") or one config, for enqueue.
 func (n *Notifier) configsOf(ctx context.Context, tx *sql.Tx, task a2a.TaskID, id string) ([]waitingConfig, error) {
-	st, err := n.stmt(ctx, tx, `SELECT p.id, p.queued,
-			(SELECT count(*) FROM push_outbox o WHERE o.task_id = p.task_id AND o.config_id = p.id)
-		FROM push_configs p WHERE p.task_id = ? AND (? = '' OR p.id = ?) ORDER BY p.created, p.id`)
+	st, err := n.stmt(ctx, tx, qConfigsOf)
 	if err != nil {
 		return nil, err
 	}
@@ -69,14 +67,14 @@ func (n *Notifier) enqueue(ctx context.Context, tx *sql.Tx, c waitingConfig, sta
 			n.report(n.cfg.Dropped)
 		}
 	}
-	insert, err := n.stmt(ctx, tx, `INSERT INTO push_outbox (task_id, config_id, status, body, created) VALUES (?, ?, ?, ?, ?)`)
+	insert, err := n.stmt(ctx, tx, qInsert)
 	if err != nil {
 		return err
 	}
 	if _, err := insert.ExecContext(ctx, string(c.k.task), c.k.id, status, string(body), time.Now().UnixMilli()); err != nil {
 		return err
 	}
-	update, err := n.stmt(ctx, tx, `UPDATE push_configs SET queued = ? WHERE task_id = ? AND id = ?`)
+	update, err := n.stmt(ctx, tx, qQueued)
 	if err != nil {
 		return err
 	}
@@ -407,7 +405,7 @@ func (n *Notifier) advance(ctx context.Context, d *dispatch) {
 			continue
 		}
 		var seq int64
-		st, err := n.stmt(ctx, nil, `SELECT seq FROM push_outbox WHERE task_id = ? AND config_id = ? AND seq > ? ORDER BY seq LIMIT 1`)
+		st, err := n.stmt(ctx, nil, qNext)
 		if err == nil {
 			err = st.QueryRowContext(ctx, string(h.k.task), h.k.id, h.seq).Scan(&seq)
 		}
@@ -460,8 +458,7 @@ func (n *Notifier) refresh(ctx context.Context, d *dispatch) error {
 // start delivers h in a goroutine of its own, which reports to n.results.
 func (n *Notifier) start(ctx context.Context, d *dispatch, h head) {
 	var body, config string
-	st, err := n.stmt(ctx, nil, `SELECT o.body, p.config FROM push_outbox o
-		JOIN push_configs p ON p.task_id = o.task_id AND p.id = o.config_id WHERE o.seq = ?`)
+	st, err := n.stmt(ctx, nil, qBody)
 	if err == nil {
 		err = st.QueryRowContext(ctx, h.seq).Scan(&body, &config)
 	}
@@ -549,20 +546,44 @@ func (n *Notifier) post(ctx context.Context, c a2a.TaskPushNotificationConfig, b
 	return nil
 }
 
-// stmt returns q prepared (once, on the notifier's database), for tx when tx is not nil. The outbox's
-// statements run once per change: preparing each anew cost a fifth of a delivery.
-func (n *Notifier) stmt(ctx context.Context, tx *sql.Tx, q string) (*sql.Stmt, error) {
-	n.smu.Lock()
-	st := n.stmts[q]
-	if st == nil {
-		var err error
-		if st, err = n.db.PrepareContext(context.WithoutCancel(ctx), q); err != nil {
-			n.smu.Unlock()
+// The statements the outbox runs once per change, prepared by Open (prepareAll): preparing each anew
+// cost a fifth of a delivery.
+const (
+	qConfigsOf = `SELECT p.id, p.queued,
+			(SELECT count(*) FROM push_outbox o WHERE o.task_id = p.task_id AND o.config_id = p.id)
+		FROM push_configs p WHERE p.task_id = ? AND (? = '' OR p.id = ?) ORDER BY p.created, p.id`
+	qInsert = `INSERT INTO push_outbox (task_id, config_id, status, body, created) VALUES (?, ?, ?, ?, ?)`
+	qQueued = `UPDATE push_configs SET queued = ? WHERE task_id = ? AND id = ?`
+	qNext   = `SELECT seq FROM push_outbox WHERE task_id = ? AND config_id = ? AND seq > ? ORDER BY seq LIMIT 1`
+	qBody   = `SELECT o.body, p.config FROM push_outbox o
+		JOIN push_configs p ON p.task_id = o.task_id AND p.id = o.config_id WHERE o.seq = ?`
+)
+
+// prepareAll prepares the outbox's statements on db. It runs before anything else uses db: a statement
+// prepared later, inside a transaction, would wait for a second connection that may be waiting for
+// the transaction's lock.
+func prepareAll(db *sql.DB) (map[string]*sql.Stmt, error) {
+	out := map[string]*sql.Stmt{}
+	for _, q := range []string{qConfigsOf, qInsert, qQueued, qNext, qBody} {
+		st, err := db.Prepare(q)
+		if err != nil {
+			for _, st := range out {
+				st.Close()
+			}
 			return nil, err
 		}
-		n.stmts[q] = st
+		out[q] = st
 	}
-	n.smu.Unlock()
+	return out, nil
+}
+
+// stmt returns the prepared statement of q, for tx when tx is not nil (prepared on tx's connection,
+// never on another).
+func (n *Notifier) stmt(ctx context.Context, tx *sql.Tx, q string) (*sql.Stmt, error) {
+	st := n.stmts[q]
+	if st == nil {
+		return nil, fmt.Errorf("push: statement not prepared: %.40s", q)
+	}
 	if tx != nil {
 		return tx.StmtContext(ctx, st), nil
 	}
