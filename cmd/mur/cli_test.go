@@ -202,12 +202,6 @@ func TestRunSendAndShutDown(t *testing.T) {
 		t.Errorf("mur tasks:\n%s", sout.String())
 	}
 
-	stopRun(t, cancel, done)
-}
-
-// stopRun cancels a `mur run` started with ctx's cancel and waits for it to end cleanly.
-func stopRun(t *testing.T, cancel context.CancelFunc, done <-chan error) {
-	t.Helper()
 	cancel()
 	select {
 	case err := <-done:

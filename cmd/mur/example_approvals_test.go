@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -21,25 +20,13 @@ func TestApprovalsExample(t *testing.T) {
 	root := filepath.Join(t.TempDir(), "approvals")
 	copyDir(t, "../../deploy/examples/approvals", root)
 	rosterPath := filepath.Join(root, "roster.yaml")
+	addr := freeAddr(t)
 	b, _ := os.ReadFile(rosterPath)
-	os.WriteFile(rosterPath, []byte(strings.Replace(string(b), "127.0.0.1:7301", freeAddr(t), 1)), 0o644)
+	os.WriteFile(rosterPath, []byte(strings.Replace(string(b), "127.0.0.1:7301", addr, 1)), 0o644)
 	env := envOf(map[string]string{"MUR_RECORDS_DIR": filepath.Join(root, "records"), "HOME": root})
-
-	ctx, cancel := context.WithCancel(context.Background())
-	var out, errb syncBuffer
-	done := make(chan error, 1)
-	go func() { done <- run(ctx, []string{"run", "--roster", rosterPath}, env, &out, &errb) }()
-	defer stopRun(t, cancel, done)
-	var door string
-	re := regexp.MustCompile(`(?m)^\s+clerk\s+(http://\S+)/a2a$`)
-	for deadline := time.Now().Add(30 * time.Second); door == ""; time.Sleep(10 * time.Millisecond) {
-		if m := re.FindStringSubmatch(out.String()); m != nil {
-			door = m[1]
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("mur run printed no door:\n%s\n%s", out.String(), errb.String())
-		}
-	}
+	ctx, stop := runFormation(t, rosterPath, env, time.Minute)
+	defer stop()
+	door := "http://" + addr
 	send := func(args ...string) (string, string, error) {
 		var sout, serr bytes.Buffer
 		err := run(ctx, append([]string{"send", "--roster", rosterPath, "--wait"}, args...), env, &sout, &serr)
