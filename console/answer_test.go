@@ -31,7 +31,7 @@ func startApprovals(t *testing.T) (*browser, string, *a2a.Client) {
 			return err
 		}
 		if rel == "roster.yaml" {
-			b = []byte(strings.Replace(string(b), "127.0.0.1:7301", "127.0.0.1:0", 1))
+			b = []byte(strings.Replace(string(b), "127.0.0.1:7401", "127.0.0.1:0", 1))
 		}
 		os.MkdirAll(filepath.Join(root, filepath.Dir(rel)), 0o755)
 		return os.WriteFile(filepath.Join(root, rel), b, 0o755)

@@ -22,7 +22,7 @@ func TestApprovalsExample(t *testing.T) {
 	rosterPath := filepath.Join(root, "roster.yaml")
 	addr := freeAddr(t)
 	b, _ := os.ReadFile(rosterPath)
-	os.WriteFile(rosterPath, []byte(strings.Replace(string(b), "127.0.0.1:7301", addr, 1)), 0o644)
+	os.WriteFile(rosterPath, []byte(strings.Replace(string(b), "127.0.0.1:7401", addr, 1)), 0o644)
 	env := envOf(map[string]string{"MUR_RECORDS_DIR": filepath.Join(root, "records"), "HOME": root})
 	ctx, stop := runFormation(t, rosterPath, env, time.Minute)
 	defer stop()
