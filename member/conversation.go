@@ -95,8 +95,15 @@ func taskCaller(t *a2a.Task) string {
 	return c
 }
 
-// history is the earlier conversation of t's context: every earlier task of it that ended.
+// history is the earlier conversation of t's context: every earlier task of it that ended; none for a
+// task that started its context.
 func (s *Session) history(ctx context.Context, t *a2a.Task) []driver.ChatMessage {
+	s.mu.Lock()
+	continuing := s.continuing[t.ID]
+	s.mu.Unlock()
+	if !continuing {
+		return nil
+	}
 	var tasks []*a2a.Task
 	q := store.ListQuery{ContextID: t.ContextID, PageSize: a2a.MaxPageSize}
 	for {

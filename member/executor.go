@@ -136,6 +136,7 @@ func (s *Session) finishLocked(ctx context.Context, t *a2a.Task, state a2a.TaskS
 	m := s.cfg.Metrics
 	m.TasksActive.Dec()
 	m.TasksTotal.WithLabelValues(string(state)).Inc()
+	delete(s.continuing, t.ID)
 	if at, ok := s.submitted[t.ID]; ok {
 		m.TaskDuration.WithLabelValues(string(state)).Observe(now.Sub(at).Seconds())
 		delete(s.submitted, t.ID)

@@ -152,8 +152,10 @@ type Session struct {
 	tools     *runtimetools.Registry
 	art       *staged.Set      // declared and pulled artifacts, hooks; set at Start
 	waiter    *converse.Waiter // the running task's question to its sender, while it waits
-	deadline  time.Time        // zero: none
-	expired   bool             // the deadline has passed: the session has ended
+	// continuing holds the unfinished tasks sent into an existing context: only they read its history.
+	continuing map[a2a.TaskID]bool
+	deadline   time.Time // zero: none
+	expired    bool      // the deadline has passed: the session has ended
 
 	// What session-status reports; guarded by mu.
 	progress   *taskProgress // the running task's; nil outside a task
@@ -207,17 +209,18 @@ func Start(cfg Config) (*Session, error) {
 		return nil, errors.New("member: a session needs its metrics")
 	}
 	s := &Session{
-		cfg:       cfg,
-		id:        ids.New(ids.PrefixSession),
-		started:   cfg.Now(),
-		log:       cfg.Logger.With("member", cfg.Member),
-		changed:   make(chan struct{}),
-		submitted: map[a2a.TaskID]time.Time{},
-		unstored:  map[a2a.TaskID]bool{},
-		admit:     newAdmission(cfg.Capsule),
-		kick:      make(chan struct{}, 1),
-		done:      make(chan struct{}),
-		waiter:    converse.NewWaiter(),
+		cfg:        cfg,
+		id:         ids.New(ids.PrefixSession),
+		started:    cfg.Now(),
+		log:        cfg.Logger.With("member", cfg.Member),
+		changed:    make(chan struct{}),
+		submitted:  map[a2a.TaskID]time.Time{},
+		unstored:   map[a2a.TaskID]bool{},
+		admit:      newAdmission(cfg.Capsule),
+		kick:       make(chan struct{}, 1),
+		done:       make(chan struct{}),
+		waiter:     converse.NewWaiter(),
+		continuing: map[a2a.TaskID]bool{},
 	}
 	if cfg.Capsule.IsAgent() && cfg.Capsule.Harness == nil {
 		drivers, err := driver.Build(cfg.Capsule, cfg.HTTPClient, cfg.Getenv)
@@ -441,6 +444,9 @@ func (s *Session) Send(ctx context.Context, msg *a2a.Message, origin Origin) (*a
 	// The task takes its place in the queue now, so the queue stays in order of admission; the executor
 	// starts it once it is stored.
 	s.queue = append(s.queue, id)
+	if msg.ContextID != "" {
+		s.continuing[id] = true
+	}
 	s.unstored[id] = true
 	s.submitted[id] = now
 	s.cfg.Metrics.TasksActive.Inc()
@@ -459,6 +465,7 @@ func (s *Session) Send(ctx context.Context, msg *a2a.Message, origin Origin) (*a
 			s.queue = slices.Delete(s.queue, i, i+1)
 		}
 		delete(s.submitted, id)
+		delete(s.continuing, id)
 		s.cfg.Metrics.TasksActive.Dec()
 		s.admit.release()
 		s.kickLocked()
