@@ -255,9 +255,14 @@ func openPush(path string, capsule *capsule.Capsule, cfg FormationConfig, reg pr
 	}
 	deliveries := prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "mur", Name: "push_deliveries_total",
 		Help: "Push notification delivery attempts, by outcome: ok, retry (failed, tried again later), gave_up."}, []string{"outcome"})
-	if err := reg.Register(deliveries); err != nil {
-		return nil, err
+	dropped := prometheus.NewCounter(prometheus.CounterOpts{Namespace: "mur", Name: "push_dropped_total",
+		Help: "Task changes not delivered to a webhook because its outbox (or the queue to the outboxes) was full; the latest change is always delivered."})
+	for _, c := range []prometheus.Collector{deliveries, dropped} {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
 	}
 	return push.Open(push.Config{Path: path, Allow: allow, Backoff: cfg.PushBackoff, Logger: log,
-		Delivered: func(outcome string) { deliveries.WithLabelValues(outcome).Inc() }})
+		Delivered: func(outcome string) { deliveries.WithLabelValues(outcome).Inc() },
+		Dropped:   dropped.Inc})
 }

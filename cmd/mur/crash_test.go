@@ -29,12 +29,14 @@ type memberProc struct {
 	url string
 }
 
-// startMember runs this test binary as `mur member` and waits for its door's URL.
-func startMember(t *testing.T, rosterPath, dataDir string) *memberProc {
+// startMember runs this test binary as `mur member` (with env added to its environment) and waits for
+// its door's URL.
+func startMember(t *testing.T, rosterPath, dataDir string, env ...string) *memberProc {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "member", "--roster", rosterPath, "--name", "solo", "--listen", "127.0.0.1:0", "--data-dir", dataDir)
 	cmd.Env = append(os.Environ(), "MUR_TEST_AS_MUR=1", "MUR_OPERATOR_TOKEN=op", "MUR_FORMATION_TOKEN=fm",
 		"MUR_RECORDS_DIR="+filepath.Join(dataDir, "records"))
+	cmd.Env = append(cmd.Env, env...)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
