@@ -1,9 +1,3 @@
-// Package kinderr is an error of one kind, a sentinel its package declares, with the sentence that says
-// what happened: errors.Is matches the kind, Error gives the sentence. Packages that classify their
-// failures this way (peerfile, member/harness) share it instead of each writing the type.
-//
-// Contract: an *Error is a value; it is safe to share between goroutines once made. Imports the standard
-// library only.
 package kinderr
 
 import "fmt"
