@@ -296,9 +296,8 @@ func (d *yamlDoc) pin(n *yaml.Node, path string) (Pin, bool) {
 				}
 				name, err := ParseName(s)
 				if err != nil {
-					var ne *NameError
-					errors.As(err, &ne)
-					bad(v.Line, "name "+ne.Msg, ne.Fix)
+					d.addNameError(v.Line, path+" name ", err)
+					ok = false
 					return
 				}
 				p.Name = name
@@ -308,9 +307,8 @@ func (d *yamlDoc) pin(n *yaml.Node, path string) (Pin, bool) {
 			got["version"] = k.Line
 			if s, good := text("version", v); good {
 				if err := checkVersion(s); err != nil {
-					var ne *NameError
-					errors.As(err, &ne)
-					bad(v.Line, "version "+ne.Msg, ne.Fix)
+					d.addNameError(v.Line, path+" version ", err)
+					ok = false
 					return
 				}
 				p.Version = s

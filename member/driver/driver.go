@@ -288,3 +288,10 @@ func exchange[P, R any](ctx context.Context, req InferRequest, credential string
 	}
 	return resp, nil
 }
+
+// estimatedUsage is the Usage of an answer whose provider reported none: the driver's own estimate of
+// the conversation it was sent and of the answer as the model would see it.
+func estimatedUsage(req InferRequest, resp InferResponse) Usage {
+	out := ChatMessage{Role: RoleAssistant, Text: resp.Text, Calls: resp.Calls}
+	return Usage{Input: EstimateInput(req), Output: EstimateTokens(out.ModelView()), Estimated: true}
+}

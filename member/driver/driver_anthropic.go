@@ -299,19 +299,10 @@ func (d *AnthropicDriver) response(msg *anthropic.Message, req InferRequest) (In
 	}
 	if msg.JSON.Usage.Valid() {
 		u := msg.Usage
-		resp.Usage = Usage{
-			Input:      u.InputTokens,
-			Output:     u.OutputTokens,
-			Cached:     u.CacheReadInputTokens,
-			CacheWrite: u.CacheCreationInputTokens,
-			Reported:   true,
-
-			CacheReported: true,
-			CacheApart:    true,
-		}
+		resp.Usage = Usage{Input: u.InputTokens, Output: u.OutputTokens, Cached: u.CacheReadInputTokens,
+			CacheWrite: u.CacheCreationInputTokens, Reported: true, CacheReported: true, CacheApart: true}
 	} else {
-		out := ChatMessage{Role: RoleAssistant, Text: resp.Text, Calls: resp.Calls}
-		resp.Usage = Usage{Input: EstimateInput(req), Output: EstimateTokens(out.ModelView()), Estimated: true}
+		resp.Usage = estimatedUsage(req, resp)
 	}
 	return resp, nil
 }

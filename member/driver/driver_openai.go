@@ -218,18 +218,10 @@ func (d *OpenAIDriver) response(cc *openai.ChatCompletion, req InferRequest) (In
 	}
 	if cc.JSON.Usage.Valid() {
 		u := cc.Usage
-		resp.Usage = Usage{
-			Input:      u.PromptTokens,
-			Output:     u.CompletionTokens,
-			Cached:     u.PromptTokensDetails.CachedTokens,
-			CacheWrite: u.PromptTokensDetails.CacheWriteTokens,
-			Reported:   true,
-
-			CacheReported: true,
-		}
+		resp.Usage = Usage{Input: u.PromptTokens, Output: u.CompletionTokens, Cached: u.PromptTokensDetails.CachedTokens,
+			CacheWrite: u.PromptTokensDetails.CacheWriteTokens, Reported: true, CacheReported: true}
 	} else {
-		out := ChatMessage{Role: RoleAssistant, Text: resp.Text, Calls: resp.Calls}
-		resp.Usage = Usage{Input: EstimateInput(req), Output: EstimateTokens(out.ModelView()), Estimated: true}
+		resp.Usage = estimatedUsage(req, resp)
 	}
 	return resp, nil
 }
