@@ -52,6 +52,14 @@ type Store struct {
 
 	wmu   sync.Mutex // held across each write and its cache update, so the cache follows commit order
 	cache *taskCache
+
+	// The group commit (groupcommit.go): Create and Update hand rows to the committer through writes.
+	writes        chan *pendingWrite
+	committerDone chan struct{} // closed once the committer has returned
+	stopCommits   chan struct{} // closed by Close, after the batch writer and the sweeper have stopped
+	insertStmt    *sql.Stmt
+	updateStmt    *sql.Stmt
+	getStmt       *sql.Stmt // on the read pool
 	// writing, when set (tests), is called with wmu held before each write transaction commits, with
 	// what it is ("create", "update", "recover", "batch", "sweep") and the rows it writes or removes.
 	writing func(op string, rows int)
@@ -166,7 +174,15 @@ func OpenWith(path string, cfg Config) (*Store, error) {
 		batch:     newBatcher(),
 		retention: cfg.Retention.Or(roster.DefaultRetention),
 		sweepKick: make(chan struct{}, 1),
+		writes:    make(chan *pendingWrite), committerDone: make(chan struct{}), stopCommits: make(chan struct{}),
 	}
+	if err := s.prepareWrites(); err != nil {
+		s.closeStatements()
+		write.Close()
+		read.Close()
+		return nil, fmt.Errorf("member: task store %s: %w", abs, err)
+	}
+	go s.committer(s.stopCommits)
 	ctx, stop := context.WithCancel(context.Background())
 	s.stop = stop
 	s.bg.Go(func() { s.writeBatches(ctx) })
@@ -235,8 +251,10 @@ func (s *Store) Close() error {
 		s.batch.close()
 		s.stop()
 		s.bg.Wait()
+		close(s.stopCommits)
+		<-s.committerDone
 	})
-	return errors.Join(s.read.Close(), s.write.Close())
+	return errors.Join(s.closeStatements(), s.read.Close(), s.write.Close())
 }
 
 // Ping reports whether the store's file can be read.
@@ -248,7 +266,8 @@ func (s *Store) Ping(ctx context.Context) error {
 	return nil
 }
 
-// Create stores a new task. Its id must be new to the store.
+// Create stores a new task. Its id must be new to the store. It returns once the task is durable,
+// committed with the other writes waiting at the same moment (see commit).
 func (s *Store) Create(ctx context.Context, t *a2a.Task) error {
 	if t.ID == "" {
 		return errors.New("member: storing a task without an id")
@@ -261,17 +280,8 @@ func (s *Store) Create(ctx context.Context, t *a2a.Task) error {
 	if ts := t.Status.Timestamp; ts != nil {
 		created = ts.Time
 	}
-	s.fg.begin()
-	defer s.fg.end()
-	s.wmu.Lock()
-	defer s.wmu.Unlock()
-	s.hook("create", 1)
-	if err := insertTask(ctx, s.write, t, body, created); err != nil {
-		return err
-	}
-	s.cache.put(t.ID, taskCaller(t), body)
-	s.arrived(1)
-	return nil
+	return s.commit(ctx, &pendingWrite{op: opCreate, id: t.ID, context: t.ContextID, state: string(t.Status.State),
+		ts: statusMillis(t), created: created, caller: taskCaller(t), body: body})
 }
 
 // taskCaller is the member that sent t, from its metadata (murmur.caller); "" for the operator's tasks.
@@ -286,11 +296,9 @@ type execer interface {
 	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
 }
 
-// insertTask is the one INSERT of a task row, for Create and the batch writer.
+// insertTask is the INSERT of a task row outside the group commit: the batch writer's.
 func insertTask(ctx context.Context, db execer, t *a2a.Task, body []byte, created time.Time) error {
-	_, err := db.ExecContext(ctx,
-		`INSERT INTO tasks (id, context_id, state, status_ts, created, caller, task) VALUES (?, ?, ?, ?, ?, ?, ?)`,
-		string(t.ID), t.ContextID, string(t.Status.State), statusMillis(t), created.UnixMilli(), taskCaller(t), body)
+	_, err := db.ExecContext(ctx, insertSQL, string(t.ID), t.ContextID, string(t.Status.State), statusMillis(t), created.UnixMilli(), taskCaller(t), body)
 	if err != nil {
 		return fmt.Errorf("member: storing task %s: %w", t.ID, err)
 	}
@@ -311,26 +319,8 @@ func (s *Store) Update(ctx context.Context, t *a2a.Task) error {
 	if err != nil {
 		return fmt.Errorf("member: storing task %s: %w", t.ID, err)
 	}
-	s.fg.begin()
-	defer s.fg.end()
-	s.wmu.Lock()
-	defer s.wmu.Unlock()
-	s.hook("update", 1)
-	res, err := s.write.ExecContext(ctx,
-		`UPDATE tasks SET context_id = ?, state = ?, status_ts = ?, task = ? WHERE id = ?`,
-		t.ContextID, string(t.Status.State), statusMillis(t), body, string(t.ID))
-	if err != nil {
-		return fmt.Errorf("member: storing task %s: %w", t.ID, err)
-	}
-	n, err := res.RowsAffected()
-	if err != nil {
-		return fmt.Errorf("member: storing task %s: %w", t.ID, err)
-	}
-	if n == 0 {
-		return NotStored(t.ID)
-	}
-	s.cache.put(t.ID, taskCaller(t), body)
-	return nil
+	return s.commit(ctx, &pendingWrite{op: opUpdate, id: t.ID, context: t.ContextID, state: string(t.Status.State),
+		ts: statusMillis(t), caller: taskCaller(t), body: body})
 }
 
 // Get returns the stored task with the given id, a copy the caller may change. The error wraps
@@ -359,7 +349,7 @@ func (s *Store) GetWithCaller(ctx context.Context, id a2a.TaskID) (body []byte, 
 	if p, ok := s.batch.get(id); ok {
 		return p.body, p.caller, nil
 	}
-	err = s.read.QueryRowContext(ctx, `SELECT task, caller FROM tasks WHERE id = ?`, string(id)).Scan(&body, &caller)
+	err = s.getStmt.QueryRowContext(ctx, string(id)).Scan(&body, &caller)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, "", NotStored(id)
 	}

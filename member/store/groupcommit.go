@@ -1,0 +1,181 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/murmur-run/murmur/a2a"
+)
+
+// Group commit. Create and Update do not each take the write lock and pay an fsync: they hand their row
+// to the committer, one goroutine that takes every write waiting at that moment, runs them in one
+// transaction through statements prepared once, and commits it with synchronous=FULL: one fsync for
+// the lot. Each caller returns once the transaction holding its row is durable, with its own row's
+// error (a duplicate id, a task no longer stored): a row that fails leaves the others of its group
+// alone. While one group commits, the next one gathers, so concurrent writers (the Sends of many
+// clients, the executor's state changes, several tasks ending at once) share fsyncs instead of
+// queueing for one each.
+
+// maxGroup bounds the rows of one group commit, so that a transaction stays short and the first
+// writers of a burst are not kept waiting for the last.
+const maxGroup = 256
+
+// The kinds of write a group holds; the write hook is told of each kind's rows per group.
+const (
+	opCreate = "create"
+	opUpdate = "update"
+)
+
+// pendingWrite is one row handed to the committer.
+type pendingWrite struct {
+	op      string
+	id      a2a.TaskID
+	context string
+	state   string
+	ts      any // statusMillis
+	created time.Time
+	caller  string
+	body    []byte
+	done    chan error // capacity 1: the row's outcome, once its group is durable
+}
+
+// The statements of the group commit, prepared once on the write connection.
+const (
+	insertSQL = `INSERT INTO tasks (id, context_id, state, status_ts, created, caller, task) VALUES (?, ?, ?, ?, ?, ?, ?)`
+	updateSQL = `UPDATE tasks SET context_id = ?, state = ?, status_ts = ?, task = ? WHERE id = ?`
+)
+
+// commit hands w to the committer and waits until the group holding it is durable. It does not give up
+// when ctx ends once w is handed over: the row may be committed all the same, and its caller must know.
+func (s *Store) commit(ctx context.Context, w *pendingWrite) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("member: storing task %s: %w", w.id, err)
+	}
+	w.done = make(chan error, 1)
+	s.fg.begin()
+	defer s.fg.end()
+	// s.writes is unbuffered: a row handed over is one the committer holds, and answers.
+	select {
+	case s.writes <- w:
+	case <-s.committerDone:
+		return fmt.Errorf("member: storing task %s: the task store is closed", w.id)
+	}
+	return <-w.done
+}
+
+// committer runs from OpenWith until Close ends stop, writing one group at a time.
+func (s *Store) committer(stop <-chan struct{}) {
+	defer close(s.committerDone)
+	group := make([]*pendingWrite, 0, maxGroup)
+	for {
+		var first *pendingWrite
+		select {
+		case first = <-s.writes:
+		case <-stop:
+			return
+		}
+		group = append(group[:0], first)
+		// The lock first: whatever arrives while another write holds it joins this group.
+		s.wmu.Lock()
+	gather:
+		for len(group) < maxGroup {
+			select {
+			case w := <-s.writes:
+				group = append(group, w)
+			default:
+				break gather
+			}
+		}
+		errs := s.writeGroup(group)
+		for i, w := range group {
+			if errs[i] == nil {
+				s.cache.put(w.id, w.caller, w.body)
+			}
+		}
+		s.wmu.Unlock()
+		for i, w := range group {
+			w.done <- errs[i]
+		}
+	}
+}
+
+// writeGroup writes group in one transaction and returns each row's error. wmu is held.
+func (s *Store) writeGroup(group []*pendingWrite) []error {
+	errs := make([]error, len(group))
+	fail := func(err error) []error {
+		for i := range errs {
+			errs[i] = fmt.Errorf("member: storing task %s: %w", group[i].id, err)
+		}
+		return errs
+	}
+	ctx := context.Background()
+	tx, err := s.write.BeginTx(ctx, nil)
+	if err != nil {
+		return fail(err)
+	}
+	insert, update := tx.StmtContext(ctx, s.insertStmt), tx.StmtContext(ctx, s.updateStmt)
+	created, updated := 0, 0
+	for i, w := range group {
+		switch w.op {
+		case opCreate:
+			if _, err := insert.ExecContext(ctx, string(w.id), w.context, w.state, w.ts, w.created.UnixMilli(), w.caller, w.body); err != nil {
+				errs[i] = fmt.Errorf("member: storing task %s: %w", w.id, err)
+				continue
+			}
+			created++
+		case opUpdate:
+			res, err := update.ExecContext(ctx, w.context, w.state, w.ts, w.body, string(w.id))
+			if err == nil {
+				var n int64
+				if n, err = res.RowsAffected(); err == nil && n == 0 {
+					errs[i] = NotStored(w.id)
+					continue
+				}
+			}
+			if err != nil {
+				errs[i] = fmt.Errorf("member: storing task %s: %w", w.id, err)
+				continue
+			}
+			updated++
+		}
+	}
+	if created > 0 {
+		s.hook(opCreate, created)
+	}
+	if updated > 0 {
+		s.hook(opUpdate, updated)
+	}
+	if err := tx.Commit(); err != nil {
+		tx.Rollback()
+		return fail(err)
+	}
+	s.arrived(created)
+	return errs
+}
+
+// prepareWrites prepares the group commit's statements on the write pool.
+func (s *Store) prepareWrites() error {
+	var err error
+	if s.insertStmt, err = s.write.Prepare(insertSQL); err != nil {
+		return err
+	}
+	if s.updateStmt, err = s.write.Prepare(updateSQL); err != nil {
+		return err
+	}
+	s.getStmt, err = s.read.Prepare(`SELECT task, caller FROM tasks WHERE id = ?`)
+	return err
+}
+
+// closeStatements closes what prepareWrites prepared.
+func (s *Store) closeStatements() error {
+	var errs []error
+	for _, st := range []*sql.Stmt{s.insertStmt, s.updateStmt, s.getStmt} {
+		if st != nil {
+			errs = append(errs, st.Close())
+		}
+	}
+	return errors.Join(errs...)
+}
