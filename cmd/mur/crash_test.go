@@ -25,14 +25,15 @@ task_acceptance: queue
 `
 
 type memberProc struct {
-	cmd *exec.Cmd
-	url string
+	cmd      *exec.Cmd
+	url      string
+	profiles chan string // the --debug-listen URL it prints after its door's (capacity 1)
 }
 
 // startMember runs this test binary as `mur member` and waits for its door's URL.
-func startMember(t *testing.T, rosterPath, dataDir string) *memberProc {
+func startMember(t *testing.T, rosterPath, dataDir string, flags ...string) *memberProc {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "member", "--roster", rosterPath, "--name", "solo", "--listen", "127.0.0.1:0", "--data-dir", dataDir)
+	cmd := exec.Command(os.Args[0], append([]string{"member", "--roster", rosterPath, "--name", "solo", "--listen", "127.0.0.1:0", "--data-dir", dataDir}, flags...)...)
 	cmd.Env = append(os.Environ(), "MUR_TEST_AS_MUR=1", "MUR_OPERATOR_TOKEN=op", "MUR_FORMATION_TOKEN=fm",
 		"MUR_RECORDS_DIR="+filepath.Join(dataDir, "records"))
 	out, err := cmd.StdoutPipe()
@@ -47,23 +48,28 @@ func startMember(t *testing.T, rosterPath, dataDir string) *memberProc {
 		cmd.Process.Kill()
 		cmd.Wait()
 	})
-	urls := make(chan string, 1)
+	urls, profiles := make(chan string, 1), make(chan string, 1)
 	go func() {
 		re := regexp.MustCompile(`^\s+solo\s+(http://\S+)/a2a$`)
+		reProfiles := regexp.MustCompile(`^\s+profiles\s+(http://\S+)$`)
 		sc := bufio.NewScanner(out)
 		for sc.Scan() {
 			if m := re.FindStringSubmatch(sc.Text()); m != nil {
 				urls <- m[1]
 			}
+			if m := reProfiles.FindStringSubmatch(sc.Text()); m != nil {
+				profiles <- m[1]
+			}
 		}
 		close(urls)
+		close(profiles)
 	}()
 	select {
 	case u, ok := <-urls:
 		if !ok {
 			t.Fatal("the member exited before opening its door")
 		}
-		return &memberProc{cmd: cmd, url: u}
+		return &memberProc{cmd: cmd, url: u, profiles: profiles}
 	case <-time.After(60 * time.Second):
 		t.Fatal("the member did not open its door")
 	}
