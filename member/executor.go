@@ -34,7 +34,7 @@ func (s *Session) execute(ctx context.Context, r *runningTask) {
 	s.progress = &taskProgress{start: s.cfg.Now()}
 	s.setStatus(t, a2a.TaskStateWorking, "", s.progress.start)
 	err = s.cfg.Store.Update(store, t)
-	s.notifyLocked()
+	s.notifyLocked(t.ID)
 	s.publish(t)
 	s.mu.Unlock()
 	if err != nil {
@@ -105,7 +105,7 @@ func (s *Session) finishLocked(ctx context.Context, t *a2a.Task, state a2a.TaskS
 	if err != nil {
 		return err
 	}
-	s.notifyLocked()
+	s.notifyLocked(t.ID)
 	s.publish(t)
 	m := s.cfg.Metrics
 	m.TasksActive.Dec()
@@ -157,10 +157,9 @@ func (s *Session) setStatus(t *a2a.Task, state a2a.TaskState, text string, now t
 	}
 }
 
-// notifyLocked wakes every Wait. s.mu is held.
-func (s *Session) notifyLocked() {
-	close(s.changed)
-	s.changed = make(chan struct{})
+// notifyLocked wakes the Waits of task id. s.mu is held.
+func (s *Session) notifyLocked(id a2a.TaskID) {
+	s.waiters.notify(id)
 }
 
 func murmurMeta(t *a2a.Task) map[string]any {

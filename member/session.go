@@ -151,7 +151,7 @@ type Session struct {
 	queue     []a2a.TaskID        // in order of admission, including tasks still being stored
 	unstored  map[a2a.TaskID]bool // admitted tasks whose Create has not returned; the executor waits for them
 	storing   sync.WaitGroup      // Sends between admission and the end of their Create; Close waits for them
-	changed   chan struct{}       // closed and replaced on every task change
+	waiters   taskSignals         // wakes a task's Waits when it changes
 	closed    bool
 	choice    string                   // the driver choice the next inference call uses
 	unapplied string                   // a choice switched to that no inference call has used yet
@@ -214,7 +214,6 @@ func Start(cfg Config) (*Session, error) {
 		id:        ids.New(ids.PrefixSession),
 		started:   cfg.Now(),
 		log:       cfg.Logger.With("member", cfg.Member),
-		changed:   make(chan struct{}),
 		submitted: map[a2a.TaskID]time.Time{},
 		unstored:  map[a2a.TaskID]bool{},
 		admit:     newAdmission(cfg.Capsule),
@@ -483,7 +482,7 @@ func (s *Session) Send(ctx context.Context, msg *a2a.Message, origin Origin) (*a
 		}
 		return t, nil
 	}
-	s.notifyLocked()
+	s.notifyLocked(t.ID)
 	s.publish(t)
 	s.kickLocked()
 	return t, nil
@@ -567,19 +566,17 @@ func TrimHistory(t *a2a.Task, n *int) {
 // as it then stands.
 func (s *Session) Wait(ctx context.Context, id a2a.TaskID) (*a2a.Task, error) {
 	for {
-		s.mu.Lock()
-		ch := s.changed
-		s.mu.Unlock()
+		sg := s.waiters.watch(id)
 		t, err := s.cfg.Store.Get(ctx, id)
-		if err != nil {
-			return nil, err
-		}
-		if t.Status.State.Terminal() || t.Status.State.Interrupted() {
-			return t, nil
+		if err != nil || t.Status.State.Terminal() || t.Status.State.Interrupted() {
+			s.waiters.unwatch(id, sg)
+			return t, err
 		}
 		select {
-		case <-ch:
+		case <-sg.ch:
+			s.waiters.unwatch(id, sg)
 		case <-ctx.Done():
+			s.waiters.unwatch(id, sg)
 			return t, nil
 		}
 	}
