@@ -85,6 +85,32 @@ func (s *Session) execute(ctx context.Context, r *runningTask) {
 // finishLocked moves t to a terminal state, stores it, counts it and writes its record. With an answer,
 // the task gets its response artifact and the status message carries the answer. s.mu is held.
 func (s *Session) finishLocked(ctx context.Context, t *a2a.Task, state a2a.TaskState, text string, answer *string) error {
+	running, now := s.endLocked(t, state, text, answer)
+	return s.endedLocked(t, state, text, answer, running, now, s.cfg.Store.Update(ctx, t))
+}
+
+// finishAllLocked ends every task of ts in state with text, as finishLocked does, storing them all in
+// one transaction: a shutdown or a deadline ends thousands of queued tasks with one fsync. s.mu is held.
+func (s *Session) finishAllLocked(ctx context.Context, ts []*a2a.Task, state a2a.TaskState, text string) error {
+	if len(ts) == 0 {
+		return nil
+	}
+	running := make([][]string, len(ts))
+	var now time.Time
+	for i, t := range ts {
+		running[i], now = s.endLocked(t, state, text, nil)
+	}
+	stored := s.cfg.Store.UpdateAll(ctx, ts)
+	var errs []error
+	for i, t := range ts {
+		errs = append(errs, s.endedLocked(t, state, text, nil, running[i], now, stored[i]))
+	}
+	return errors.Join(errs...)
+}
+
+// endLocked sets t's terminal status (and its answer) before it is stored, and returns the background
+// commands still running and the time it ended. s.mu is held.
+func (s *Session) endLocked(t *a2a.Task, state a2a.TaskState, text string, answer *string) ([]string, time.Time) {
 	now := s.cfg.Now()
 	s.setStatus(t, state, text, now)
 	if answer != nil {
@@ -99,7 +125,12 @@ func (s *Session) finishLocked(ctx context.Context, t *a2a.Task, state a2a.TaskS
 	if len(running) > 0 {
 		ids.Set(murmurMeta(t), ids.MetaRunningCommands, running)
 	}
-	err := s.cfg.Store.Update(ctx, t)
+	return running, now
+}
+
+// endedLocked does what follows the store's write (err) of t's end: t leaves the session, its waiters
+// and streams hear of it, it is counted and its records are written. s.mu is held.
+func (s *Session) endedLocked(t *a2a.Task, state a2a.TaskState, text string, answer *string, running []string, now time.Time, err error) error {
 	// The task leaves the session whether or not its end was stored: it runs and waits no more.
 	s.admit.release()
 	if err != nil {

@@ -645,14 +645,7 @@ func (s *Session) Close(ctx context.Context) error {
 		s.timer.Stop()
 	}
 	var errs []error
-	for _, id := range s.queue {
-		if s.unstored[id] {
-			continue // its Send ends it once it is stored
-		}
-		if t, err := s.cfg.Store.Get(ctx, id); err == nil {
-			errs = append(errs, s.finishLocked(ctx, t, a2a.TaskStateCanceled, ShutdownCancel, nil))
-		}
-	}
+	errs = append(errs, s.finishAllLocked(ctx, s.queuedLocked(ctx), a2a.TaskStateCanceled, ShutdownCancel))
 	s.queue = nil
 	s.mu.Unlock()
 	s.storing.Wait()
@@ -677,6 +670,21 @@ func (s *Session) Close(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
+// queuedLocked reads the queued tasks that are stored; a task whose Send has not stored it yet is left
+// to that Send, which ends it once it is stored. s.mu is held.
+func (s *Session) queuedLocked(ctx context.Context) []*a2a.Task {
+	var ts []*a2a.Task
+	for _, id := range s.queue {
+		if s.unstored[id] {
+			continue
+		}
+		if t, err := s.cfg.Store.Get(ctx, id); err == nil {
+			ts = append(ts, t)
+		}
+	}
+	return ts
+}
+
 // expire ends the session at its deadline: no new task is taken, queued tasks and the running one fail
 // saying so, and session_end is written. The door stays up to answer for the tasks it holds.
 func (s *Session) expire() {
@@ -689,15 +697,8 @@ func (s *Session) expire() {
 	at := s.deadline.UTC().Format(time.RFC3339)
 	s.admit.refuse(fmt.Sprintf(DeadlineReject, at))
 	ctx := context.Background()
-	for _, id := range s.queue {
-		if s.unstored[id] {
-			continue // its Send ends it once it is stored
-		}
-		if t, err := s.cfg.Store.Get(ctx, id); err == nil {
-			if err := s.finishLocked(ctx, t, a2a.TaskStateFailed, fmt.Sprintf(DeadlineFail, at), nil); err != nil {
-				s.log.Error("storing a task's end at the deadline", "task", id, "err", err)
-			}
-		}
+	if err := s.finishAllLocked(ctx, s.queuedLocked(ctx), a2a.TaskStateFailed, fmt.Sprintf(DeadlineFail, at)); err != nil {
+		s.log.Error("storing the ends of the queued tasks at the deadline", "err", err)
 	}
 	s.queue = nil
 	s.endAtDeadline = map[string]any{"reason": "deadline", "deadline": at}

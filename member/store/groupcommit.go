@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -89,17 +90,23 @@ func (s *Store) committer(stop <-chan struct{}) {
 				break gather
 			}
 		}
-		errs := s.writeGroup(group)
-		for i, w := range group {
-			if errs[i] == nil {
-				s.cache.put(w.id, w.caller, w.body)
-			}
-		}
+		errs := s.applyGroup(group)
 		s.wmu.Unlock()
 		for i, w := range group {
 			w.done <- errs[i]
 		}
 	}
+}
+
+// applyGroup writes group in one transaction and puts what it stored in the cache. wmu is held.
+func (s *Store) applyGroup(group []*pendingWrite) []error {
+	errs := s.writeGroup(group)
+	for i, w := range group {
+		if errs[i] == nil {
+			s.cache.put(w.id, w.caller, w.body)
+		}
+	}
+	return errs
 }
 
 // writeGroup writes group in one transaction and returns each row's error. wmu is held.
@@ -178,4 +185,38 @@ func (s *Store) closeStatements() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// UpdateAll stores every task of ts as Update does, all in one transaction (one fsync however many they
+// are: a shutdown cancelling thousands of queued tasks), and returns each task's error in order.
+func (s *Store) UpdateAll(ctx context.Context, ts []*a2a.Task) []error {
+	errs := make([]error, len(ts))
+	writes := make([]*pendingWrite, len(ts))
+	for i, t := range ts {
+		body, err := json.Marshal(t)
+		if err != nil {
+			errs[i] = fmt.Errorf("member: storing task %s: %w", t.ID, err)
+			continue
+		}
+		writes[i] = &pendingWrite{op: opUpdate, id: t.ID, context: t.ContextID, state: string(t.Status.State),
+			ts: statusMillis(t), caller: taskCaller(t), body: body}
+	}
+	var group []*pendingWrite
+	var at []int
+	for i, w := range writes {
+		if w != nil {
+			group, at = append(group, w), append(at, i)
+		}
+	}
+	if len(group) == 0 {
+		return errs
+	}
+	s.fg.begin()
+	defer s.fg.end()
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	for j, err := range s.applyGroup(group) {
+		errs[at[j]] = err
+	}
+	return errs
 }
