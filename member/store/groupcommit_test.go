@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/murmur-run/murmur/a2a"
+	"github.com/murmur-run/murmur/roster"
 )
 
 // Writes that wait at the same moment share one transaction (one fsync), and a row that fails in it (a
@@ -96,4 +97,74 @@ func TestWriteAfterCloseFails(t *testing.T) {
 	if err := s.Create(context.Background(), storeTask(1, "ctx", a2a.TaskStateSubmitted)); err == nil {
 		t.Error("Create after Close succeeded")
 	}
+}
+
+// ListTasks's total for a state and caller filter comes from task_counts, which the triggers keep equal
+// to counting the table through creates, updates, batched rejections, recovery and retention's removals.
+func TestTaskCountsFollowEveryWrite(t *testing.T) {
+	c := &clock{now: storeEpoch}
+	s := openRetentionStore(t, roster.Retention{MaxAge: time.Hour, MaxTasks: 1000}, c)
+	ctx := context.Background()
+	check := func(when string) {
+		t.Helper()
+		for _, state := range []a2a.TaskState{"", a2a.TaskStateSubmitted, a2a.TaskStateWorking, a2a.TaskStateCompleted,
+			a2a.TaskStateFailed, a2a.TaskStateRejected} {
+			for _, caller := range []string{"", "peer"} {
+				page, err := s.List(ctx, ListQuery{State: state, Caller: caller, PageSize: 1})
+				if err != nil {
+					t.Fatal(err)
+				}
+				query, args := `SELECT count(*) FROM tasks WHERE (? = '' OR state = ?) AND (? = '' OR caller = ?)`, []any{string(state), string(state), caller, caller}
+				var want int
+				if err := s.read.QueryRow(query, args...).Scan(&want); err != nil {
+					t.Fatal(err)
+				}
+				if page.Total != want {
+					t.Errorf("%s: state %q caller %q: total %d, the table holds %d", when, state, caller, page.Total, want)
+				}
+			}
+		}
+	}
+	old := storeEpoch.Add(-2 * time.Hour)
+	for n := range 20 {
+		task := endedAt(n, a2a.TaskStateSubmitted, old)
+		if n%3 == 0 {
+			task.Metadata = map[string]any{"murmur": map[string]any{"caller": "peer"}}
+		}
+		if err := s.Create(ctx, task); err != nil {
+			t.Fatal(err)
+		}
+	}
+	check("after creates")
+	for n := range 10 {
+		task := endedAt(n, a2a.TaskStateCompleted, old)
+		if n%3 == 0 {
+			task.Metadata = map[string]any{"murmur": map[string]any{"caller": "peer"}}
+		}
+		if err := s.Update(ctx, task); err != nil {
+			t.Fatal(err)
+		}
+	}
+	check("after updates")
+	for n := 20; n < 25; n++ {
+		s.CreateBatched(endedAt(n, a2a.TaskStateRejected, old))
+	}
+	for s.batch.waiting() > 0 || s.batchPending() > 0 {
+		time.Sleep(10 * time.Millisecond)
+	}
+	check("after a batch")
+	if _, err := s.Recover(ctx, storeEpoch); err != nil {
+		t.Fatal(err)
+	}
+	check("after recovery")
+	if _, err := s.Sweep(ctx); err != nil {
+		t.Fatal(err)
+	}
+	check("after a sweep")
+}
+
+func (s *Store) batchPending() int {
+	s.batch.mu.Lock()
+	defer s.batch.mu.Unlock()
+	return len(s.batch.pending)
 }

@@ -116,6 +116,28 @@ var schema = []string{
 	CREATE INDEX tasks_caller ON tasks (caller, seq);`,
 	// Retention finds ended tasks by their last status time.
 	`CREATE INDEX tasks_ended ON tasks (state, status_ts);`,
+	// ListTasks's totalSize without counting the table: the tasks of each state and caller, kept by
+	// triggers in the transaction that changes them.
+	`CREATE TABLE task_counts (
+		state  TEXT    NOT NULL,
+		caller TEXT    NOT NULL,
+		n      INTEGER NOT NULL,
+		PRIMARY KEY (state, caller)
+	) WITHOUT ROWID;
+	INSERT INTO task_counts (state, caller, n) SELECT state, caller, count(*) FROM tasks GROUP BY state, caller;
+	CREATE TRIGGER task_counts_insert AFTER INSERT ON tasks BEGIN
+		INSERT INTO task_counts (state, caller, n) VALUES (NEW.state, NEW.caller, 1)
+			ON CONFLICT (state, caller) DO UPDATE SET n = n + 1;
+	END;
+	CREATE TRIGGER task_counts_delete AFTER DELETE ON tasks BEGIN
+		UPDATE task_counts SET n = n - 1 WHERE state = OLD.state AND caller = OLD.caller;
+	END;
+	CREATE TRIGGER task_counts_update AFTER UPDATE OF state, caller ON tasks
+		WHEN OLD.state IS NOT NEW.state OR OLD.caller IS NOT NEW.caller BEGIN
+		UPDATE task_counts SET n = n - 1 WHERE state = OLD.state AND caller = OLD.caller;
+		INSERT INTO task_counts (state, caller, n) VALUES (NEW.state, NEW.caller, 1)
+			ON CONFLICT (state, caller) DO UPDATE SET n = n + 1;
+	END;`,
 }
 
 // Open opens the task store at path with the default Config; see OpenWith.
@@ -421,7 +443,12 @@ func (s *Store) List(ctx context.Context, q ListQuery) (ListPage, error) {
 	}
 	defer tx.Rollback()
 	var page ListPage
-	if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM tasks`+filter, args...).Scan(&page.Total); err != nil {
+	count := `SELECT count(*) FROM tasks` + filter
+	if q.ContextID == "" && q.After.IsZero() {
+		// Filtered by state and caller at most: task_counts holds the answer.
+		count = `SELECT coalesce(sum(n), 0) FROM task_counts` + filter
+	}
+	if err := tx.QueryRowContext(ctx, count, args...).Scan(&page.Total); err != nil {
 		return ListPage{}, fmt.Errorf("member: listing tasks: %w", err)
 	}
 	// One row beyond the page tells whether there is a next page.
