@@ -33,13 +33,12 @@ func (s *Session) execute(ctx context.Context, r *runningTask) {
 	s.mu.Lock()
 	s.progress = &taskProgress{start: s.cfg.Now()}
 	s.setStatus(t, a2a.TaskStateWorking, "", s.progress.start)
-	err = s.cfg.Store.Update(store, t)
+	// Working need not be durable before it is visible: a crash before its commit leaves the task
+	// submitted, which the restart ends failed just the same. It rides the store's next group commit.
+	s.cfg.Store.UpdateSoon(t)
 	s.notifyLocked(t.ID)
 	s.publish(t)
 	s.mu.Unlock()
-	if err != nil {
-		s.log.Error("storing the working state", "task", r.id, "err", err)
-	}
 	s.records.Write("task_start", string(t.ID), map[string]any{"origin": ids.Get(murmurMeta(t), ids.MetaOrigin), "trust": ids.Get(murmurMeta(t), ids.MetaTrust)})
 
 	text := t.History[0].Text()

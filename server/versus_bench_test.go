@@ -285,3 +285,44 @@ func (a *a2aSrv) drain(b *testing.B) time.Duration {
 	}
 	return time.Since(start)
 }
+
+// BenchmarkFormationSend sends blocking SendMessages to a formation of 4 members (4 doors, each with its
+// own store, in one process), spread evenly over them, from 1 closed-loop client and then from 16, and
+// reports both rates and their ratio (the goal: at least 2):
+//
+//	go test -run '^$' -bench FormationSend -benchtime 2000x ./server/
+func BenchmarkFormationSend(b *testing.B) {
+	var urls []string
+	for range 4 {
+		urls = append(urls, startDoor(b, map[string]string{"murmur.yaml": benchAgent}).url+"/a2a")
+	}
+	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 16}}
+	defer hc.CloseIdleConnections()
+	rate := func(clients int) float64 {
+		per := max(1, b.N/len(urls)/versusRounds)
+		var total time.Duration
+		for range versusRounds {
+			var wg sync.WaitGroup
+			start := time.Now()
+			for i, url := range urls {
+				// clients spread over the members: 1 client visits them in turn, 16 give each 4.
+				n := max(1, clients/len(urls))
+				if clients < len(urls) && i > 0 {
+					continue
+				}
+				wg.Go(func() { drive(b, hc, url, n, per*max(1, len(urls)/clients), func(i int) []byte { return sendBody(i, false) }, nil) })
+			}
+			wg.Wait()
+			total += time.Since(start)
+		}
+		return float64(per*len(urls)*versusRounds) / total.Seconds()
+	}
+	b.ResetTimer()
+	one := rate(1)
+	sixteen := rate(16)
+	b.StopTimer()
+	b.ReportMetric(one, "req/s-1-client")
+	b.ReportMetric(sixteen, "req/s-16-clients")
+	b.ReportMetric(sixteen/one, "16/1")
+	b.ReportMetric(0, "ns/op")
+}

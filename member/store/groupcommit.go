@@ -75,12 +75,23 @@ func (s *Store) committer(stop <-chan struct{}) {
 		var first *pendingWrite
 		select {
 		case first = <-s.writes:
+		case <-s.soonKick:
 		case <-stop:
+			if rows := s.takeSoon(); len(rows) > 0 {
+				s.wmu.Lock()
+				s.applyGroup(rows)
+				s.wmu.Unlock()
+			}
 			return
 		}
-		group = append(group[:0], first)
+		group = group[:0]
+		if first != nil {
+			group = append(group, first)
+		}
 		// The lock first: whatever arrives while another write holds it joins this group.
 		s.wmu.Lock()
+		// Rows handed to UpdateSoon before the rows taken from the channel come before them.
+		group = append(s.takeSoon(), group...)
 	gather:
 		for len(group) < maxGroup {
 			select {
@@ -90,10 +101,19 @@ func (s *Store) committer(stop <-chan struct{}) {
 				break gather
 			}
 		}
+		if len(group) == 0 {
+			s.wmu.Unlock()
+			continue
+		}
 		errs := s.applyGroup(group)
 		s.wmu.Unlock()
 		for i, w := range group {
-			w.done <- errs[i]
+			switch {
+			case w.done != nil:
+				w.done <- errs[i]
+			case errs[i] != nil:
+				s.log.Error("the task store could not store a task's progress", "task", w.id, "err", errs[i])
+			}
 		}
 	}
 }
@@ -219,4 +239,34 @@ func (s *Store) UpdateAll(ctx context.Context, ts []*a2a.Task) []error {
 		errs[at[j]] = err
 	}
 	return errs
+}
+
+// UpdateSoon stores t as Update does, with the committer's next group, and returns without waiting for
+// it: for a change that need not be durable before it is visible, such as a task starting to work (a
+// crash before its commit leaves the task submitted, which the restart ends failed all the same). Get
+// shows the change once it is committed; an Update or Create that follows is committed after it. A
+// failure is logged.
+func (s *Store) UpdateSoon(t *a2a.Task) {
+	body, err := json.Marshal(t)
+	if err != nil {
+		s.log.Error("the task store could not store a task's progress", "task", t.ID, "err", err)
+		return
+	}
+	s.soonMu.Lock()
+	s.soon = append(s.soon, &pendingWrite{op: opUpdate, id: t.ID, context: t.ContextID, state: string(t.Status.State),
+		ts: statusMillis(t), caller: taskCaller(t), body: body})
+	s.soonMu.Unlock()
+	select {
+	case s.soonKick <- struct{}{}:
+	default:
+	}
+}
+
+// takeSoon takes the rows UpdateSoon holds, oldest first.
+func (s *Store) takeSoon() []*pendingWrite {
+	s.soonMu.Lock()
+	defer s.soonMu.Unlock()
+	rows := s.soon
+	s.soon = nil
+	return rows
 }

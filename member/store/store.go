@@ -60,6 +60,9 @@ type Store struct {
 	insertStmt    *sql.Stmt
 	updateStmt    *sql.Stmt
 	getStmt       *sql.Stmt // on the read pool
+	soonMu        sync.Mutex
+	soon          []*pendingWrite // UpdateSoon's rows, for the committer's next group
+	soonKick      chan struct{}   // capacity 1: soon is not empty
 	// writing, when set (tests), is called with wmu held before each write transaction commits, with
 	// what it is ("create", "update", "recover", "batch", "sweep") and the rows it writes or removes.
 	writing func(op string, rows int)
@@ -197,6 +200,7 @@ func OpenWith(path string, cfg Config) (*Store, error) {
 		retention: cfg.Retention.Or(roster.DefaultRetention),
 		sweepKick: make(chan struct{}, 1),
 		writes:    make(chan *pendingWrite), committerDone: make(chan struct{}), stopCommits: make(chan struct{}),
+		soonKick: make(chan struct{}, 1),
 	}
 	if err := s.prepareWrites(); err != nil {
 		s.closeStatements()
