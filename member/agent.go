@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/murmur-run/murmur/a2a"
 	"github.com/murmur-run/murmur/internal/ids"
@@ -14,7 +13,7 @@ import (
 	"github.com/murmur-run/murmur/member/calls"
 	"github.com/murmur-run/murmur/member/capsule"
 	"github.com/murmur-run/murmur/member/driver"
-	"github.com/murmur-run/murmur/member/sandbox"
+	"github.com/murmur-run/murmur/member/records"
 	"github.com/murmur-run/murmur/runtimetools"
 )
 
@@ -45,17 +44,8 @@ func (s *Session) runAgent(ctx context.Context, t *a2a.Task, text string) (strin
 		Task:     t.History[0].Text(),
 	}
 	task := string(t.ID)
-	cctx, cancelCalls := context.WithCancel(ctx)
-	tc := s.startCalls(cctx, t)
-	s.mu.Lock()
-	s.calls, s.callsTask = tc, task
-	s.mu.Unlock()
-	defer func() {
-		tc.Finish(cancelCalls)
-		s.mu.Lock()
-		s.calls, s.callsTask = nil, ""
-		s.mu.Unlock()
-	}()
+	tc, endCalls := s.beginCalls(ctx, t)
+	defer endCalls()
 	for {
 		s.mu.Lock()
 		p := s.progress
@@ -115,7 +105,7 @@ func (s *Session) runAgent(ctx context.Context, t *a2a.Task, text string) (strin
 			s.workingStatus(t, fmt.Sprintf("continuing with %d member answer(s)", len(round)))
 			s.records.Write("task_continued", task, map[string]any{"answers": len(round)})
 			req.Messages = append(req.Messages, driver.ChatMessage{Role: driver.RoleUser, Text: calls.ContinuationMessage(round, latest, tc.Caller())})
-			req.Answers = answersData(round)
+			req.Answers = calls.AnswersData(round)
 			continue
 		}
 		if strings.TrimSpace(answer) == "" {
@@ -131,7 +121,7 @@ func (s *Session) runAgent(ctx context.Context, t *a2a.Task, text string) (strin
 			return "", errors.New("the model ended its turn without an answer")
 		}
 		if dc := c.Lifecycle.DoneCheck; dc != nil {
-			out, code, err := s.runDoneCheck(ctx, dc.Command)
+			out, code, err := s.runner.RunCheck(ctx, dc.Command)
 			if ctx.Err() != nil {
 				return "", ctx.Err()
 			}
@@ -206,15 +196,6 @@ func (s *Session) workingStatus(t *a2a.Task, text string) {
 	s.publish(t)
 }
 
-// answersData is the script driver's .answers: the member answers of the latest continuation.
-func answersData(round []calls.CallOutcome) []map[string]any {
-	out := make([]map[string]any, 0, len(round))
-	for _, o := range round {
-		out = append(out, map[string]any{"member": o.Member, "call_id": o.CallID, "status": o.Status, "output": o.Output})
-	}
-	return out
-}
-
 // originOf reads back who sent a task: its trust class, origin and calling member, as the session
 // stored them when it took the task (for a peer, from its credential, never from what its message says).
 func originOf(t *a2a.Task) Origin {
@@ -229,30 +210,20 @@ func originOf(t *a2a.Task) Origin {
 // systemPrompt is the capsule's instructions, then its skills (the operator's, then those the agent
 // pulled, fenced as untrusted); the plan guidance joins it with its feature.
 func (s *Session) systemPrompt() string {
-	return artifact.AppendSkills(s.cfg.Capsule.Instructions, s.art.allSkills())
+	return artifact.AppendSkills(s.cfg.Capsule.Instructions, s.art.Skills())
 }
 
 // account adds one inference call to the session's numbers, its metrics and its records.
 func (s *Session) account(task, choice string, req driver.InferRequest, resp driver.InferResponse) {
 	u := resp.Usage
 	ch := s.cfg.Capsule.Inference.Choices[choice]
-	in, out := u.Input, u.Output
-	if !u.Reported && !u.Estimated {
-		in, out = driver.EstimateInput(req), driver.EstimateTokens(resp.Text)
-	}
-	measured, used := "estimate", in+out
-	if u.Reported {
-		measured = "actual"
-		if u.CacheApart {
-			used += u.Cached + u.CacheWrite // the conversation holds what the cache read and wrote too
-		}
-	}
+	in, out, used, measured := driver.Measure(req, resp)
 	s.mu.Lock()
 	s.progress.turns++
 	// The spend ceilings count every call, an estimate where the provider reported nothing; the token
 	// sums of session-status hold only what providers reported.
 	s.spend += in + out
-	s.countTokensLocked(u.Reported, u.CacheReported, in, out, u.Cached, u.CacheWrite)
+	s.tokens.Add(u.Reported, u.CacheReported, in, out, u.Cached, u.CacheWrite)
 	s.context = contextSnapshot(ch, used, measured)
 	s.mu.Unlock()
 
@@ -267,12 +238,7 @@ func (s *Session) account(task, choice string, req driver.InferRequest, resp dri
 // contextSnapshot is the budget check of SPEC's context fields for one choice.
 func contextSnapshot(ch capsule.Choice, used int64, measured string) *runtimetools.ContextSnapshot {
 	cs := &runtimetools.ContextSnapshot{UsedTokens: used, WindowTokens: ch.ContextWindow, MeasuredBy: measured}
-	if ch.ContextWindow > 0 {
-		cs.BudgetTokens, cs.BudgetBasis = ch.ContextWindow-ch.MaxOutputTokens, "context_window_less_output_cap"
-		if ch.MaxInputTokens > 0 && ch.MaxInputTokens < cs.BudgetTokens {
-			cs.BudgetTokens, cs.BudgetBasis = ch.MaxInputTokens, "max_input_tokens"
-		}
-	}
+	cs.BudgetTokens, cs.BudgetBasis = ch.Budget()
 	return cs
 }
 
@@ -290,24 +256,13 @@ func (s *Session) compact(task string, req *driver.InferRequest) {
 		threshold = th
 	}
 	limit := int64(threshold * float64(cs.BudgetTokens))
-	if cs.UsedTokens <= limit || len(req.Messages) < 4 {
+	if cs.UsedTokens <= limit {
 		return
 	}
-	// Cut at an assistant message so no tool result is left without its call; keep the last two turns.
-	cut := -1
-	for i := len(req.Messages) - 4; i >= 1; i-- {
-		if req.Messages[i].Role == driver.RoleAssistant {
-			cut = i
-			break
-		}
-	}
-	if cut <= 1 {
+	removed := driver.Compact(req)
+	if removed == 0 {
 		return
 	}
-	removed := cut - 1
-	first := req.Messages[0]
-	first.Text += fmt.Sprintf("\n\n[runtime] %d earlier message(s) of this conversation were removed to keep it within the context budget.", removed)
-	req.Messages = append([]driver.ChatMessage{first}, req.Messages[cut:]...)
 	after := driver.EstimateInput(*req)
 	s.mu.Lock()
 	s.context = &runtimetools.ContextSnapshot{UsedTokens: after, WindowTokens: cs.WindowTokens,
@@ -316,20 +271,6 @@ func (s *Session) compact(task string, req *driver.InferRequest) {
 	s.records.Write("compaction", task, map[string]any{
 		"tokens_before": cs.UsedTokens, "tokens_before_source": cs.MeasuredBy, "tokens_after": after,
 		"budget_tokens": cs.BudgetTokens, "threshold": threshold, "removed_messages": removed})
-}
-
-// runDoneCheck runs lifecycle.done_check's command in the workdir, confined as every command is, and
-// returns its output.
-func (s *Session) runDoneCheck(ctx context.Context, command []string) (string, int, error) {
-	ctx, cancel := context.WithTimeout(ctx, defaultScriptTimeout)
-	defer cancel()
-	var out sandbox.Tail
-	out.Max = 8 << 10
-	code, err := s.runner.RunCommand(ctx, command, nil, &out, &out)
-	if errors.Is(err, context.DeadlineExceeded) {
-		err = fmt.Errorf("it did not finish within %s and was killed", defaultScriptTimeout)
-	}
-	return out.String(), code, err
 }
 
 func lastLine(s string) string {
@@ -360,10 +301,10 @@ func (s *Session) dispatch(ctx context.Context, task string, call driver.ToolCal
 			ran = true
 		}
 		res = r
-	} else if a, ok := s.art.toolArtifact(call.Name); ok {
-		res = s.runTool(ctx, a, call)
+	} else if a, ok := s.art.Tool(call.Name); ok {
+		res = s.art.Run(ctx, a, call)
 		ran = res.Status != runtimetools.StatusRefused
-	} else if s.art.removed(call.Name) {
+	} else if s.art.Removed(call.Name) {
 		res = runtimetools.Refused(runtimetools.RemovedCall(call.Name))
 	} else {
 		res = runtimetools.Refused(runtimetools.Unstaged(call.Name, s.inventory(), s.cfg.Capsule.DeclaresUnbuilt(call.Name)))
@@ -379,10 +320,10 @@ func (s *Session) dispatch(ctx context.Context, task string, call driver.ToolCal
 			fields["summary"] = res.Summary
 		}
 		// The input and the fenced result, so a reader of the records (the console's task page) sees what
-		// the call asked and what it gave; each cut at recordedMax bytes. The deadline notice has its own
+		// the call asked and what it gave; each cut by records.Clip. The deadline notice has its own
 		// record.
-		fields["input"] = clip(string(call.Input), recordedMax)
-		fields["result"] = clip(driver.Fence("tool:"+call.Name, res.Output, res.Note), recordedMax)
+		fields["input"] = records.Clip(string(call.Input), records.ClipMax)
+		fields["result"] = records.Clip(driver.Fence("tool:"+call.Name, res.Output, res.Note), records.ClipMax)
 		s.records.Write("tool_call", task, fields)
 		s.log.Debug("tool call", "task", task, "tool", call.Name, "status", res.Status, "summary", res.Summary)
 	}
@@ -405,7 +346,7 @@ func (s *Session) dispatch(ctx context.Context, task string, call driver.ToolCal
 // deadlineNotice returns SPEC's notice line once per session, for the first tool result inside the
 // margin, and writes its record; otherwise "".
 func (s *Session) deadlineNotice(task string) string {
-	margin := noticeMargin(s.cfg.Capsule)
+	margin := s.cfg.Capsule.NoticeMargin()
 	now := s.cfg.Now()
 	s.mu.Lock()
 	if s.deadline.IsZero() || margin <= 0 || s.noticeSent || s.deadline.Sub(now) > margin {
@@ -420,14 +361,6 @@ func (s *Session) deadlineNotice(task string) string {
 	return fmt.Sprintf(deadlineNotice, at, left)
 }
 
-func toolSpecs(r *runtimetools.Registry) []driver.ToolSpec {
-	var out []driver.ToolSpec
-	for _, m := range r.Manifests() {
-		out = append(out, driver.ToolSpec{Name: m.Name, Description: m.Description, InputSchema: m.InputSchema})
-	}
-	return out
-}
-
 // countInference counts a call in the metrics, and the tokens its provider reported.
 func (s *Session) countInference(driver string, u driver.Usage) {
 	m := s.cfg.Metrics
@@ -440,19 +373,4 @@ func (s *Session) countInference(driver string, u driver.Usage) {
 			m.InferenceTokens.WithLabelValues(driver, kind).Add(float64(n))
 		}
 	}
-}
-
-// recordedMax bounds a tool call's input and result in its tool_call record.
-const recordedMax = 16 << 10
-
-// clip cuts s to at most n bytes on a rune boundary, saying how much was cut.
-func clip(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	cut := n
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + fmt.Sprintf("\n[… %d more bytes not recorded]", len(s)-cut)
 }

@@ -15,6 +15,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/murmur-run/murmur/a2a"
+	"github.com/murmur-run/murmur/member/calls"
 	"github.com/murmur-run/murmur/member/capsule"
 	"github.com/murmur-run/murmur/member/sandbox"
 	"github.com/murmur-run/murmur/member/store"
@@ -39,9 +40,9 @@ type sessionOpts struct {
 	getenv  func(string) string
 	confine bool // commands run through this test binary as the confining helper
 	isolate func() sandbox.Isolation
-	roster  string // a roster.yaml for the session, whose member is "m"; "" for none
-	peers   Peers  // how peers' doors are reached, with roster
-	token   string // the formation token
+	roster  string      // a roster.yaml for the session, whose member is "m"; "" for none
+	peers   calls.Peers // how peers' doors are reached, with roster
+	token   string      // the formation token
 	// wasmCache is the session's compiled-module cache ("" for the default under its data directory).
 	wasmCache string
 }
@@ -252,27 +253,6 @@ func TestDeadlineNoticeOnceInsideTheMargin(t *testing.T) {
 	}
 	if n != 1 {
 		t.Errorf("%d deadline_notice records, want 1", n)
-	}
-}
-
-func TestNoticeMargin(t *testing.T) {
-	zero, ten := 0, 10
-	for _, tc := range []struct {
-		deadline time.Duration
-		secs     *int
-		want     time.Duration
-	}{
-		{2 * time.Hour, nil, 5 * time.Minute},
-		{10 * time.Minute, nil, time.Minute},
-		{5 * time.Second, nil, time.Second},
-		{2 * time.Hour, &ten, 10 * time.Second},
-		{2 * time.Hour, &zero, 0},
-	} {
-		c := &capsule.Capsule{Deadline: tc.deadline}
-		c.Lifecycle.DeadlineNoticeSecs = tc.secs
-		if got := noticeMargin(c); got != tc.want {
-			t.Errorf("deadline %s, deadline_notice_secs %v: margin %s, want %s", tc.deadline, tc.secs, got, tc.want)
-		}
 	}
 }
 

@@ -322,7 +322,7 @@ func TestAnExitArrivesAsACompletionTask(t *testing.T) {
 	}
 	ctx := t.Context()
 	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		page, _ := s.List(ctx, store.ListQuery{PageSize: 10}, OperatorScope())
+		page, _ := s.List(ctx, store.ListQuery{PageSize: 10}, store.OperatorScope())
 		if page.Total == 2 {
 			done, _ := s.Wait(ctx, page.Tasks[0].ID)
 			if murmurMeta(done)["origin"] != OriginCompletion || !strings.HasPrefix(answer(done), "noted: Background command wrk_") ||
@@ -355,7 +355,7 @@ func TestWaitEndsWhenTheTaskIsCanceled(t *testing.T) {
 		}
 	}
 	start := time.Now()
-	if _, err := s.Cancel(t.Context(), task.ID, OperatorScope()); err != nil {
+	if _, err := s.Cancel(t.Context(), task.ID, store.OperatorScope()); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)

@@ -3,17 +3,12 @@ package member
 import (
 	"context"
 	"errors"
-	"strconv"
 	"time"
 
 	"github.com/murmur-run/murmur/a2a"
 	"github.com/murmur-run/murmur/member/calls"
 	"github.com/murmur-run/murmur/runtimetools"
 )
-
-// defaultDelegationSecs is how long one member call may take when neither the capsule nor the
-// environment says.
-const defaultDelegationSecs = 600
 
 // errNoAnswer ends a task whose model called end-without-answer.
 type errNoAnswer struct {
@@ -28,7 +23,7 @@ func (s *Session) startCalls(ctx context.Context, t *a2a.Task) *calls.Tracker {
 	o := originOf(t)
 	return calls.Start(ctx, calls.Config{
 		Member: s.cfg.Member, Roster: s.cfg.Roster, NetworkAllow: s.cfg.Capsule.Capabilities.Network.Allow,
-		DeadlineSecs: s.delegationDeadline(), Peers: s.peers, Record: s.records.Write,
+		DeadlineSecs: calls.DeadlineSecs(s.cfg.Capsule.Lifecycle.DelegationDeadlineSecs, s.cfg.Getenv), Peers: s.peers, Record: s.records.Write,
 		Ended: func(member, status string, took time.Duration) {
 			s.cfg.Metrics.MemberCalls.WithLabelValues(member, status).Inc()
 			s.cfg.Metrics.MemberCallDuration.WithLabelValues(member).Observe(took.Seconds())
@@ -38,18 +33,20 @@ func (s *Session) startCalls(ctx context.Context, t *a2a.Task) *calls.Tracker {
 	}, string(t.ID))
 }
 
-// delegationDeadline is how long one call may take: lifecycle.delegation_deadline_secs, or
-// MUR_DELEGATION_TIMEOUT_SECS (MURMUR_DELEGATION_TIMEOUT_SECS), or 600 seconds.
-func (s *Session) delegationDeadline() int {
-	if n := s.cfg.Capsule.Lifecycle.DelegationDeadlineSecs; n != nil && *n > 0 {
-		return *n
+// beginCalls starts the call tracker of one attempt of the agent task t and makes it the session's
+// current one, which call-member and end-without-answer answer through; end ends its calls and clears it.
+func (s *Session) beginCalls(ctx context.Context, t *a2a.Task) (tc *calls.Tracker, end func()) {
+	cctx, cancel := context.WithCancel(ctx)
+	tc = s.startCalls(cctx, t)
+	s.mu.Lock()
+	s.calls, s.callsTask = tc, string(t.ID)
+	s.mu.Unlock()
+	return tc, func() {
+		tc.Finish(cancel)
+		s.mu.Lock()
+		s.calls, s.callsTask = nil, ""
+		s.mu.Unlock()
 	}
-	for _, k := range []string{"MUR_DELEGATION_TIMEOUT_SECS", "MURMUR_DELEGATION_TIMEOUT_SECS"} {
-		if n, err := strconv.Atoi(s.cfg.Getenv(k)); err == nil && n > 0 {
-			return n
-		}
-	}
-	return defaultDelegationSecs
 }
 
 // Callable returns the members this one may call, in roster order.

@@ -53,7 +53,7 @@ func waitForState(t *testing.T, s *Session, id a2a.TaskID, want a2a.TaskState) *
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		task, err := s.Get(context.Background(), id, nil, OperatorScope())
+		task, err := s.Get(context.Background(), id, nil, store.OperatorScope())
 		if err == nil && task.Status.State == want {
 			return task
 		}
@@ -142,7 +142,7 @@ func TestRejectionDoesNotWaitForAStoreWrite(t *testing.T) {
 	<-entered // the executor is storing the running task's end, holding the session's lock and the store's
 
 	tasks := collect(t, sendAll(s.Session, 20), 20, "while a store write does not finish")
-	got, err := s.Get(context.Background(), tasks[19].ID, nil, OperatorScope())
+	got, err := s.Get(context.Background(), tasks[19].ID, nil, store.OperatorScope())
 	if err != nil || got.Status.State != a2a.TaskStateRejected {
 		t.Errorf("GetTask of a rejection before it is written: %+v %v", got, err)
 	}
@@ -190,7 +190,7 @@ func TestRejectionsBeyondTheBufferAreNotKept(t *testing.T) {
 	unlock()
 	waitStored(t, st, a2a.TaskStateRejected, store.BatchMaxRows)
 	for i, task := range tasks {
-		_, err := s.Get(context.Background(), task.ID, nil, OperatorScope())
+		_, err := s.Get(context.Background(), task.ID, nil, store.OperatorScope())
 		switch kept := i < store.BatchMaxRows; {
 		case kept && err != nil:
 			t.Errorf("rejection %d, within the buffer: %v", i, err)
@@ -245,7 +245,7 @@ func TestCloseEndsATaskStillBeingStored(t *testing.T) {
 	if want := []string{"task_end", "session_end"}; fmt.Sprint(order) != fmt.Sprint(want) {
 		t.Errorf("records %v, want %v", order, want)
 	}
-	got, err := s.Get(context.Background(), task.ID, nil, OperatorScope())
+	got, err := s.Get(context.Background(), task.ID, nil, store.OperatorScope())
 	if err != nil || got.Status.State != a2a.TaskStateCanceled || status(got) != ShutdownCancel {
 		t.Errorf("the task stored while Close ran: %+v %v, want canceled with %q", got, err, ShutdownCancel)
 	}

@@ -15,9 +15,11 @@ import (
 	"github.com/murmur-run/murmur/a2a"
 	"github.com/murmur-run/murmur/internal/ids"
 	"github.com/murmur-run/murmur/internal/peercred"
+	"github.com/murmur-run/murmur/member/artifact/staged"
 	"github.com/murmur-run/murmur/member/calls"
 	"github.com/murmur-run/murmur/member/capsule"
 	"github.com/murmur-run/murmur/member/driver"
+	"github.com/murmur-run/murmur/member/harness"
 	"github.com/murmur-run/murmur/member/records"
 	"github.com/murmur-run/murmur/member/sandbox"
 	"github.com/murmur-run/murmur/member/share"
@@ -48,23 +50,6 @@ const (
 
 // defaultQueueSize bounds the FIFO of task_acceptance: queue when the capsule sets no queue_size.
 const defaultQueueSize = 16
-
-// Scope says whose tasks a request may see: the operator's requests see every task, a peer's only the
-// tasks that peer sent. The zero Scope sees none. A task outside a request's scope is answered exactly as
-// a task the store does not hold, so a peer cannot learn that it exists.
-type Scope struct {
-	all    bool
-	caller string
-}
-
-// OperatorScope is the scope of the operator's requests: every task.
-func OperatorScope() Scope { return Scope{all: true} }
-
-// PeerScope is the scope of a peer's requests: the tasks member sent.
-func PeerScope(member string) Scope { return Scope{caller: member} }
-
-// sees reports whether a task sent by caller ("" for the operator) is in the scope.
-func (sc Scope) sees(caller string) bool { return sc.all || (sc.caller != "" && sc.caller == caller) }
 
 // Origin says who sent a task and with which trust class.
 type Origin struct {
@@ -111,7 +96,7 @@ type Config struct {
 	FormationToken string
 	// Peers overrides how peers' doors are reached (tests); nil means over HTTP with this member's
 	// credential.
-	Peers Peers
+	Peers calls.Peers
 	// ConfineHelper is an executable that runs `ConfineCommand path name args…` (mur itself); every
 	// command (shell binaries, a script capsule's command, done_check) runs through it to get its memory
 	// limit and its Landlock rules. "" runs them directly.
@@ -121,7 +106,7 @@ type Config struct {
 	Events Publisher
 	// StartToolServer starts the loopback tool server of a session under transport: process
 	// (server.StartToolServer); a process capsule cannot start without it.
-	StartToolServer func(ToolSet) (ToolServer, error)
+	StartToolServer func(harness.ToolSet) (harness.ToolServer, error)
 	// isolate finds what the host allows around commands; nil probes it (probeIsolation). Tests
 	// set it to take one mechanism away.
 	isolate func() sandbox.Isolation
@@ -157,9 +142,9 @@ type Session struct {
 	unapplied string                   // a choice switched to that no inference call has used yet
 	submitted map[a2a.TaskID]time.Time // when each unfinished task arrived, for mur_task_duration_seconds
 	tools     *runtimetools.Registry
-	art       *sessionArtifacts // declared and pulled artifacts, hooks; set at Start
-	deadline  time.Time         // zero: none
-	expired   bool              // the deadline has passed: the session has ended
+	art       *staged.Set // declared and pulled artifacts, hooks; set at Start
+	deadline  time.Time   // zero: none
+	expired   bool        // the deadline has passed: the session has ended
 
 	// What session-status reports; guarded by mu.
 	progress   *taskProgress // the running task's; nil outside a task
@@ -173,10 +158,9 @@ type Session struct {
 	timer         *time.Timer
 	calls         *calls.Tracker // the running agent task's member calls
 	callsTask     string         // the task calls belongs to
-	peers         Peers
-	iso           sandbox.Isolation // what this host puts around commands; set at Start
-	proc          *processState     // transport: process; nil under http
-	quota         []runtimetools.QuotaWindow
+	peers         calls.Peers
+	iso           sandbox.Isolation  // what this host puts around commands; set at Start
+	proc          *harness.Transport // transport: process; nil under http
 
 	base    context.Context
 	stopAll context.CancelFunc
@@ -238,12 +222,7 @@ func Start(cfg Config) (*Session, error) {
 		ConfineHelper: cfg.ConfineHelper, Workdir: s.workdir(), DataDir: cfg.DataDir, RecordsRoot: cfg.RecordsRoot,
 		Member: cfg.Member, Formation: cfg.Formation, Session: s.id, FormationToken: cfg.FormationToken, Log: s.log})
 	if cfg.Capsule.RunsCommands() {
-		for _, p := range cfg.Capsule.Capabilities.Shell.Read {
-			if d := s.runner.SecretGrant(p); d != "" {
-				s.log.Warn("capabilities.shell.read lists a path inside the data or records directory; commands may not read it",
-					"path", p, "directory", d, "capsule", cfg.Capsule.Path)
-			}
-		}
+		s.runner.WarnSecretReads()
 	}
 	if cfg.WorkDir != "" {
 		if err := os.MkdirAll(cfg.WorkDir, 0o700); err != nil {
@@ -265,30 +244,33 @@ func Start(cfg Config) (*Session, error) {
 	s.records = rec
 	s.peers = cfg.Peers
 	if s.peers == nil && cfg.Roster != nil {
-		s.peers = newDoorPeers(cfg.Roster, cfg.Member, s.credKey(), cfg.HTTPClient)
+		s.peers = calls.DoorPeers(cfg.Roster, cfg.Member, s.credKey(), cfg.HTTPClient)
 	}
 	runtimeDir := filepath.Join(rec.Dir(), "runtime")
 	if cfg.RuntimeRoot != "" {
 		runtimeDir = filepath.Join(cfg.RuntimeRoot, s.id)
 	}
-	if s.art, err = s.stageArtifacts(runtimeDir); err != nil {
+	s.commands = sandbox.NewCommands(sandbox.CommandsConfig{Runner: s.runner, Grants: cfg.Capsule.Capabilities.Shell,
+		GraceSecs: cfg.Capsule.Lifecycle.ShellGraceSecs, LogDir: filepath.Join(rec.Dir(), "logs"),
+		Moved: func() { cfg.Metrics.BackgroundCommands.WithLabelValues("running").Inc() }, Ended: s.backgroundEnded})
+	s.art, err = staged.Stage(staged.Config{Capsule: cfg.Capsule, Member: cfg.Member, Session: s.id, ProjectDir: cfg.ProjectDir,
+		DataDir: cfg.DataDir, WasmCacheDir: cfg.WasmCacheDir, RuntimeDir: runtimeDir, Getenv: cfg.Getenv,
+		HTTPClient: cfg.HTTPClient, Recorder: rec, Runner: s.runner, Workdir: cfg.WorkDir, OutputLimit: s.commands.OutputLimit()})
+	if err != nil {
 		rec.Close()
 		return nil, err
 	}
 	s.files = share.New(share.Config{Capsule: cfg.Capsule, Roster: cfg.Roster, Member: cfg.Member,
 		FormationToken: cfg.FormationToken, CredKey: s.credKey(), HTTPClient: cfg.HTTPClient, Now: cfg.Now,
 		Log: s.log, Workdir: s.workdir()})
-	s.commands = sandbox.NewCommands(sandbox.CommandsConfig{Runner: s.runner, Grants: cfg.Capsule.Capabilities.Shell,
-		GraceSecs: cfg.Capsule.Lifecycle.ShellGraceSecs, LogDir: filepath.Join(rec.Dir(), "logs"),
-		Moved: func() { cfg.Metrics.BackgroundCommands.WithLabelValues("running").Inc() }, Ended: s.backgroundEnded})
 	if s.tools, err = s.stageTools(); err != nil {
-		s.art.close()
+		s.art.Close()
 		rec.Close()
 		return nil, err
 	}
 	if cfg.RuntimeRoot != "" {
-		if err := writeManifests(runtimeDir, s.tools, s.art.allow.Contains); err != nil {
-			s.art.close()
+		if err := s.art.WriteManifests(runtimeDir, s.tools.Manifests()); err != nil {
+			s.art.Close()
 			rec.Close()
 			return nil, fmt.Errorf("member %s: %w", cfg.Member, err)
 		}
@@ -317,13 +299,13 @@ func Start(cfg Config) (*Session, error) {
 	if s.proc != nil {
 		start["transport"] = capsule.TransportProcess
 		start["harness"] = map[string]any{"command": cfg.Capsule.Harness.Command[0], "dialect": cfg.Capsule.Harness.Dialect}
-		start["tool_server"] = s.proc.server.URL()
+		start["tool_server"] = s.proc.URL()
 	}
 	if len(recovered) > 0 {
 		start["recovered_tasks"] = recovered
 	}
 	if err := rec.Write("session_start", "", start); err != nil {
-		s.closeProcess(context.Background())
+		s.proc.Close(context.Background())
 		rec.Close()
 		return nil, err
 	}
@@ -388,9 +370,9 @@ func (s *Session) Ping(ctx context.Context) error {
 // one message.
 func (s *Session) Send(ctx context.Context, msg *a2a.Message, origin Origin) (*a2a.Task, error) {
 	if msg.TaskID != "" {
-		scope := OperatorScope()
+		scope := store.OperatorScope()
 		if origin.Origin == OriginPeer {
-			scope = PeerScope(origin.Caller)
+			scope = store.PeerScope(origin.Caller)
 		}
 		t, err := s.get(ctx, msg.TaskID, scope)
 		if err != nil {
@@ -508,7 +490,7 @@ func (s *Session) kickLocked() {
 
 // Get returns a stored task in scope with at most historyLength of its most recent messages (nil: all;
 // 0: none).
-func (s *Session) Get(ctx context.Context, id a2a.TaskID, historyLength *int, scope Scope) (*a2a.Task, error) {
+func (s *Session) Get(ctx context.Context, id a2a.TaskID, historyLength *int, scope store.Scope) (*a2a.Task, error) {
 	t, err := s.get(ctx, id, scope)
 	if err != nil {
 		return nil, err
@@ -519,19 +501,12 @@ func (s *Session) Get(ctx context.Context, id a2a.TaskID, historyLength *int, sc
 
 // GetJSON returns a stored task in scope, whole, as its JSON: the door's GetTask without historyLength,
 // which needs no decode. The caller must not modify the bytes.
-func (s *Session) GetJSON(ctx context.Context, id a2a.TaskID, scope Scope) ([]byte, error) {
-	body, caller, err := s.cfg.Store.GetWithCaller(ctx, id)
-	if err != nil {
-		return nil, err
-	}
-	if !scope.sees(caller) {
-		return nil, store.NotStored(id)
-	}
-	return body, nil
+func (s *Session) GetJSON(ctx context.Context, id a2a.TaskID, scope store.Scope) ([]byte, error) {
+	return s.cfg.Store.GetInScope(ctx, id, scope)
 }
 
 // get returns a stored task in scope; a task outside it is not found.
-func (s *Session) get(ctx context.Context, id a2a.TaskID, scope Scope) (*a2a.Task, error) {
+func (s *Session) get(ctx context.Context, id a2a.TaskID, scope store.Scope) (*a2a.Task, error) {
 	body, err := s.GetJSON(ctx, id, scope)
 	if err != nil {
 		return nil, err
@@ -540,15 +515,8 @@ func (s *Session) get(ctx context.Context, id a2a.TaskID, scope Scope) (*a2a.Tas
 }
 
 // List returns one page of the tasks in scope.
-func (s *Session) List(ctx context.Context, q store.ListQuery, scope Scope) (store.ListPage, error) {
-	switch {
-	case scope.all:
-	case scope.caller == "":
-		return store.ListPage{}, nil
-	default:
-		q.Caller = scope.caller
-	}
-	return s.cfg.Store.List(ctx, q)
+func (s *Session) List(ctx context.Context, q store.ListQuery, scope store.Scope) (store.ListPage, error) {
+	return s.cfg.Store.ListInScope(ctx, q, scope)
 }
 
 // TrimHistory keeps at most n of t's most recent messages (nil: all; 0: none).
@@ -585,7 +553,7 @@ func (s *Session) Wait(ctx context.Context, id a2a.TaskID) (*a2a.Task, error) {
 // Cancel cancels a task in scope: a queued one at once, a running one by canceling its work and waiting
 // for it to stop. Canceling a canceled task returns it unchanged; canceling another terminal task is
 // a2a.ErrTaskNotCancelable; a task outside the scope is not found.
-func (s *Session) Cancel(ctx context.Context, id a2a.TaskID, scope Scope) (*a2a.Task, error) {
+func (s *Session) Cancel(ctx context.Context, id a2a.TaskID, scope store.Scope) (*a2a.Task, error) {
 	if _, err := s.GetJSON(ctx, id, scope); err != nil {
 		return nil, err
 	}
@@ -656,8 +624,8 @@ func (s *Session) Close(ctx context.Context) error {
 	case <-ctx.Done():
 		errs = append(errs, fmt.Errorf("member %s: the running task did not stop in time; the store marks it failed at the next start", s.cfg.Member))
 	}
-	s.art.close()
-	errs = append(errs, s.closeProcess(ctx))
+	s.art.Close()
+	errs = append(errs, s.proc.Close(ctx))
 	if !expired {
 		s.mu.Lock()
 		exit := s.exitStatusLocked()

@@ -15,6 +15,7 @@ import (
 
 	"github.com/murmur-run/murmur/a2a"
 	"github.com/murmur-run/murmur/member/sandbox"
+	"github.com/murmur-run/murmur/member/store"
 )
 
 // TestMain also lets the test binary be the confining helper of shell commands, as mur is.
@@ -198,7 +199,7 @@ func TestCloseCancelsWorkInFlight(t *testing.T) {
 	running, _ := s.Send(ctx, msg, Origin{})
 	queued, _ := s.Send(ctx, msg, Origin{})
 	for {
-		got, _ := s.Get(ctx, running.ID, nil, OperatorScope())
+		got, _ := s.Get(ctx, running.ID, nil, store.OperatorScope())
 		if got.Status.State == a2a.TaskStateWorking {
 			break
 		}
@@ -208,7 +209,7 @@ func TestCloseCancelsWorkInFlight(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, id := range []a2a.TaskID{running.ID, queued.ID} {
-		got, err := s.Get(ctx, id, nil, OperatorScope())
+		got, err := s.Get(ctx, id, nil, store.OperatorScope())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -219,26 +220,5 @@ func TestCloseCancelsWorkInFlight(t *testing.T) {
 	late, err := s.Send(ctx, msg, Origin{})
 	if err != nil || late.Status.State != a2a.TaskStateRejected || status(late) != ShutdownReject {
 		t.Errorf("a task sent after Close: %+v %v", late, err)
-	}
-}
-
-func TestScopeSees(t *testing.T) {
-	for _, c := range []struct {
-		scope  Scope
-		caller string
-		want   bool
-	}{
-		{OperatorScope(), "", true},
-		{OperatorScope(), "lead", true},
-		{PeerScope("lead"), "lead", true},
-		{PeerScope("lead"), "", false},
-		{PeerScope("lead"), "critic", false},
-		{PeerScope(""), "", false},
-		{Scope{}, "", false},
-		{Scope{}, "lead", false},
-	} {
-		if got := c.scope.sees(c.caller); got != c.want {
-			t.Errorf("%+v sees a task of %q: %v, want %v", c.scope, c.caller, got, c.want)
-		}
 	}
 }

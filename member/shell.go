@@ -2,36 +2,17 @@ package member
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/murmur-run/murmur/a2a"
 	"github.com/murmur-run/murmur/internal/ids"
 	"github.com/murmur-run/murmur/member/capsule"
 	"github.com/murmur-run/murmur/member/sandbox"
-	"github.com/murmur-run/murmur/runtimetools"
 )
-
-// shellTools resolves every name of capabilities.shell.allow once, at staging.
-func (s *Session) shellTools() ([]runtimetools.Tool, error) {
-	c := s.cfg.Capsule
-	var out []runtimetools.Tool
-	var errs []error
-	for _, name := range c.Capabilities.Shell.Allow {
-		path, err := sandbox.ResolveShell(name)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", c.Path, err))
-			continue
-		}
-		out = append(out, &runtimetools.Shell{Name: name, Path: path, OutputLimit: s.commands.OutputLimit(), Runner: s.commands})
-	}
-	return out, errors.Join(errs...)
-}
 
 // confined reports whether commands run under their Landlock rules.
 func (s *Session) confined() bool {
-	c := s.cfg.Capsule.Capabilities.Shell.Confine
-	return (c == nil || *c) && s.cfg.ConfineHelper != "" && sandbox.LandlockAvailable()
+	return sandbox.Confines(s.cfg.Capsule.Capabilities.Shell.Confine, s.cfg.ConfineHelper)
 }
 
 // backgroundEnded accounts for a background command's exit: its gauge, and, under task_acceptance: queue

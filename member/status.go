@@ -2,10 +2,8 @@ package member
 
 import (
 	"errors"
-	"fmt"
 	"time"
 
-	"github.com/murmur-run/murmur/member/capsule"
 	"github.com/murmur-run/murmur/member/driver"
 	"github.com/murmur-run/murmur/runtimetools"
 )
@@ -51,7 +49,7 @@ func (s *Session) StatusSnapshot() runtimetools.StatusSnapshot {
 		cs := *s.context
 		snap.Context = &cs
 	}
-	snap.Quota = append([]runtimetools.QuotaWindow(nil), s.quota...)
+	snap.Quota = s.proc.Quota()
 	return snap
 }
 
@@ -77,18 +75,8 @@ func (s *Session) Current() string {
 // change gets: the choice must be declared, served by this build, and its credential must produce a
 // value now.
 func (s *Session) Switch(name string) error {
-	inf := s.cfg.Capsule.Inference
-	ch, ok := inf.Choices[name]
-	if !ok {
-		return fmt.Errorf("no driver choice named %q is declared; the choices are %v", name, inf.ChoiceOrder)
-	}
-	if _, ok := s.drivers[name]; !ok {
-		return fmt.Errorf("driver choice %s uses driver %q, which this build of mur does not serve", name, ch.Driver)
-	}
-	if ch.Credential != "" {
-		if _, err := driver.ResolveCredential(ch.Credential, s.cfg.Getenv); err != nil {
-			return fmt.Errorf("driver choice %s cannot be used now: %w", name, err)
-		}
+	if err := driver.CheckChoice(s.cfg.Capsule.Inference, s.drivers, name, s.cfg.Getenv); err != nil {
+		return err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -101,30 +89,3 @@ func (s *Session) Switch(name string) error {
 
 // errSessionDeadline is the cause a task's context ends with when the session reaches its deadline.
 var errSessionDeadline = errors.New("session deadline reached")
-
-// noticeMargin is how long before the deadline the notice is given (SPEC "The deadline notice"): the
-// capsule's lifecycle.deadline_notice_secs, or five minutes or a tenth of the deadline, whichever is
-// shorter, at least a second. Zero sends none.
-func noticeMargin(c *capsule.Capsule) time.Duration {
-	if n := c.Lifecycle.DeadlineNoticeSecs; n != nil {
-		return time.Duration(*n) * time.Second
-	}
-	return max(min(5*time.Minute, c.Deadline/10), time.Second)
-}
-
-// countTokensLocked adds one inference call to session-status's token sums: what the provider reported,
-// or one more call it reported nothing of. s.mu is held.
-func (s *Session) countTokensLocked(reported, cacheReported bool, in, out, cached, cacheWrite int64) {
-	if !reported {
-		s.tokens.UnreportedCalls++
-		return
-	}
-	s.tokens.Input += in
-	s.tokens.Output += out
-	s.tokens.HasInput, s.tokens.HasOutput = true, true
-	if cacheReported {
-		s.tokens.Cached += cached
-		s.tokens.CacheWrite += cacheWrite
-		s.tokens.HasCached, s.tokens.HasCacheWrite = true, true
-	}
-}

@@ -66,13 +66,3 @@ func TestSummariesInToolCallRecords(t *testing.T) {
 		}
 	}
 }
-
-func TestClipCutsOnARuneBoundary(t *testing.T) {
-	if got := clip("short", 10); got != "short" {
-		t.Errorf("clip of a short text = %q", got)
-	}
-	got := clip("ab\u00e9cd", 3) // é is two bytes, starting at byte 2
-	if got != "ab\n[… 4 more bytes not recorded]" {
-		t.Errorf("clip = %q", got)
-	}
-}

@@ -1,13 +1,9 @@
 package member
 
 import (
-	"encoding/json"
 	"fmt"
 	"os"
-	"path/filepath"
 	"slices"
-
-	"gopkg.in/yaml.v3"
 
 	"github.com/murmur-run/murmur/internal/ids"
 	"github.com/murmur-run/murmur/runtimetools"
@@ -19,7 +15,7 @@ func (s *Session) stageTools() (*runtimetools.Registry, error) {
 	c := s.cfg.Capsule
 	var tools []runtimetools.Tool
 	if c.IsAgent() {
-		shell, err := s.shellTools()
+		shell, err := s.commands.ShellTools(c.Path)
 		if err != nil {
 			return nil, err
 		}
@@ -40,7 +36,7 @@ func (s *Session) stageTools() (*runtimetools.Registry, error) {
 		if c.Capabilities.PeerFetch {
 			tools = append(tools, &runtimetools.FetchPeerFile{Fetcher: s.files, Recorder: s.records})
 		}
-		if in := s.art.installer; in != nil {
+		if in := s.art.Installer(); in != nil {
 			pulls := s.cfg.Metrics.ArtifactPulls
 			tools = append(tools, &runtimetools.PullArtifact{Installer: in, Recorder: s.records,
 				Count: func(rt, result string) { pulls.WithLabelValues(rt, result).Inc() }},
@@ -54,42 +50,4 @@ func (s *Session) stageTools() (*runtimetools.Registry, error) {
 		}
 	}
 	return runtimetools.NewRegistry(tools...)
-}
-
-// manifestFile is the murmur.yaml staging writes for a runtime-provided tool.
-type manifestFile struct {
-	Name           string `yaml:"name"`
-	Version        string `yaml:"version"`
-	Runtime        string `yaml:"runtime"`
-	Implementation string `yaml:"implementation"`
-	Description    string `yaml:"description"`
-	InputSchema    any    `yaml:"input_schema"`
-}
-
-// writeManifests writes tools/<name>/murmur.yaml into the session's runtime directory for every staged
-// tool, and nothing for a tool that was not granted, nor for a name a tool artifact holds (held): the
-// artifact's own murmur.yaml is there, and the shell manifest yields to it (SPEC "Reserved names").
-func writeManifests(runtimeDir string, r *runtimetools.Registry, held func(string) bool) error {
-	for _, m := range r.Manifests() {
-		if held(m.Name) {
-			continue
-		}
-		var schema any
-		if err := json.Unmarshal(m.InputSchema, &schema); err != nil {
-			return fmt.Errorf("staging %s: its input schema is not JSON: %w", m.Name, err)
-		}
-		body, err := yaml.Marshal(manifestFile{Name: m.Name, Version: m.Version, Runtime: m.Runtime,
-			Implementation: m.Implementation, Description: m.Description, InputSchema: schema})
-		if err != nil {
-			return err
-		}
-		dir := filepath.Join(runtimeDir, "tools", m.Name)
-		if err := os.MkdirAll(dir, 0o700); err != nil {
-			return fmt.Errorf("staging %s: %w", m.Name, err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, "murmur.yaml"), body, 0o600); err != nil {
-			return fmt.Errorf("staging %s: %w", m.Name, err)
-		}
-	}
-	return nil
 }

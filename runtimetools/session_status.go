@@ -62,6 +62,23 @@ type TokenTotals struct {
 	UnreportedCalls                               int
 }
 
+// Add counts one inference call: what its provider reported (reported; the cache counts only when
+// cacheReported), or one more call it reported nothing of.
+func (t *TokenTotals) Add(reported, cacheReported bool, in, out, cached, cacheWrite int64) {
+	if !reported {
+		t.UnreportedCalls++
+		return
+	}
+	t.Input += in
+	t.Output += out
+	t.HasInput, t.HasOutput = true, true
+	if cacheReported {
+		t.Cached += cached
+		t.CacheWrite += cacheWrite
+		t.HasCached, t.HasCacheWrite = true, true
+	}
+}
+
 // StatusSource is what session-status needs of the session.
 type StatusSource interface {
 	StatusSnapshot() StatusSnapshot

@@ -21,10 +21,10 @@ import (
 type Executor interface {
 	Send(ctx context.Context, msg *a2a.Message, origin member.Origin) (*a2a.Task, error)
 	Wait(ctx context.Context, id a2a.TaskID) (*a2a.Task, error)
-	Get(ctx context.Context, id a2a.TaskID, historyLength *int, scope member.Scope) (*a2a.Task, error)
-	GetJSON(ctx context.Context, id a2a.TaskID, scope member.Scope) ([]byte, error)
-	List(ctx context.Context, q store.ListQuery, scope member.Scope) (store.ListPage, error)
-	Cancel(ctx context.Context, id a2a.TaskID, scope member.Scope) (*a2a.Task, error)
+	Get(ctx context.Context, id a2a.TaskID, historyLength *int, scope store.Scope) (*a2a.Task, error)
+	GetJSON(ctx context.Context, id a2a.TaskID, scope store.Scope) ([]byte, error)
+	List(ctx context.Context, q store.ListQuery, scope store.Scope) (store.ListPage, error)
+	Cancel(ctx context.Context, id a2a.TaskID, scope store.Scope) (*a2a.Task, error)
 	Ping(ctx context.Context) error
 	// RecordRefusal records a peer's request refused for claiming another identity than its credential.
 	RecordRefusal(fields map[string]any)

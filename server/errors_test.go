@@ -14,7 +14,6 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/murmur-run/murmur/internal/peercred"
-	"github.com/murmur-run/murmur/member"
 	"github.com/murmur-run/murmur/member/store"
 )
 
@@ -60,7 +59,7 @@ func (f *fixture) post(body string, headers map[string]string) (int, rpcReply) {
 
 func (f *fixture) taskCount() int {
 	f.t.Helper()
-	page, err := f.session.List(context.Background(), store.ListQuery{PageSize: 100}, member.OperatorScope())
+	page, err := f.session.List(context.Background(), store.ListQuery{PageSize: 100}, store.OperatorScope())
 	if err != nil {
 		f.t.Fatal(err)
 	}

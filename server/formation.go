@@ -16,6 +16,7 @@ import (
 	"github.com/murmur-run/murmur/member"
 	"github.com/murmur-run/murmur/member/capsule"
 	"github.com/murmur-run/murmur/member/events"
+	"github.com/murmur-run/murmur/member/harness"
 	"github.com/murmur-run/murmur/member/push"
 	"github.com/murmur-run/murmur/member/store"
 	"github.com/murmur-run/murmur/roster"
@@ -166,7 +167,7 @@ func (f *Formation) start(m roster.Member, ln net.Listener) (*RunningMember, err
 		Metrics:    metrics, Logger: cfg.Logger, Now: cfg.Now,
 		Roster: cfg.Roster, FormationToken: cfg.Tokens.Formation, ConfineHelper: cfg.ConfineHelper,
 		Events:          hub,
-		StartToolServer: func(ts member.ToolSet) (member.ToolServer, error) { return StartToolServer(ts, log) },
+		StartToolServer: func(ts harness.ToolSet) (harness.ToolServer, error) { return StartToolServer(ts, log) },
 	})
 	if err != nil {
 		ln.Close()
@@ -254,9 +255,14 @@ func openPush(path string, capsule *capsule.Capsule, cfg FormationConfig, reg pr
 	}
 	deliveries := prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "mur", Name: "push_deliveries_total",
 		Help: "Push notification delivery attempts, by outcome: ok, retry (failed, tried again later), gave_up."}, []string{"outcome"})
-	if err := reg.Register(deliveries); err != nil {
-		return nil, err
+	dropped := prometheus.NewCounter(prometheus.CounterOpts{Namespace: "mur", Name: "push_dropped_total",
+		Help: "Task changes not delivered to a webhook because its outbox (or the queue to the outboxes) was full; the latest change is always delivered."})
+	for _, c := range []prometheus.Collector{deliveries, dropped} {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
 	}
 	return push.Open(push.Config{Path: path, Allow: allow, Backoff: cfg.PushBackoff, Logger: log,
-		Delivered: func(outcome string) { deliveries.WithLabelValues(outcome).Inc() }})
+		Delivered: func(outcome string) { deliveries.WithLabelValues(outcome).Inc() },
+		Dropped:   dropped.Inc})
 }

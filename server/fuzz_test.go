@@ -350,7 +350,7 @@ func FuzzDoorRequest(f *testing.F) {
 // count returns the number of tasks in the door's store.
 func (d *fuzzDoor) count(t *testing.T) int {
 	t.Helper()
-	page, err := d.session.List(context.Background(), store.ListQuery{PageSize: 1}, member.OperatorScope())
+	page, err := d.session.List(context.Background(), store.ListQuery{PageSize: 1}, store.OperatorScope())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -516,7 +516,7 @@ func (d *fuzzDoor) checkSendResult(t *testing.T, params []byte, a rpcAnswer) {
 		t.Fatalf("configuration.historyLength %d, but %d messages of history came back", *c.HistoryLength, len(task.History))
 	}
 	// The door acknowledged the task: it is stored.
-	got, err := d.session.Get(context.Background(), task.ID, nil, member.OperatorScope())
+	got, err := d.session.Get(context.Background(), task.ID, nil, store.OperatorScope())
 	if err != nil {
 		t.Fatalf("task %s was acknowledged but is not in the store: %v", task.ID, err)
 	}

@@ -234,13 +234,13 @@ func (d *Door) handle(r *http.Request) (method string, id json.RawMessage, resul
 // and sees only the tasks it sent. release gives back the request's admission; a method that waits
 // (a blocking SendMessage) calls it before it waits.
 func (d *Door) call(ctx context.Context, caller Caller, method a2a.Method, params json.RawMessage, release func()) (any, error) {
-	scope := member.OperatorScope()
+	scope := store.OperatorScope()
 	if caller.Principal == Peer && knownMethod(string(method)) {
 		if !d.mayCall(caller.Member) {
 			return nil, a2a.ErrUnauthorized.WithMeta("caller", caller.Member).With(fmt.Sprintf(
 				"member %s may not call %s: roster.yaml has no reach rule from %s to %s", caller.Member, d.cfg.Member, caller.Member, d.cfg.Member))
 		}
-		scope = member.PeerScope(caller.Member)
+		scope = store.PeerScope(caller.Member)
 	}
 	switch method {
 	case a2a.MethodSendMessage:
@@ -536,7 +536,7 @@ func (d *Door) isMember(name string) bool {
 	return ok
 }
 
-func (d *Door) listTasks(ctx context.Context, req *a2a.ListTasksRequest, scope member.Scope) (any, error) {
+func (d *Door) listTasks(ctx context.Context, req *a2a.ListTasksRequest, scope store.Scope) (any, error) {
 	size := a2a.DefaultPageSize
 	if req.PageSize != nil {
 		size = *req.PageSize

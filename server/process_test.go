@@ -18,6 +18,7 @@ import (
 	"github.com/murmur-run/murmur/a2a"
 	"github.com/murmur-run/murmur/internal/fakeharness/build"
 	"github.com/murmur-run/murmur/member"
+	"github.com/murmur-run/murmur/member/harness"
 )
 
 // fakeHarness is the fake harness binary, built once for this test process.
@@ -257,7 +258,7 @@ func TestProcessTransport(t *testing.T) {
 			}
 			// The MCP config the harness read is 0600 and holds the token; the harness's workdir is not
 			// where it lives.
-			fi, err := os.Stat(filepath.Join(fx.root, "data", "members", "lead", "run", lead.ID(), member.MCPConfigFile))
+			fi, err := os.Stat(filepath.Join(fx.root, "data", "members", "lead", "run", lead.ID(), harness.MCPConfigFile))
 			if err != nil || fi.Mode().Perm() != 0o600 {
 				t.Errorf("MCP config: %v %v", fi, err)
 			}

@@ -7,8 +7,8 @@ import (
 	"fmt"
 
 	"github.com/murmur-run/murmur/a2a"
-	"github.com/murmur-run/murmur/member"
 	"github.com/murmur-run/murmur/member/push"
+	"github.com/murmur-run/murmur/member/store"
 )
 
 // PushConfigs is what a door needs of a member's push notifier.
@@ -25,7 +25,7 @@ var _ PushConfigs = (*push.Notifier)(nil)
 
 // pushCall runs the four push notification config methods. Each names a task the caller must be able
 // to see; a task outside the caller's scope is not found, as everywhere.
-func (d *Door) pushCall(ctx context.Context, method a2a.Method, params json.RawMessage, scope member.Scope) (any, error) {
+func (d *Door) pushCall(ctx context.Context, method a2a.Method, params json.RawMessage, scope store.Scope) (any, error) {
 	switch method {
 	case a2a.MethodCreatePushConfig:
 		var c a2a.TaskPushNotificationConfig

@@ -188,8 +188,8 @@ func TestPushNotifications(t *testing.T) {
 	}
 }
 
-// TestPushDeliveredAfterRestart: the member stops after a task's end was stored and before the
-// webhook took it; once the member is back, the end is delivered.
+// TestPushDeliveredAfterRestart: the member stops after a task's changes were stored and before the
+// webhook took them; once the member is back, each change is delivered, in order, ending with the end.
 func TestPushDeliveredAfterRestart(t *testing.T) {
 	root := t.TempDir()
 	hook := newWebhook(t, 0)
@@ -214,8 +214,14 @@ func TestPushDeliveredAfterRestart(t *testing.T) {
 	hook.setDown(false)
 	f = pushFormation(t, root, time.Hour)
 	defer shutdown(t, f)
-	if got := hook.until(t, a2a.TaskStateCompleted); len(got) != 1 {
-		t.Errorf("after the restart the webhook got %v, want the task's end", got)
+	got := hook.until(t, a2a.TaskStateCompleted)
+	if got[0] != a2a.TaskStateSubmitted && got[0] != a2a.TaskStateWorking {
+		t.Errorf("after the restart the webhook got %v first, want the state the config was made in", got)
+	}
+	for i := 1; i < len(got); i++ {
+		if got[i] == a2a.TaskStateSubmitted || (got[i-1] == a2a.TaskStateCompleted) {
+			t.Errorf("after the restart the webhook got %v: out of order", got)
+		}
 	}
 }
 

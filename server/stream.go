@@ -11,6 +11,7 @@ import (
 	"github.com/murmur-run/murmur/a2a"
 	"github.com/murmur-run/murmur/member"
 	"github.com/murmur-run/murmur/member/events"
+	"github.com/murmur-run/murmur/member/store"
 	"github.com/sourcegraph/jsonrpc2"
 )
 
@@ -38,7 +39,7 @@ func isStreaming(method string) bool {
 
 // sendStreamingMessage starts a task as SendMessage does and streams it: the task first, then its
 // updates until its terminal state.
-func (d *Door) sendStreamingMessage(ctx context.Context, caller Caller, req *a2a.SendMessageRequest, scope member.Scope) (*stream, error) {
+func (d *Door) sendStreamingMessage(ctx context.Context, caller Caller, req *a2a.SendMessageRequest, scope store.Scope) (*stream, error) {
 	if err := d.checkSend(req); err != nil {
 		return nil, err
 	}
@@ -72,7 +73,7 @@ func (d *Door) sendStreamingMessage(ctx context.Context, caller Caller, req *a2a
 }
 
 // subscribeToTask streams a task that has not ended: the task as it stands, then its updates.
-func (d *Door) subscribeToTask(ctx context.Context, req *a2a.SubscribeToTaskRequest, scope member.Scope) (*stream, error) {
+func (d *Door) subscribeToTask(ctx context.Context, req *a2a.SubscribeToTaskRequest, scope store.Scope) (*stream, error) {
 	if err := checkTaskID("id", req.ID, "the id of the task to subscribe to"); err != nil {
 		return nil, err
 	}

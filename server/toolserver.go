@@ -18,18 +18,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/murmur-run/murmur/runtimetools"
+	"github.com/murmur-run/murmur/member/harness"
 )
-
-// ToolSet is what the loopback tool server serves (DESIGN §13): a session's tools. The session core
-// implements it; the server needs nothing else of the session.
-type ToolSet interface {
-	// Tools lists the tools the harness may call, in the order the model would see them.
-	Tools() []runtimetools.Manifest
-	// CallTool answers one call: the same bridged result text the http agent loop hands its model
-	// (fence, note, deadline notice), and whether the call failed or was refused.
-	CallTool(ctx context.Context, name string, input json.RawMessage) (text string, isError bool)
-}
 
 // ToolServerName is the MCP server's name in the config file: Claude Code calls its tools
 // mcp__murmur__<tool>.
@@ -50,7 +40,7 @@ type ToolServer struct {
 }
 
 // StartToolServer starts the tool server of one session, serving set. Close stops it.
-func StartToolServer(set ToolSet, log *slog.Logger) (*ToolServer, error) {
+func StartToolServer(set harness.ToolSet, log *slog.Logger) (*ToolServer, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}

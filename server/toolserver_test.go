@@ -17,6 +17,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/murmur-run/murmur/internal/fakeharness/build"
+	"github.com/murmur-run/murmur/member/harness"
 	"github.com/murmur-run/murmur/runtimetools"
 )
 
@@ -43,7 +44,7 @@ func (f *fakeTools) CallTool(_ context.Context, name string, input json.RawMessa
 	return `{"turns":{"used":1}}`, false
 }
 
-func startToolServer(t *testing.T, set ToolSet) *ToolServer {
+func startToolServer(t *testing.T, set harness.ToolSet) *ToolServer {
 	t.Helper()
 	ts, err := StartToolServer(set, nil)
 	if err != nil {

@@ -30,12 +30,20 @@ type memberProc struct {
 	profiles chan string // the --debug-listen URL it prints after its door's (capacity 1)
 }
 
-// startMember runs this test binary as `mur member` and waits for its door's URL.
-func startMember(t *testing.T, rosterPath, dataDir string, flags ...string) *memberProc {
+// startMember runs this test binary as `mur member` (with env added to its environment) and waits for
+// its door's URL.
+func startMember(t *testing.T, rosterPath, dataDir string, env ...string) *memberProc {
+	t.Helper()
+	return startMemberFlags(t, rosterPath, dataDir, nil, env...)
+}
+
+// startMemberFlags is startMember with flags added to its command line.
+func startMemberFlags(t *testing.T, rosterPath, dataDir string, flags []string, env ...string) *memberProc {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], append([]string{"member", "--roster", rosterPath, "--name", "solo", "--listen", "127.0.0.1:0", "--data-dir", dataDir}, flags...)...)
 	cmd.Env = append(os.Environ(), "MUR_TEST_AS_MUR=1", "MUR_OPERATOR_TOKEN=op", "MUR_FORMATION_TOKEN=fm",
 		"MUR_RECORDS_DIR="+filepath.Join(dataDir, "records"))
+	cmd.Env = append(cmd.Env, env...)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)

@@ -19,7 +19,7 @@ func TestDebugListenServesProfiles(t *testing.T) {
 	rosterPath := filepath.Join(root, "roster.yaml")
 	os.WriteFile(rosterPath, []byte("formation: debug\nmembers:\n  - name: solo\n    capsule: ./solo\n"), 0o644)
 
-	m := startMember(t, rosterPath, filepath.Join(root, "data"), "--debug-listen", "127.0.0.1:0")
+	m := startMemberFlags(t, rosterPath, filepath.Join(root, "data"), []string{"--debug-listen", "127.0.0.1:0"})
 	var url string
 	select {
 	case url = <-m.profiles:

@@ -45,8 +45,8 @@ compose     a compose file: one service per member running mur member, a named v
             the tokens from the environment or .env, a health check by mur health, the entry member's
             door published on 127.0.0.1; --monitoring adds Prometheus and Grafana in the profile monitoring
             (they read prometheus.yml and grafana/ beside the compose file)
-k8s         Kubernetes manifests: a Secret with the tokens (MUR_FORMATION_TOKEN and MUR_OPERATOR_TOKEN when
-            set, else fresh ones; --secret=false leaves it to you), a ConfigMap with the roster and
+k8s         Kubernetes manifests: a Secret with the tokens (MUR_FORMATION_TOKEN, MUR_OPERATOR_TOKEN and
+            MUR_CONTROL_TOKEN when set, else fresh ones; --secret=false leaves it to you), a ConfigMap with the roster and
             capsules, and per member a Service and a StatefulSet with a volume claim for its data
 prometheus  a Prometheus scrape configuration for every member's door, by service name
 
@@ -229,6 +229,7 @@ func composeYAML(l *layout, outDir, image string, monitoring bool) ([]byte, erro
 		"Regenerate it rather than edit it.",
 		"",
 		"MUR_FORMATION_TOKEN, MUR_OPERATOR_TOKEN  required: set them in the environment or in .env beside this file",
+		"MUR_CONTROL_TOKEN                        optional, the same way: opens each member's control surface (POST /control)",
 		"MUR_IMAGE                                the mur image (default " + image + ")",
 		fmt.Sprintf("MUR_ENTRY_ADDR                           where %s's door is published (default 127.0.0.1:%d)", l.entry, entryPort),
 		"",
@@ -252,6 +253,7 @@ func composeYAML(l *layout, outDir, image string, monitoring bool) ([]byte, erro
 			"image", "${MUR_IMAGE:-"+image+"}",
 			"command", yflow("member", "--roster", l.rosterIn, "--name", m.Name),
 			"environment", ymap(
+				"MUR_CONTROL_TOKEN", "${MUR_CONTROL_TOKEN:-}",
 				"MUR_DOOR_URLS", l.doorURLs,
 				"MUR_FORMATION_TOKEN", "${MUR_FORMATION_TOKEN:?set MUR_FORMATION_TOKEN in .env beside the compose file or in the environment}",
 				"MUR_LISTEN", fmt.Sprintf("0.0.0.0:%d", port),
@@ -444,7 +446,8 @@ func k8sYAML(l *layout, outDir, outName, image string, withSecret bool, getenv f
 	var docs []*yaml.Node
 	if withSecret {
 		header = append(header,
-			"with the Secret "+secretName+": MUR_FORMATION_TOKEN and MUR_OPERATOR_TOKEN from the environment, or fresh",
+			"with the Secret "+secretName+": MUR_FORMATION_TOKEN, MUR_OPERATOR_TOKEN and MUR_CONTROL_TOKEN (the control",
+			"surface's, POST /control) from the environment, or fresh",
 			"tokens. Keep this file out of version control. Apply into a namespace of the formation's own:",
 			"  kubectl create namespace "+formation,
 			"  kubectl -n "+formation+" apply -f "+outName)
@@ -456,6 +459,7 @@ func k8sYAML(l *layout, outDir, outName, image string, withSecret bool, getenv f
 			"stringData", ymap(
 				"formation-token", token("MUR_FORMATION_TOKEN"),
 				"operator-token", token("MUR_OPERATOR_TOKEN"),
+				"control-token", token("MUR_CONTROL_TOKEN"),
 			),
 		))
 	} else {
@@ -464,7 +468,8 @@ func k8sYAML(l *layout, outDir, outName, image string, withSecret bool, getenv f
 			"namespace of the formation's own:",
 			"  kubectl create namespace "+formation,
 			"  kubectl -n "+formation+" create secret generic "+secretName+" \\",
-			"    --from-literal=formation-token=$(openssl rand -hex 32) --from-literal=operator-token=$(openssl rand -hex 32)",
+			"    --from-literal=formation-token=$(openssl rand -hex 32) --from-literal=operator-token=$(openssl rand -hex 32) \\",
+			"    --from-literal=control-token=$(openssl rand -hex 32)    # optional: opens the control surface, POST /control",
 			"  kubectl -n "+formation+" apply -f "+outName)
 	}
 	header = append(header,
@@ -530,6 +535,10 @@ func k8sYAML(l *layout, outDir, outName, image string, withSecret bool, getenv f
 		secretEnv := func(name, key string) *yaml.Node {
 			return ymap("name", name, "valueFrom", ymap("secretKeyRef", ymap("name", secretName, "key", key)))
 		}
+		// The control token is optional: a Secret without it starts the members without a control surface.
+		optionalSecretEnv := func(name, key string) *yaml.Node {
+			return ymap("name", name, "valueFrom", ymap("secretKeyRef", ymap("name", secretName, "key", key, "optional", true)))
+		}
 		container := ymap(
 			"name", "mur",
 			"image", image,
@@ -541,6 +550,7 @@ func k8sYAML(l *layout, outDir, outName, image string, withSecret bool, getenv f
 				ymap("name", "MUR_DATA_DIR", "value", dataMount),
 				secretEnv("MUR_FORMATION_TOKEN", "formation-token"),
 				secretEnv("MUR_OPERATOR_TOKEN", "operator-token"),
+				optionalSecretEnv("MUR_CONTROL_TOKEN", "control-token"),
 			),
 			"ports", yseq(ymap("name", "door", "containerPort", port)),
 			"readinessProbe", ymap("httpGet", ymap("path", "/readyz", "port", "door"), "periodSeconds", 5),

@@ -124,6 +124,9 @@ func TestExportComposeLaysOutEveryMember(t *testing.T) {
 				t.Errorf("%s: %s = %q, want it required from the environment or .env", name, tok, s.Environment[tok])
 			}
 		}
+		if got := s.Environment["MUR_CONTROL_TOKEN"]; got != "${MUR_CONTROL_TOKEN:-}" {
+			t.Errorf("%s: MUR_CONTROL_TOKEN = %q, want it handed over from the environment or .env when set", name, got)
+		}
 		if want := []string{"./examples/hello:/formation:ro", name + "-data:/data"}; !cmp.Equal(s.Volumes, want) {
 			t.Errorf("%s: volumes %q, want %q", name, s.Volumes, want)
 		}
@@ -292,7 +295,7 @@ func TestExportK8sDecodesIntoTheKubernetesTypes(t *testing.T) {
 		}
 	}
 
-	env := envOf(map[string]string{"MUR_FORMATION_TOKEN": "fm-token", "MUR_OPERATOR_TOKEN": "op-token"})
+	env := envOf(map[string]string{"MUR_FORMATION_TOKEN": "fm-token", "MUR_OPERATOR_TOKEN": "op-token", "MUR_CONTROL_TOKEN": "ctl-token"})
 	var out, errb bytes.Buffer
 	if err := run(context.Background(), []string{"export", "k8s", "--roster", filepath.Join(helloDir, "roster.yaml"), "--image", "mur:test"}, env, &out, &errb); err != nil {
 		t.Fatalf("%v\n%s", err, errb.String())
@@ -310,7 +313,7 @@ func TestExportK8sDecodesIntoTheKubernetesTypes(t *testing.T) {
 	if len(objs.secrets) != 1 || len(objs.configMaps) != 1 || len(objs.services) != 2 || len(objs.statefulSets) != 2 {
 		t.Fatalf("objects: %d secrets, %d config maps, %d services, %d stateful sets", len(objs.secrets), len(objs.configMaps), len(objs.services), len(objs.statefulSets))
 	}
-	if got := objs.secrets["hello-tokens"].StringData; !cmp.Equal(got, map[string]string{"formation-token": "fm-token", "operator-token": "op-token"}) {
+	if got := objs.secrets["hello-tokens"].StringData; !cmp.Equal(got, map[string]string{"formation-token": "fm-token", "operator-token": "op-token", "control-token": "ctl-token"}) {
 		t.Errorf("secret: %v", got)
 	}
 	cm := objs.configMaps["hello-formation"]
@@ -352,6 +355,9 @@ func TestExportK8sDecodesIntoTheKubernetesTypes(t *testing.T) {
 		for _, e := range c.Env {
 			if e.ValueFrom != nil {
 				env[e.Name] = "secret:" + e.ValueFrom.SecretKeyRef.Name + "/" + e.ValueFrom.SecretKeyRef.Key
+				if o := e.ValueFrom.SecretKeyRef.Optional; o != nil && *o {
+					env[e.Name] += " (optional)"
+				}
 			} else {
 				env[e.Name] = e.Value
 			}
@@ -359,6 +365,7 @@ func TestExportK8sDecodesIntoTheKubernetesTypes(t *testing.T) {
 		want := map[string]string{
 			"MUR_LISTEN": fmt.Sprintf("0.0.0.0:%d", port), "MUR_DOOR_URLS": "lead=http://lead:7101,worker=http://worker:7102",
 			"MUR_DATA_DIR": "/data", "MUR_FORMATION_TOKEN": "secret:hello-tokens/formation-token", "MUR_OPERATOR_TOKEN": "secret:hello-tokens/operator-token",
+			"MUR_CONTROL_TOKEN": "secret:hello-tokens/control-token (optional)",
 		}
 		if diff := cmp.Diff(want, env); diff != "" {
 			t.Errorf("StatefulSet %s env (-want +got):\n%s", name, diff)
@@ -490,5 +497,51 @@ func TestDockerfilesAgree(t *testing.T) {
 	}
 	if diff := cmp.Diff(tail("../../Dockerfile"), tail("../../deploy/Dockerfile.source")); diff != "" {
 		t.Errorf("Dockerfile and deploy/Dockerfile.source differ after the marker (-Dockerfile +Dockerfile.source):\n%s", diff)
+	}
+}
+
+// TestExportedControlTokenOpensTheControlSurface: the k8s export makes a control token (none given) and
+// hands it to each member as MUR_CONTROL_TOKEN from its Secret; a member started with that environment
+// opens POST /control to it, and to no other token.
+func TestExportedControlTokenOpensTheControlSurface(t *testing.T) {
+	var out, errb bytes.Buffer
+	if err := run(context.Background(), []string{"export", "k8s", "--roster", filepath.Join(helloDir, "roster.yaml")}, noEnv, &out, &errb); err != nil {
+		t.Fatalf("%v\n%s", err, errb.String())
+	}
+	objs := decodeK8s(t, out.Bytes())
+	secret := objs.secrets["hello-tokens"]
+	env := []string{}
+	for _, e := range objs.statefulSets["lead"].Spec.Template.Spec.Containers[0].Env {
+		if e.Name == "MUR_CONTROL_TOKEN" && e.ValueFrom != nil && e.ValueFrom.SecretKeyRef.Name == secret.Name {
+			env = append(env, e.Name+"="+secret.StringData[e.ValueFrom.SecretKeyRef.Key])
+		}
+	}
+	if len(env) != 1 || !regexp.MustCompile(`^MUR_CONTROL_TOKEN=mur_[0-9a-f]{64}$`).MatchString(env[0]) {
+		t.Fatalf("the member's MUR_CONTROL_TOKEN from the Secret: %q", env)
+	}
+	root := t.TempDir()
+	os.MkdirAll(filepath.Join(root, "solo"), 0o755)
+	os.WriteFile(filepath.Join(root, "solo", "murmur.yaml"), []byte(crashCapsule), 0o644)
+	rosterPath := filepath.Join(root, "roster.yaml")
+	os.WriteFile(rosterPath, []byte("formation: ctl\nmembers:\n  - name: solo\n    capsule: ./solo\n"), 0o644)
+	m := startMember(t, rosterPath, filepath.Join(root, "data"), env...)
+	for _, tc := range []struct {
+		token string
+		want  int
+	}{
+		{strings.TrimPrefix(env[0], "MUR_CONTROL_TOKEN="), http.StatusBadRequest}, // opened: the empty change is refused
+		{"op", http.StatusUnauthorized},
+	} {
+		req, _ := http.NewRequest(http.MethodPost, m.url+"/control", strings.NewReader(`{}`))
+		req.Header.Set("Authorization", "Bearer "+tc.token)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != tc.want {
+			t.Errorf("POST /control with token %.8s…: %d %s, want %d", tc.token, resp.StatusCode, body, tc.want)
+		}
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -16,8 +17,9 @@ import (
 	"github.com/murmur-run/murmur/a2a"
 )
 
-// TestPushDeliveredAfterSIGKILL: a task ends while its webhook is down, and the member is killed before
-// it could deliver the end. The member started again delivers it.
+// TestPushDeliveredAfterSIGKILL: a task works and ends while its webhook is down, and the member is
+// killed before it could deliver those changes. The member started again on the same store delivers
+// each of them, in order.
 func TestPushDeliveredAfterSIGKILL(t *testing.T) {
 	var up atomic.Bool
 	got := make(chan a2a.Task, 10)
@@ -64,12 +66,23 @@ func TestPushDeliveredAfterSIGKILL(t *testing.T) {
 
 	up.Store(true)
 	startMember(t, rosterPath, dataDir)
-	select {
-	case task := <-got:
-		if task.ID != res.Task.ID || task.Status.State != a2a.TaskStateCompleted {
-			t.Errorf("after the restart the webhook got %s %s, want %s completed", task.ID, task.Status.State, res.Task.ID)
+	rank := map[a2a.TaskState]int{a2a.TaskStateSubmitted: 1, a2a.TaskStateWorking: 2, a2a.TaskStateCompleted: 3}
+	var states []a2a.TaskState
+	for len(states) == 0 || states[len(states)-1] != a2a.TaskStateCompleted {
+		select {
+		case task := <-got:
+			if task.ID != res.Task.ID {
+				t.Fatalf("after the restart the webhook got task %s, want %s", task.ID, res.Task.ID)
+			}
+			if len(states) > 0 && rank[task.Status.State] <= rank[states[len(states)-1]] {
+				t.Fatalf("after the restart the webhook got %v then %s: each change once, in order", states, task.Status.State)
+			}
+			states = append(states, task.Status.State)
+		case <-time.After(60 * time.Second):
+			t.Fatalf("after the restart the webhook got %v and never the task's end", states)
 		}
-	case <-time.After(60 * time.Second):
-		t.Fatal("the task's end was never delivered after the restart")
+	}
+	if !slices.Contains(states, a2a.TaskStateWorking) {
+		t.Errorf("after the restart the webhook got %v: the WORKING change is missing", states)
 	}
 }

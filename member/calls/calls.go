@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -48,6 +49,24 @@ type Config struct {
 	BusyMessage  string
 	TrustTrusted string
 	OriginPeer   string
+}
+
+// defaultDeadlineSecs is how long one member call may take when neither the capsule nor the environment
+// says.
+const defaultDeadlineSecs = 600
+
+// DeadlineSecs is how long one call may take: lifecycle.delegation_deadline_secs (capsuleSecs), or
+// MUR_DELEGATION_TIMEOUT_SECS (MURMUR_DELEGATION_TIMEOUT_SECS), or 600 seconds.
+func DeadlineSecs(capsuleSecs *int, getenv func(string) string) int {
+	if n := capsuleSecs; n != nil && *n > 0 {
+		return *n
+	}
+	for _, k := range []string{"MUR_DELEGATION_TIMEOUT_SECS", "MURMUR_DELEGATION_TIMEOUT_SECS"} {
+		if n, err := strconv.Atoi(getenv(k)); err == nil && n > 0 {
+			return n
+		}
+	}
+	return defaultDeadlineSecs
 }
 
 // Peers reaches other members' doors.

@@ -174,3 +174,12 @@ func cutOutput(s string) string {
 	}
 	return kept + continuationCutNote
 }
+
+// AnswersData is the script driver's .answers: the member answers of the latest continuation.
+func AnswersData(round []CallOutcome) []map[string]any {
+	out := make([]map[string]any, 0, len(round))
+	for _, o := range round {
+		out = append(out, map[string]any{"member": o.Member, "call_id": o.CallID, "status": o.Status, "output": o.Output})
+	}
+	return out
+}

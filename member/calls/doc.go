@@ -2,12 +2,12 @@
 // offers a member the task (again with backoff while it is busy), polls the member's task until it
 // ends, its deadline passes or the calling task ends, and hands the outcomes back to the agent loop in
 // rounds, with the continuation message that tells the model what came back (ContinuationMessage) and
-// which members below ended without an answer. It also accepts end-without-answer. The session builds a
-// Tracker from a Config of plain values and callbacks; delegation outcomes will use the same
-// continuation.
+// which members below ended without an answer. It also accepts end-without-answer. DoorPeers reaches
+// the other members' doors over HTTP with this member's peer credential. The session builds a Tracker
+// from a Config of plain values and callbacks; delegation outcomes will use the same continuation.
 //
 // Concurrency: a Tracker is safe for concurrent use; its mutex guards every call's fields, which the
 // call's own goroutine (reoffer, poll) and the agent loop both touch. Finish stops the goroutines.
 //
-// Imports: a2a, roster, runtimetools and internal/ids; never member.
+// Imports: a2a, roster, runtimetools, internal/ids and internal/peercred; never member.
 package calls

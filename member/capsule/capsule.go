@@ -102,6 +102,30 @@ func (c *Capsule) RunsCommands() bool {
 // it to point its own findings at the line to change.
 func (c *Capsule) Line(key string) int { return c.lines[key] }
 
+// Budget is the context budget of a choice with a context window, and what it is based on (SPEC's
+// session-status context fields): max_input_tokens when it is set and smaller, else the window less the
+// output cap. A choice without a window has none (0, "").
+func (ch Choice) Budget() (tokens int, basis string) {
+	if ch.ContextWindow <= 0 {
+		return 0, ""
+	}
+	tokens, basis = ch.ContextWindow-ch.MaxOutputTokens, "context_window_less_output_cap"
+	if ch.MaxInputTokens > 0 && ch.MaxInputTokens < tokens {
+		tokens, basis = ch.MaxInputTokens, "max_input_tokens"
+	}
+	return tokens, basis
+}
+
+// NoticeMargin is how long before the deadline the deadline notice is given (SPEC "The deadline
+// notice"): lifecycle.deadline_notice_secs, or five minutes or a tenth of the deadline, whichever is
+// shorter, at least a second. Zero sends none.
+func (c *Capsule) NoticeMargin() time.Duration {
+	if n := c.Lifecycle.DeadlineNoticeSecs; n != nil {
+		return time.Duration(*n) * time.Second
+	}
+	return max(min(5*time.Minute, c.Deadline/10), time.Second)
+}
+
 // Inference is the inference: block of an agent capsule.
 type Inference struct {
 	Driver           string // the choice the session starts on; a key of Choices

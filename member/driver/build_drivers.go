@@ -44,3 +44,21 @@ func Build(c *capsule.Capsule, hc *http.Client, getenv func(string) string) (map
 	}
 	return out, nil
 }
+
+// CheckChoice checks that name can be the driver choice of the next inference call: it is declared,
+// served by this build (served holds the drivers Build made), and its credential produces a value now.
+func CheckChoice(inf *capsule.Inference, served map[string]Driver, name string, getenv func(string) string) error {
+	ch, ok := inf.Choices[name]
+	if !ok {
+		return fmt.Errorf("no driver choice named %q is declared; the choices are %v", name, inf.ChoiceOrder)
+	}
+	if _, ok := served[name]; !ok {
+		return fmt.Errorf("driver choice %s uses driver %q, which this build of mur does not serve", name, ch.Driver)
+	}
+	if ch.Credential != "" {
+		if _, err := ResolveCredential(ch.Credential, getenv); err != nil {
+			return fmt.Errorf("driver choice %s cannot be used now: %w", name, err)
+		}
+	}
+	return nil
+}

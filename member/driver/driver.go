@@ -213,3 +213,48 @@ func Fence(source, content, note string) string {
 	}
 	return b.String()
 }
+
+// Measure is what one inference call used: its input and output tokens (the provider's count, or an
+// estimate where it reported none), the size of the conversation it saw (used: the cache's reads and
+// writes included where the provider counts them apart) and how that was measured ("actual" or
+// "estimate").
+func Measure(req InferRequest, resp InferResponse) (in, out, used int64, measured string) {
+	u := resp.Usage
+	in, out = u.Input, u.Output
+	if !u.Reported && !u.Estimated {
+		in, out = EstimateInput(req), EstimateTokens(resp.Text)
+	}
+	measured, used = "estimate", in+out
+	if u.Reported {
+		measured = "actual"
+		if u.CacheApart {
+			used += u.Cached + u.CacheWrite // the conversation holds what the cache read and wrote too
+		}
+	}
+	return in, out, used, measured
+}
+
+// Compact shortens a conversation past its context budget: the task's message stays, the oldest turns
+// after it go, and the task's message tells the model how many. It cuts at an assistant message, so no
+// tool result is left without its call, and keeps the last two turns. It returns how many messages it
+// removed; 0 when none could go.
+func Compact(req *InferRequest) int {
+	if len(req.Messages) < 4 {
+		return 0
+	}
+	cut := -1
+	for i := len(req.Messages) - 4; i >= 1; i-- {
+		if req.Messages[i].Role == RoleAssistant {
+			cut = i
+			break
+		}
+	}
+	if cut <= 1 {
+		return 0
+	}
+	removed := cut - 1
+	first := req.Messages[0]
+	first.Text += fmt.Sprintf("\n\n[runtime] %d earlier message(s) of this conversation were removed to keep it within the context budget.", removed)
+	req.Messages = append([]ChatMessage{first}, req.Messages[cut:]...)
+	return removed
+}

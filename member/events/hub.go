@@ -32,6 +32,9 @@ type Event struct {
 type Change struct {
 	TaskID a2a.TaskID
 	State  a2a.TaskState
+	// Task is the task as stored by the change; an observer reads it during its call only, and never
+	// modifies or keeps it.
+	Task *a2a.Task
 }
 
 // Config is what a hub is given. The zero value is valid.
@@ -186,7 +189,7 @@ func (h *Hub) Publish(t *a2a.Task) {
 	h.mu.Unlock()
 	h.reportDropped(dropped)
 	for _, fn := range obs {
-		fn(Change{TaskID: t.ID, State: t.Status.State})
+		fn(Change{TaskID: t.ID, State: t.Status.State, Task: t})
 	}
 }
 

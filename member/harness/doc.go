@@ -9,7 +9,15 @@
 // Run. A line that is not an event of the dialect is never fatal: it becomes a Garbage event, so bad
 // output loses nothing and stops nothing.
 //
-// The package starts programs only through the Starter its caller gives it (the sandbox's confinement):
-// it must not import the session core (member) nor any other member/... package, and it knows nothing of
-// tools or MCP.
+// Transport is the session's side of the process transport: it starts the session's loopback tool
+// server through a func its caller gives it, writes the MCP config, starts the harness confined through
+// the session's sandbox runner, answers the tool server's calls through the session's one dispatch (a
+// callback), and accounts for the harness's turns, quota windows and stray lines through callbacks and
+// records. It is safe for concurrent use: the tool server calls CallTool from its own goroutines while
+// Run runs.
+//
+// The Runner starts programs only through the Starter its caller gives it, and knows nothing of tools or
+// MCP. The package takes plain values and callbacks: it may use member/capsule, member/sandbox and
+// runtimetools, and must not import the session core (member) nor member/calls, member/driver or
+// member/store.
 package harness

@@ -3,6 +3,7 @@ package push
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -46,15 +47,17 @@ func BenchmarkPushDeliveries(b *testing.B) {
 	}
 	got.Store(0)
 	tx, _ := db.Begin()
+	done := make([]*a2a.Task, b.N)
 	for i := range b.N {
-		body := fmt.Sprintf(`{"id":"tsk_%06d","contextId":"c","status":{"state":"TASK_STATE_COMPLETED"}}`, i)
-		tx.Exec(`UPDATE tasks SET task = ? WHERE id = ?`, body, fmt.Sprintf("tsk_%06d", i))
+		done[i] = &a2a.Task{ID: a2a.TaskID(fmt.Sprintf("tsk_%06d", i)), ContextID: "c", Status: a2a.TaskStatus{State: a2a.TaskStateCompleted}}
+		body, _ := json.Marshal(done[i])
+		tx.Exec(`UPDATE tasks SET task = ? WHERE id = ?`, string(body), string(done[i].ID))
 	}
 	tx.Commit()
 	b.ResetTimer()
 	start := time.Now()
-	for i := range b.N {
-		n.Changed(events.Change{TaskID: a2a.TaskID(fmt.Sprintf("tsk_%06d", i)), State: a2a.TaskStateCompleted})
+	for _, t := range done { // as the hub reports each change the store made
+		n.Changed(events.Change{TaskID: t.ID, State: t.Status.State, Task: t})
 	}
 	for got.Load() < int64(b.N) {
 		time.Sleep(100 * time.Microsecond)

@@ -2,25 +2,38 @@
 // (TaskPushNotificationConfig), kept in the task store's SQLite file, and their delivery.
 //
 // Configs live in the table push_configs of the task store's file, beside the tasks they belong to (a
-// foreign key: a task the store's retention deletes takes its configs with it). Each config remembers
-// the task status it last delivered. A config whose task's stored status differs from it has a
-// delivery pending, so a delivery survives a restart of the member: Open looks for pending deliveries
-// before anything else (at least once: a delivery the webhook took just before a crash may come
-// again).
+// foreign key: a task the store's retention deletes takes its configs with it), and their outbox in
+// push_outbox (deleted with its config). The package owns those two tables and creates them itself; it
+// reads the store's tasks table (id, task) and writes nothing else.
 //
-// Delivery: each change of a task (Changed, an events.Hub observer) puts the task on a bounded queue; a
-// full queue makes the next round look at every config instead, so nothing is lost, only merged. One
-// goroutine takes the queue in rounds, and delivers the task as it then stands ({"task": …}, without its
-// history) to each of its configs, a few at a time, with the config's token in A2A-Notification-Token
-// and its authentication in Authorization. A failed delivery (no answer, or an HTTP status outside
-// 2xx) is tried again after a backoff that doubles up to a bound, up to MaxAttempts times for the same
-// status; a later status starts afresh. Deliveries of one config never overlap, and never go back to
-// an older status.
+// The outbox: each stored change of a task's status (Changed, an events.Hub observer, given the task
+// as stored) is queued in memory, and a goroutine writes it, in batches of one transaction, as one row
+// per config of the task: the body to post ({"task": …} as the task stood, without its history) and
+// the change's status key (state, timestamp, message id), which the config remembers as queued, so a
+// change is never queued twice and nothing is queued after a task's end. A new config gets the task's
+// current status first, in the transaction that stores it. Open, an overflow of the in-memory queue
+// and a sweep each minute (ended tasks only) compare every config with its task's stored status and
+// queue the difference: a change stored while the member was down, or just before it died, is
+// delivered too.
+//
+// Bounds: the in-memory queue holds Config.Queue changes; a change finding it full is dropped and the
+// next round compares every config instead (the latest status is queued, the ones between merged). A
+// config's outbox holds Config.Outbox changes; a change finding it full takes the newest waiting
+// one's place, so the oldest waiting and the latest are delivered. Either drop is logged and reported
+// to Config.Dropped.
+//
+// Delivery: each config's oldest waiting change is posted, one at a time per config (its changes in
+// order), up to parallel configs at once, with the config's token in A2A-Notification-Token and its
+// authentication in Authorization. A 2xx deletes the row (deletes are batched: a crash in between
+// delivers again, at least once); a failure (no answer, another status) is tried again after a backoff
+// that doubles up to MaxBackoff, up to MaxAttempts times, then given up (the row deleted, the next
+// change tried).
 //
 // Webhook URLs are checked against the allowlist (push.allow of murmur.yaml) when a config is created,
 // and every address they resolve to is checked again when the notifier connects: loopback, private and
 // link-local addresses only when an entry names them.
 //
-// A Notifier is safe for concurrent use; Close stops its goroutine and waits for it. The package
-// imports a2a and member/events' types only, never member.
+// A Notifier is safe for concurrent use; Close writes the changes it was told of, waits for the
+// deliveries in flight and stops its goroutine. The package imports a2a and member/events' types only,
+// never member.
 package push

@@ -1,15 +1,12 @@
 package push
 
 import (
-	"bytes"
 	"context"
 	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
-	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/url"
@@ -28,15 +25,16 @@ import (
 // The defaults of a Notifier.
 const (
 	DefaultQueue       = 1024
+	DefaultOutbox      = 100
 	DefaultBackoff     = time.Second
 	DefaultMaxBackoff  = time.Minute
 	DefaultMaxAttempts = 8
 	DefaultTimeout     = 10 * time.Second
 	// MaxConfigsPerTask bounds the webhooks of one task.
 	MaxConfigsPerTask = 10
-	// parallel is how many deliveries of one round run at once.
+	// parallel is how many deliveries run at once (to different configs).
 	parallel = 4
-	// sweepEvery is how often a round looks at every config.
+	// sweepEvery is how often the notifier compares every config with its task's stored status.
 	sweepEvery = time.Minute
 )
 
@@ -45,12 +43,18 @@ type Config struct {
 	// Path is the task store's SQLite file; the store has opened (and created) it first.
 	Path  string
 	Allow Allowlist
-	// Queue bounds the changed tasks waiting for a round; 0: DefaultQueue.
+	// Queue bounds the observed changes waiting to be written to the outbox; 0: DefaultQueue. A change
+	// that finds it full is dropped (Dropped is told) and the next round compares every config with its
+	// task's stored status instead, so the latest status is still delivered.
 	Queue int
+	// Outbox bounds the undelivered changes kept for one config; 0: DefaultOutbox (at least 2). A change
+	// that finds its config's outbox full takes the place of the newest one waiting (Dropped is told):
+	// the oldest waiting and the latest are kept.
+	Outbox int
 	// Backoff is the wait after a first failed delivery, doubled after each further one up to MaxBackoff;
 	// 0: DefaultBackoff, DefaultMaxBackoff.
 	Backoff, MaxBackoff time.Duration
-	// MaxAttempts is how many times one status is tried on one webhook; 0: DefaultMaxAttempts.
+	// MaxAttempts is how many times one change is tried on one webhook; 0: DefaultMaxAttempts.
 	MaxAttempts int
 	// Timeout bounds one delivery; 0: DefaultTimeout.
 	Timeout time.Duration
@@ -58,6 +62,9 @@ type Config struct {
 	// Delivered, when set, is called after each delivery attempt with its outcome: "ok", "retry" or
 	// "gave_up" (metrics).
 	Delivered func(outcome string)
+	// Dropped, when set, is called for each change that a full queue or outbox kept from its webhooks
+	// (metrics).
+	Dropped func()
 }
 
 // Notifier keeps a member's push notification configs and delivers its tasks' changes to them.
@@ -67,15 +74,25 @@ type Notifier struct {
 	client *http.Client
 	log    *slog.Logger
 
-	queue    chan a2a.TaskID
 	mu       sync.Mutex
-	overflow bool                  // the queue was full: the next round looks at every config
-	failures map[configKey]failure // configs whose delivery of a status failed, by config
-	timer    *time.Timer           // wakes a round when the earliest retry is due
+	watched  map[a2a.TaskID]bool // the tasks that have (or may have) a config and have not ended
+	overflow bool                // a change was dropped: the next round compares every config
+	stale    bool                // the outbox has changes the run goroutine did not write: read it again
+	timer    *time.Timer         // wakes a round when the earliest retry is due
 
-	kick chan struct{}
-	stop context.CancelFunc
-	done chan struct{}
+	changes chan change // observed, not yet in the outbox
+	results chan result // deliveries ended
+	kick    chan struct{}
+	stop    context.CancelFunc
+	done    chan struct{}
+}
+
+// change is one observed change of a task: its status key and, when the observer had the task, the
+// body to post.
+type change struct {
+	task a2a.TaskID
+	key  string
+	body []byte // nil: read the task from the store when the change is written
 }
 
 type configKey struct {
@@ -83,27 +100,35 @@ type configKey struct {
 	id   string
 }
 
-type failure struct {
-	status   string // the status whose delivery failed
-	attempts int
-	next     time.Time
-}
-
 const schema = `CREATE TABLE IF NOT EXISTS push_configs (
 	task_id   TEXT    NOT NULL REFERENCES tasks (id) ON DELETE CASCADE,
 	id        TEXT    NOT NULL,
 	config    TEXT    NOT NULL,  -- the TaskPushNotificationConfig as JSON
 	created   INTEGER NOT NULL,  -- unix ms
-	delivered TEXT,              -- the JSON of the task status last delivered (or given up on)
 	PRIMARY KEY (task_id, id)
-)`
+);
+CREATE TABLE IF NOT EXISTS push_outbox (
+	seq       INTEGER PRIMARY KEY AUTOINCREMENT,
+	task_id   TEXT    NOT NULL,
+	config_id TEXT    NOT NULL,
+	status    TEXT    NOT NULL,  -- the status key of the change (statusKey)
+	body      TEXT    NOT NULL,  -- what is posted: {"task": …} as the task stood at the change
+	created   INTEGER NOT NULL,  -- unix ms
+	FOREIGN KEY (task_id, config_id) REFERENCES push_configs (task_id, id) ON DELETE CASCADE
+);
+CREATE INDEX IF NOT EXISTS push_outbox_config ON push_outbox (task_id, config_id, seq)`
 
-// Open opens the configs in the task store's file at cfg.Path, creating their table when it is missing,
-// and starts delivering: first whatever was pending when the member last stopped.
+// Open opens the configs in the task store's file at cfg.Path, creating their tables when they are
+// missing, and starts delivering: first whatever was waiting when the member last stopped, and the
+// changes stored since that never reached the outbox.
 func Open(cfg Config) (*Notifier, error) {
 	if cfg.Queue <= 0 {
 		cfg.Queue = DefaultQueue
 	}
+	if cfg.Outbox <= 0 {
+		cfg.Outbox = DefaultOutbox
+	}
+	cfg.Outbox = max(cfg.Outbox, 2)
 	if cfg.Backoff <= 0 {
 		cfg.Backoff = DefaultBackoff
 	}
@@ -133,7 +158,12 @@ func Open(cfg Config) (*Notifier, error) {
 		return nil, fmt.Errorf("push: %s: %w", abs, err)
 	}
 	db.SetMaxOpenConns(2)
-	if _, err := db.Exec(schema); err != nil {
+	if err := migrate(db); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("push: %s: %w", abs, err)
+	}
+	watched, err := watchedTasks(db)
+	if err != nil {
 		db.Close()
 		return nil, fmt.Errorf("push: %s: %w", abs, err)
 	}
@@ -149,9 +179,11 @@ func Open(cfg Config) (*Notifier, error) {
 		client: &http.Client{Transport: tr, Timeout: cfg.Timeout,
 			// A redirect could lead anywhere: the webhook's own URL is the one that was allowed.
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }},
-		queue:    make(chan a2a.TaskID, cfg.Queue),
-		failures: map[configKey]failure{},
-		overflow: true, // the first round looks at every config: deliveries pending since the last run
+		watched:  watched,
+		overflow: true, // the first round compares every config: changes stored while the member was down
+		stale:    true,
+		changes:  make(chan change, cfg.Queue),
+		results:  make(chan result, parallel),
 		kick:     make(chan struct{}, 1),
 		stop:     stop,
 		done:     make(chan struct{}),
@@ -161,7 +193,40 @@ func Open(cfg Config) (*Notifier, error) {
 	return n, nil
 }
 
-// Close stops delivering and closes the file. Deliveries not made stay pending for the next Open.
+// migrate creates the tables, and gives a push_configs of before the outbox its column queued.
+func migrate(db *sql.DB) error {
+	if _, err := db.Exec(schema); err != nil {
+		return err
+	}
+	var has bool
+	if err := db.QueryRow(`SELECT count(*) > 0 FROM pragma_table_info('push_configs') WHERE name = 'queued'`).Scan(&has); err != nil || has {
+		return err
+	}
+	// queued: the status key of the change last put in the outbox for the config.
+	_, err := db.Exec(`ALTER TABLE push_configs ADD COLUMN queued TEXT`)
+	return err
+}
+
+// watchedTasks returns the tasks that have a config.
+func watchedTasks(db *sql.DB) (map[a2a.TaskID]bool, error) {
+	rows, err := db.Query(`SELECT DISTINCT task_id FROM push_configs`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := map[a2a.TaskID]bool{}
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		out[a2a.TaskID(id)] = true
+	}
+	return out, rows.Err()
+}
+
+// Close stops delivering and closes the file. Changes observed are written to the outbox first;
+// deliveries not made stay there for the next Open.
 func (n *Notifier) Close() error {
 	n.stop()
 	<-n.done
@@ -174,14 +239,34 @@ func (n *Notifier) Close() error {
 	return n.db.Close()
 }
 
-// Changed tells the notifier that a task changed (an events.Hub observer). It never blocks.
+// Changed tells the notifier that a task changed (an events.Hub observer). A change of a task with a
+// config is queued for the outbox with the task as it then stands (c.Task, read here and not kept). It
+// never blocks.
 func (n *Notifier) Changed(c events.Change) {
+	n.mu.Lock()
+	watched := n.watched[c.TaskID]
+	if watched && c.State.Terminal() {
+		delete(n.watched, c.TaskID) // a task that ended changes no more
+	}
+	n.mu.Unlock()
+	if !watched {
+		return
+	}
+	ch := change{task: c.TaskID}
+	if c.Task != nil {
+		ch.key = statusKey(c.Task.Status)
+		if body, err := postBody(c.Task); err == nil {
+			ch.body = body
+		}
+	}
 	select {
-	case n.queue <- c.TaskID:
+	case n.changes <- ch:
 	default:
 		n.mu.Lock()
 		n.overflow = true
 		n.mu.Unlock()
+		n.log.Warn("push: the queue of changes is full; a change of this task is merged into its next one", "task", c.TaskID, "queue", n.cfg.Queue)
+		n.report(n.cfg.Dropped)
 	}
 	n.wake()
 }
@@ -193,12 +278,42 @@ func (n *Notifier) wake() {
 	}
 }
 
+// statusKey tells one stored status from another: its state, its time and its message's id.
+func statusKey(s a2a.TaskStatus) string {
+	k := string(s.State) + " "
+	if s.Timestamp != nil {
+		b, _ := s.Timestamp.MarshalJSON()
+		k += strings.Trim(string(b), `"`)
+	}
+	k += " "
+	if s.Message != nil {
+		k += string(s.Message.MessageID)
+	}
+	return k
+}
+
+// sqlStatusKey is statusKey of a stored task's JSON, in SQL.
+const sqlStatusKey = `json_extract(t.task, '$.status.state') || ' ' || coalesce(json_extract(t.task, '$.status.timestamp'), '') || ' ' || coalesce(json_extract(t.task, '$.status.message.messageId'), '')`
+
+// keyState is the task state of a status key.
+func keyState(key string) a2a.TaskState {
+	s, _, _ := strings.Cut(key, " ")
+	return a2a.TaskState(s)
+}
+
+// postBody is what a webhook is posted for t: {"task": …} without its history.
+func postBody(t *a2a.Task) ([]byte, error) {
+	cp := *t
+	cp.History = nil
+	return json.Marshal(a2a.StreamResponse{Task: &cp})
+}
+
 // ErrNotFound is the failure of Get for a config the task does not have.
 var ErrNotFound = errors.New("push notification config not found")
 
-// Create stores c (its ID chosen when empty; a config of the same ID is replaced) after checking its URL
-// against the allowlist, and returns it as stored. The caller has checked that the task exists. The new
-// config gets the task's current status at once.
+// Create stores c (its ID chosen when empty; a config of the same ID is replaced, with what it had
+// waiting) after checking its URL against the allowlist, and returns it as stored. The caller has
+// checked that the task exists. The new config gets the task's current status first.
 func (n *Notifier) Create(ctx context.Context, c a2a.TaskPushNotificationConfig) (a2a.TaskPushNotificationConfig, error) {
 	if _, err := n.cfg.Allow.CheckURL(c.URL); err != nil {
 		return c, err
@@ -210,6 +325,10 @@ func (n *Notifier) Create(ctx context.Context, c a2a.TaskPushNotificationConfig)
 	if err != nil {
 		return c, err
 	}
+	// Watched before the task is read: a change stored after the read is observed and queued.
+	n.mu.Lock()
+	n.watched[c.TaskID] = true
+	n.mu.Unlock()
 	tx, err := n.db.BeginTx(ctx, nil)
 	if err != nil {
 		return c, err
@@ -223,15 +342,37 @@ func (n *Notifier) Create(ctx context.Context, c a2a.TaskPushNotificationConfig)
 	if !exists && count >= MaxConfigsPerTask {
 		return c, fmt.Errorf("%w: task %s has %d push notification configs, the most one task may have; delete one first", ErrTooMany, c.TaskID, count)
 	}
-	if _, err := tx.ExecContext(ctx, `INSERT INTO push_configs (task_id, id, config, created) VALUES (?, ?, ?, ?)
-		ON CONFLICT (task_id, id) DO UPDATE SET config = excluded.config, delivered = NULL`,
+	if _, err := tx.ExecContext(ctx, `DELETE FROM push_configs WHERE task_id = ? AND id = ?`, string(c.TaskID), c.ID); err != nil {
+		return c, err
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO push_configs (task_id, id, config, created) VALUES (?, ?, ?, ?)`,
 		string(c.TaskID), c.ID, string(body), time.Now().UnixMilli()); err != nil {
+		return c, err
+	}
+	var task string
+	if err := tx.QueryRowContext(ctx, `SELECT task FROM tasks WHERE id = ?`, string(c.TaskID)).Scan(&task); err != nil {
+		return c, fmt.Errorf("push: reading task %s: %w", c.TaskID, err)
+	}
+	var t a2a.Task
+	if err := json.Unmarshal([]byte(task), &t); err != nil {
+		return c, err
+	}
+	post, err := postBody(&t)
+	if err != nil {
+		return c, err
+	}
+	if err := n.enqueueOne(ctx, tx, configKey{c.TaskID, c.ID}, statusKey(t.Status), post); err != nil {
 		return c, err
 	}
 	if err := tx.Commit(); err != nil {
 		return c, err
 	}
-	n.Changed(events.Change{TaskID: c.TaskID})
+	if t.Status.State.Terminal() {
+		n.mu.Lock()
+		delete(n.watched, c.TaskID)
+		n.mu.Unlock()
+	}
+	n.reread()
 	return c, nil
 }
 
@@ -280,254 +421,14 @@ func (n *Notifier) List(ctx context.Context, task a2a.TaskID) ([]a2a.TaskPushNot
 	return out, rows.Err()
 }
 
-// Delete removes a config; deleting one that does not exist is not an error.
+// Delete removes a config and what it had waiting; deleting one that does not exist is not an error.
 func (n *Notifier) Delete(ctx context.Context, task a2a.TaskID, id string) error {
 	_, err := n.db.ExecContext(ctx, `DELETE FROM push_configs WHERE task_id = ? AND id = ?`, string(task), id)
-	n.mu.Lock()
-	delete(n.failures, configKey{task, id})
-	n.mu.Unlock()
 	return err
 }
 
-// run takes rounds until Close.
-func (n *Notifier) run(ctx context.Context) {
-	defer close(n.done)
-	// A full round now and then is the safety net of a kick that was lost (a change stored by a writer
-	// that reports to no hub, such as the store's recovery).
-	sweep := time.NewTicker(sweepEvery)
-	defer sweep.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-n.kick:
-		case <-sweep.C:
-			n.mu.Lock()
-			n.overflow = true
-			n.mu.Unlock()
-		}
-		n.round(ctx)
+func (n *Notifier) report(fn func()) {
+	if fn != nil {
+		fn()
 	}
-}
-
-// pending is one delivery to make: a config and the task as it stands.
-type pending struct {
-	key    configKey
-	config a2a.TaskPushNotificationConfig
-	status string
-	task   []byte
-}
-
-// round delivers what is pending for the queued tasks, or for every task after an overflow or when a
-// retry is due.
-func (n *Notifier) round(ctx context.Context) {
-	tasks := map[a2a.TaskID]bool{}
-	for drained := false; !drained; {
-		select {
-		case id := <-n.queue:
-			tasks[id] = true
-		default:
-			drained = true
-		}
-	}
-	n.mu.Lock()
-	all := n.overflow
-	n.overflow = false
-	now := time.Now()
-	for k, f := range n.failures {
-		if !f.next.After(now) {
-			tasks[k.task] = true
-		}
-	}
-	n.mu.Unlock()
-	if !all && len(tasks) == 0 {
-		return
-	}
-	work, err := n.pending(ctx, all, tasks)
-	if err != nil {
-		if ctx.Err() == nil {
-			n.log.Error("push: reading pending deliveries", "err", err)
-			n.mu.Lock()
-			n.overflow = true
-			n.mu.Unlock()
-			n.retryAt(time.Now().Add(n.cfg.Backoff))
-		}
-		return
-	}
-	sem := make(chan struct{}, parallel)
-	var wg sync.WaitGroup
-	var dmu sync.Mutex
-	var done []pending // delivered or given up: recorded together, in one transaction
-	defer func() {
-		wg.Wait()
-		n.markDelivered(done)
-	}()
-	for _, p := range work {
-		n.mu.Lock()
-		f, failed := n.failures[p.key]
-		n.mu.Unlock()
-		if failed && f.status == p.status && f.next.After(time.Now()) {
-			n.retryAt(f.next)
-			continue
-		}
-		sem <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-sem }()
-			if n.deliver(ctx, p, f, failed && f.status == p.status) {
-				dmu.Lock()
-				done = append(done, p)
-				dmu.Unlock()
-			}
-		})
-	}
-}
-
-// pending reads the configs whose task's status is not the one they last delivered.
-func (n *Notifier) pending(ctx context.Context, all bool, tasks map[a2a.TaskID]bool) ([]pending, error) {
-	q := `SELECT p.task_id, p.id, p.config, json_extract(t.task, '$.status'), t.task
-		FROM push_configs p JOIN tasks t ON t.id = p.task_id
-		WHERE p.delivered IS NOT json_extract(t.task, '$.status')`
-	var args []any
-	if !all {
-		marks := make([]string, 0, len(tasks))
-		for id := range tasks {
-			marks = append(marks, "?")
-			args = append(args, string(id))
-		}
-		q += ` AND p.task_id IN (` + strings.Join(marks, ",") + `)`
-	}
-	rows, err := n.db.QueryContext(ctx, q+` ORDER BY p.task_id, p.created`, args...)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []pending
-	for rows.Next() {
-		var p pending
-		var task, body string
-		if err := rows.Scan(&task, &p.key.id, &body, &p.status, &p.task); err != nil {
-			return nil, err
-		}
-		p.key.task = a2a.TaskID(task)
-		if err := json.Unmarshal([]byte(body), &p.config); err != nil {
-			return nil, err
-		}
-		out = append(out, p)
-	}
-	return out, rows.Err()
-}
-
-// deliver posts the task to one webhook. It reports whether the status needs no more delivery to this
-// config (delivered, or given up on); a failure is scheduled for a retry.
-func (n *Notifier) deliver(ctx context.Context, p pending, f failure, again bool) bool {
-	err := n.post(ctx, p)
-	if ctx.Err() != nil {
-		return false // closing: the delivery stays pending for the next Open
-	}
-	if err == nil {
-		n.report("ok")
-		return true
-	}
-	if !again {
-		f = failure{status: p.status}
-	}
-	f.attempts++
-	if f.attempts >= n.cfg.MaxAttempts || errors.Is(err, ErrNotAllowed) {
-		n.log.Warn("push: giving up a delivery", "task", p.key.task, "config", p.key.id, "url", p.config.URL, "attempts", f.attempts, "err", err)
-		n.report("gave_up")
-		return true
-	}
-	wait := min(n.cfg.Backoff<<(f.attempts-1), n.cfg.MaxBackoff)
-	wait += time.Duration(rand.Int64N(int64(wait)/4 + 1))
-	f.next = time.Now().Add(wait)
-	n.log.Info("push: delivery failed; will retry", "task", p.key.task, "config", p.key.id, "attempt", f.attempts, "in", wait, "err", err)
-	n.mu.Lock()
-	n.failures[p.key] = f
-	n.mu.Unlock()
-	n.retryAt(f.next)
-	n.report("retry")
-	return false
-}
-
-func (n *Notifier) report(outcome string) {
-	if n.cfg.Delivered != nil {
-		n.cfg.Delivered(outcome)
-	}
-}
-
-// markDelivered records that each of done's statuses needs no more delivery to its config, in one
-// transaction (one fsync a round). It runs even while the notifier closes: those deliveries were made.
-func (n *Notifier) markDelivered(done []pending) {
-	if len(done) == 0 {
-		return
-	}
-	n.mu.Lock()
-	for _, p := range done {
-		delete(n.failures, p.key)
-	}
-	n.mu.Unlock()
-	err := func() error {
-		tx, err := n.db.Begin()
-		if err != nil {
-			return err
-		}
-		defer tx.Rollback()
-		for _, p := range done {
-			if _, err := tx.Exec(`UPDATE push_configs SET delivered = ? WHERE task_id = ? AND id = ?`,
-				p.status, string(p.key.task), p.key.id); err != nil {
-				return err
-			}
-		}
-		return tx.Commit()
-	}()
-	if err != nil {
-		n.log.Error("push: recording deliveries; they will be made again", "deliveries", len(done), "err", err)
-	}
-}
-
-// retryAt makes sure a round runs at t.
-func (n *Notifier) retryAt(t time.Time) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	d := max(time.Until(t), 0)
-	if n.timer == nil {
-		n.timer = time.AfterFunc(d, n.wake)
-		return
-	}
-	n.timer.Reset(d)
-}
-
-// post sends {"task": …} without its history to the config's URL.
-func (n *Notifier) post(ctx context.Context, p pending) error {
-	var t a2a.Task
-	if err := json.Unmarshal(p.task, &t); err != nil {
-		return err
-	}
-	t.History = nil
-	body, err := json.Marshal(a2a.StreamResponse{Task: &t})
-	if err != nil {
-		return err
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, p.config.URL, bytes.NewReader(body))
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	if p.config.Token != "" {
-		req.Header.Set("A2A-Notification-Token", p.config.Token)
-		req.Header.Set("X-A2A-Notification-Token", p.config.Token)
-	}
-	if a := p.config.Authentication; a != nil && a.Credentials != "" {
-		req.Header.Set("Authorization", a.Scheme+" "+a.Credentials)
-	}
-	resp, err := n.client.Do(req)
-	if err != nil {
-		return err
-	}
-	io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
-	resp.Body.Close()
-	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return fmt.Errorf("the webhook answered HTTP %d", resp.StatusCode)
-	}
-	return nil
 }

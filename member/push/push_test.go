@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -20,7 +21,12 @@ import (
 	"go.uber.org/goleak"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	if os.Getenv(childEnv) != "" {
+		os.Exit(child())
+	}
+	goleak.VerifyTestMain(m)
+}
 
 func TestAllowlist(t *testing.T) {
 	for _, tc := range []struct {
@@ -98,7 +104,8 @@ func storeTaskB(t testing.TB, db *sql.DB, id string, state a2a.TaskState) {
 	}
 }
 
-// receiver is a webhook on loopback that fails its first `fail` posts with 503.
+// receiver is a webhook on loopback that fails its first `fail` posts with 503. With hold set, its
+// first post says so on held and waits until hold is closed.
 type receiver struct {
 	srv  *httptest.Server
 	mu   sync.Mutex
@@ -107,15 +114,27 @@ type receiver struct {
 	got  []http.Header
 	body []a2a.StreamResponse
 	ch   chan a2a.TaskState
+
+	hold, held chan struct{}
 }
 
 func newReceiver(t *testing.T, fail int) *receiver {
-	r := &receiver{fail: fail, ch: make(chan a2a.TaskState, 100)}
+	return newHeldReceiver(t, fail, nil)
+}
+
+func newHeldReceiver(t *testing.T, fail int, hold chan struct{}) *receiver {
+	r := &receiver{fail: fail, ch: make(chan a2a.TaskState, 100), hold: hold, held: make(chan struct{})}
 	r.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		b, _ := io.ReadAll(req.Body)
 		r.mu.Lock()
-		defer r.mu.Unlock()
 		r.hits++
+		if r.hits == 1 && r.hold != nil {
+			r.mu.Unlock()
+			close(r.held)
+			<-r.hold
+			r.mu.Lock()
+		}
+		defer r.mu.Unlock()
 		if r.hits <= r.fail {
 			w.WriteHeader(http.StatusServiceUnavailable)
 			return
@@ -176,16 +195,7 @@ func TestDeliveryRetriesThenSucceeds(t *testing.T) {
 	if s := r.next(t); s != a2a.TaskStateCompleted {
 		t.Fatalf("second delivery %s, want COMPLETED", s)
 	}
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(time.Millisecond) {
-		var delivered sql.NullString
-		db.QueryRow(`SELECT delivered FROM push_configs`).Scan(&delivered)
-		if strings.Contains(delivered.String, "TASK_STATE_COMPLETED") {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the delivery of COMPLETED was never recorded: %q", delivered.String)
-		}
-	}
+	waitUntil(t, "the outbox emptied", func() bool { return waiting(t, db) == 0 })
 	n.Close()
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -207,7 +217,8 @@ func TestDeliveryRetriesThenSucceeds(t *testing.T) {
 }
 
 // TestPendingDeliverySurvivesRestart: the member stops after a change was stored and before it was
-// delivered; the next Open delivers it, with no change reported to it.
+// delivered; the next Open delivers the change waiting in the outbox and the one stored without being
+// reported to the notifier, in order.
 func TestPendingDeliverySurvivesRestart(t *testing.T) {
 	path, db := taskDB(t)
 	storeTask(t, db, "tsk_1", a2a.TaskStateWorking)
@@ -226,6 +237,9 @@ func TestPendingDeliverySurvivesRestart(t *testing.T) {
 	}
 	n = open(t, path, Config{})
 	defer n.Close()
+	if s := up.next(t); s != a2a.TaskStateWorking {
+		t.Fatalf("after the restart the webhook got %s first, want the WORKING that was waiting", s)
+	}
 	if s := up.next(t); s != a2a.TaskStateCompleted {
 		t.Fatalf("after the restart the webhook got %s, want COMPLETED", s)
 	}

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"sync"
 	"time"
+	"unicode/utf8"
 )
 
 // Records is a session's records directory: trace.jsonl, logs/ and out/. Writes are serialized and each
@@ -157,4 +158,19 @@ func (r *Writer) Close() error {
 	r.resultErr = nil
 	r.resultMu.Unlock()
 	return errors.Join(err, r.trace.Close())
+}
+
+// ClipMax bounds what one field of a record quotes, such as a tool call's input and result.
+const ClipMax = 16 << 10
+
+// Clip cuts s to at most n bytes on a rune boundary, saying how much was cut.
+func Clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	cut := n
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + fmt.Sprintf("\n[… %d more bytes not recorded]", len(s)-cut)
 }

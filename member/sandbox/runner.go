@@ -139,15 +139,26 @@ func (r *Runner) secretDirs() []string {
 func (r *Runner) readGrants() []string {
 	var out []string
 	for _, p := range r.cfg.Capsule.Capabilities.Shell.Read {
-		if r.SecretGrant(p) == "" {
+		if r.secretGrant(p) == "" {
 			out = append(out, p)
 		}
 	}
 	return out
 }
 
+// WarnSecretReads logs a warning for every path of capabilities.shell.read inside the data or records
+// directory: commands may not read it.
+func (r *Runner) WarnSecretReads() {
+	for _, p := range r.cfg.Capsule.Capabilities.Shell.Read {
+		if d := r.secretGrant(p); d != "" {
+			r.cfg.Log.Warn("capabilities.shell.read lists a path inside the data or records directory; commands may not read it",
+				"path", p, "directory", d, "capsule", r.cfg.Capsule.Path)
+		}
+	}
+}
+
 // secretGrant returns the data or records directory that holds p, or "".
-func (r *Runner) SecretGrant(p string) string {
+func (r *Runner) secretGrant(p string) string {
 	for _, d := range []string{r.cfg.DataDir, r.cfg.RecordsRoot} {
 		if d == "" {
 			continue

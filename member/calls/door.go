@@ -1,4 +1,4 @@
-package member
+package calls
 
 import (
 	"context"
@@ -12,27 +12,21 @@ import (
 	"github.com/murmur-run/murmur/roster"
 )
 
-// Peers reaches the doors of the other members of the formation. Implementations must be safe for
-// concurrent use. Errors may name addresses: the caller never shows them to a model.
-type Peers interface {
-	Send(ctx context.Context, member string, msg *a2a.Message) (*a2a.Task, error)
-	Get(ctx context.Context, member string, id a2a.TaskID) (*a2a.Task, error)
-	Cancel(ctx context.Context, member string, id a2a.TaskID) error
-}
-
 // doorPeers calls peers' doors over HTTP. It presents this member's own peer credential (package
 // peercred), for the trust class of the task it calls for; the formation secret is never sent.
 type doorPeers struct {
 	clients map[string]map[string]*a2a.Client // by member, then trust class
 }
 
-func newDoorPeers(r *roster.Roster, self string, key peercred.Key, hc *http.Client) *doorPeers {
+// DoorPeers reaches the doors of r's members over HTTP as the member self, with the credentials key
+// derives; errors may name addresses, which the caller never shows to a model.
+func DoorPeers(r *roster.Roster, self string, key peercred.Key, hc *http.Client) Peers {
 	p := &doorPeers{clients: map[string]map[string]*a2a.Client{}}
 	for _, m := range r.Members {
 		url := strings.TrimRight(m.URL, "/") + "/a2a"
 		p.clients[m.Name] = map[string]*a2a.Client{
-			TrustTrusted:   a2a.NewClient(url, key.Credential(self, peercred.Trusted), hc),
-			TrustUntrusted: a2a.NewClient(url, key.Credential(self, peercred.Untrusted), hc),
+			peercred.Trusted:   a2a.NewClient(url, key.Credential(self, peercred.Trusted), hc),
+			peercred.Untrusted: a2a.NewClient(url, key.Credential(self, peercred.Untrusted), hc),
 		}
 	}
 	return p
@@ -45,8 +39,8 @@ func (p *doorPeers) client(member, trust string) (*a2a.Client, error) {
 	if !ok {
 		return nil, fmt.Errorf("no member %q in the roster", member)
 	}
-	if trust != TrustTrusted {
-		trust = TrustUntrusted
+	if trust != peercred.Trusted {
+		trust = peercred.Untrusted
 	}
 	return c[trust], nil
 }
@@ -69,7 +63,7 @@ func (p *doorPeers) Send(ctx context.Context, member string, msg *a2a.Message) (
 }
 
 func (p *doorPeers) Get(ctx context.Context, member string, id a2a.TaskID) (*a2a.Task, error) {
-	c, err := p.client(member, TrustUntrusted)
+	c, err := p.client(member, peercred.Untrusted)
 	if err != nil {
 		return nil, err
 	}
@@ -78,7 +72,7 @@ func (p *doorPeers) Get(ctx context.Context, member string, id a2a.TaskID) (*a2a
 }
 
 func (p *doorPeers) Cancel(ctx context.Context, member string, id a2a.TaskID) error {
-	c, err := p.client(member, TrustUntrusted)
+	c, err := p.client(member, peercred.Untrusted)
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,304 @@
+package staged
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/murmur-run/murmur/member/artifact"
+	"github.com/murmur-run/murmur/member/artifact/wasm"
+	"github.com/murmur-run/murmur/member/capsule"
+	"github.com/murmur-run/murmur/member/hooks"
+	"github.com/murmur-run/murmur/member/sandbox"
+)
+
+// The limits of a tool artifact's call, and of a hook's run (DESIGN §10: a time and a memory limit).
+const (
+	wasmTimeout  = 30 * time.Second
+	wasmMemoryMB = 256
+	// hookReopensDefault bounds the reopens on-task-end hooks may ask for when lifecycle.max_task_reopens
+	// is not set, so a hook that always asks cannot keep a task open forever.
+	hookReopensDefault = 3
+)
+
+// Config is what Stage needs of the session: plain values and the session's runner and records.
+type Config struct {
+	Capsule *capsule.Capsule
+	Member  string // MUR_MEMBER of a command hook
+	Session string // MUR_SESSION of a command hook
+	// ProjectDir is where the project store is (.murmur/store/ in it); "" means the capsule's directory.
+	ProjectDir string
+	// DataDir is the formation's data directory; "" when there is none.
+	DataDir string
+	// WasmCacheDir keeps compiled modules across sessions; "" means DataDir/wasm-cache (none without a
+	// data directory).
+	WasmCacheDir string
+	// RuntimeDir is the session's runtime directory: tools are copied into RuntimeDir/tools/<name>/.
+	RuntimeDir string
+	Getenv     func(string) string
+	HTTPClient *http.Client // what a pull from a source fetches with
+	Recorder   hooks.Recorder
+	// Runner starts command hooks, confined as shell binaries are.
+	Runner *sandbox.Runner
+	// Workdir is where a tool artifact's call runs.
+	Workdir string
+	// OutputLimit is how much of a tool's output the model is shown, in bytes.
+	OutputLimit int
+}
+
+// Set is what a session holds of artifacts: the tools murmur.yaml declares and those the agent pulled,
+// the dispatch allowlist, the operator's skills, the hooks and the WebAssembly runner.
+type Set struct {
+	cfg       Config
+	allow     *artifact.Allowlist
+	installer *artifact.Installer // nil without capabilities.install
+	declared  map[string]*artifact.Artifact
+	skills    []artifact.Skill // the operator's, in murmur.yaml's order
+	hooks     *hooks.Set
+	runner    *wasm.Runner
+	everyTurn bool
+
+	mu      sync.Mutex
+	digests map[string]string // module path -> sha256 of its bytes
+	hookDir string            // command hooks' copies, readable to their confined runs; removed at close
+}
+
+// Stage resolves, verifies and pins what murmur.yaml declares (tools:, skills:, hooks:), copies the tools
+// into the runtime directory's tools/<name>/, builds the hooks and, with capabilities.install, the
+// installer pull-artifact and remove-artifact answer through.
+func Stage(cfg Config) (*Set, error) {
+	c := cfg.Capsule
+	sa := &Set{cfg: cfg, allow: &artifact.Allowlist{}, declared: map[string]*artifact.Artifact{}, digests: map[string]string{},
+		everyTurn: c.IsAgent() && c.Inference.ToolRefresh == capsule.ToolRefreshEveryTurn}
+	project := cfg.ProjectDir
+	if project == "" {
+		project = c.Dir
+	}
+	stores := artifact.Stores(project, cfg.Getenv, cfg.Getenv("HOME"))
+	inst := c.Capabilities.Install
+	granted := c.IsAgent() && c.Transport != capsule.TransportProcess && len(inst.Tool)+len(inst.Skill)+len(inst.From) > 0
+	declared := artifact.Declared{Tools: c.Tools, Skills: c.Skills, Hooks: c.Hooks}
+	if len(declared.Tools)+len(declared.Skills)+len(declared.Hooks) == 0 && !granted {
+		return sa, nil
+	}
+	cacheDir := cfg.WasmCacheDir
+	if cacheDir == "" && cfg.DataDir != "" {
+		cacheDir = filepath.Join(cfg.DataDir, "wasm-cache")
+	}
+	runner, err := wasm.New(wasm.Config{CacheDir: cacheDir})
+	if err != nil {
+		return nil, err
+	}
+	sa.runner = runner
+	fail := func(err error) (*Set, error) {
+		sa.Close()
+		return nil, fmt.Errorf("member %s: %w", cfg.Member, err)
+	}
+	arts, err := artifact.StageDeclared(context.Background(), stores, artifact.LockPath(c.Dir), declared, true)
+	if err != nil {
+		return fail(err)
+	}
+	var hookList []hooks.Hook
+	for _, a := range arts {
+		m := a.Manifest
+		switch m.Runtime {
+		case artifact.RuntimeTool:
+			placed, err := artifact.CopyTo(a, filepath.Join(cfg.RuntimeDir, "tools", m.Name.Tool()))
+			if err != nil {
+				return fail(err)
+			}
+			if err := sa.compile(context.Background(), placed); err != nil {
+				return fail(fmt.Errorf("%s: %s@%s: %w", c.Path, m.Name, m.Version, err))
+			}
+			sa.declared[m.Name.Tool()] = placed
+			if err := sa.allow.Add(m.Name); err != nil {
+				return fail(err)
+			}
+		case artifact.RuntimeSkill:
+			sk, err := artifact.ReadSkill(a, artifact.OriginOperator)
+			if err != nil {
+				return fail(err)
+			}
+			sa.skills = append(sa.skills, sk)
+		case artifact.RuntimeHook:
+			h := hooks.Hook{Name: string(m.Name)}
+			for _, e := range m.Events {
+				h.Events = append(h.Events, string(e))
+			}
+			if m.Implementation == artifact.ImplWASM {
+				if err := sa.compile(context.Background(), a); err != nil {
+					return fail(fmt.Errorf("%s: %s@%s: %w", c.Path, m.Name, m.Version, err))
+				}
+				h.Runner = sa.wasmHook(a)
+			} else {
+				// The store may be inside the data directory (.murmur/ beside the roster), which no
+				// command may read: the hook runs from a copy of its own.
+				if sa.hookDir == "" {
+					if sa.hookDir, err = os.MkdirTemp("", "mur-hooks-"); err != nil {
+						return fail(err)
+					}
+				}
+				placed, err := artifact.CopyTo(a, filepath.Join(sa.hookDir, m.Name.Tool()))
+				if err != nil {
+					return fail(err)
+				}
+				h.Runner = sa.commandHook(placed)
+			}
+			hookList = append(hookList, h)
+		}
+	}
+	if sa.hooks, err = hooks.New(hooks.Config{Hooks: hookList, Recorder: cfg.Recorder}); err != nil {
+		return fail(err)
+	}
+	if granted {
+		g, err := artifact.NewGrant(inst.Tool, inst.Skill, inst.From)
+		if err != nil {
+			return fail(fmt.Errorf("%s: %w", c.Path, err))
+		}
+		finder := &artifact.Finder{Stores: stores}
+		if g.Sources {
+			srcs, err := artifact.ReadSources(artifact.SourcesPath(project))
+			if err != nil {
+				return fail(err)
+			}
+			finder.Sources = srcs
+			fetchDir := filepath.Join(cfg.RuntimeDir, "fetch")
+			if err := os.MkdirAll(fetchDir, 0o700); err != nil {
+				return fail(err)
+			}
+			finder.Fetcher = &artifact.Fetcher{Base: artifact.GitHubBase(cfg.Getenv), Client: cfg.HTTPClient, TempDir: fetchDir}
+		}
+		sa.installer = artifact.NewInstaller(artifact.InstallConfig{Grant: g, Finder: finder, LockPath: artifact.LockPath(c.Dir),
+			ToolsDir: filepath.Join(cfg.RuntimeDir, "tools"), SkillsDir: filepath.Join(cfg.RuntimeDir, "skills"),
+			Allowlist: sa.allow, Declared: declared.Names(),
+			Check: func(ctx context.Context, a *artifact.Artifact) error { return sa.compile(ctx, a) }})
+	}
+	return sa, nil
+}
+
+// Close frees the compiled modules and the command hooks' copies.
+func (sa *Set) Close() {
+	if sa == nil {
+		return
+	}
+	if sa.runner != nil {
+		sa.runner.Close()
+	}
+	if sa.hookDir != "" {
+		os.RemoveAll(sa.hookDir)
+	}
+}
+
+// Installer is what pull-artifact and remove-artifact answer through; nil without capabilities.install.
+func (sa *Set) Installer() *artifact.Installer {
+	if sa == nil {
+		return nil
+	}
+	return sa.installer
+}
+
+// Holds reports whether a tool artifact holds the tool name (the allowlist).
+func (sa *Set) Holds(name string) bool { return sa != nil && sa.allow.Contains(name) }
+
+// modulePath is the module file of a WebAssembly artifact.
+func modulePath(a *artifact.Artifact) string {
+	return filepath.Join(a.Dir, filepath.FromSlash(a.Manifest.Module))
+}
+
+// moduleDigest returns the digest of a's module, hashing it once per path.
+func (sa *Set) moduleDigest(a *artifact.Artifact) (string, error) {
+	p := modulePath(a)
+	sa.mu.Lock()
+	d, ok := sa.digests[p]
+	sa.mu.Unlock()
+	if ok {
+		return d, nil
+	}
+	b, err := os.ReadFile(p)
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256(b)
+	d = "sha256:" + hex.EncodeToString(sum[:])
+	sa.mu.Lock()
+	sa.digests[p] = d
+	sa.mu.Unlock()
+	return d, nil
+}
+
+// compile compiles a's module ahead of its first call, refusing a module that cannot run.
+func (sa *Set) compile(ctx context.Context, a *artifact.Artifact) error {
+	d, err := sa.moduleDigest(a)
+	if err != nil {
+		return err
+	}
+	return sa.runner.Compile(ctx, wasm.Call{Name: a.Manifest.Name.Tool(), Path: modulePath(a), Digest: d})
+}
+
+// Tool returns the tool artifact the model calls name, declared or pulled, when it is on the allowlist.
+func (sa *Set) Tool(name string) (*artifact.Artifact, bool) {
+	if sa == nil || !sa.allow.Contains(name) {
+		return nil, false
+	}
+	if a, ok := sa.declared[name]; ok {
+		return a, true
+	}
+	if sa.installer != nil {
+		return sa.installer.Tool(name)
+	}
+	return nil, false
+}
+
+// Tools returns every tool artifact of the session, sorted by tool name.
+func (sa *Set) Tools() []*artifact.Artifact {
+	if sa == nil {
+		return nil
+	}
+	var out []*artifact.Artifact
+	for _, name := range sa.allow.Names() {
+		if a, ok := sa.Tool(name); ok {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// Skills returns the operator's skills, then the agent's.
+func (sa *Set) Skills() []artifact.Skill {
+	if sa == nil {
+		return nil
+	}
+	out := slices.Clone(sa.skills)
+	if sa.installer != nil {
+		out = append(out, sa.installer.Skills()...)
+	}
+	return out
+}
+
+// Changes returns what pulls and removals changed since the last call.
+func (sa *Set) Changes() (added, removed []string) {
+	if sa == nil || sa.installer == nil {
+		return nil, nil
+	}
+	return sa.installer.Changes()
+}
+
+// EveryTurn reports whether the tool array is re-read before every inference call
+// (inference.tool_refresh: every_turn).
+func (sa *Set) EveryTurn() bool { return sa != nil && sa.everyTurn }
+
+// Removed reports whether remove-artifact took the tool name out of this session.
+func (sa *Set) Removed(name string) bool {
+	if sa == nil || sa.installer == nil {
+		return false
+	}
+	_, ok := sa.installer.Removed(name)
+	return ok
+}

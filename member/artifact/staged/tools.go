@@ -1,0 +1,82 @@
+package staged
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/murmur-run/murmur/member/artifact"
+	"github.com/murmur-run/murmur/member/driver"
+	"github.com/murmur-run/murmur/runtimetools"
+)
+
+// ToolSpecs is the tool array as sent, given the runtime-provided tools and shell binaries (base): each
+// of those, where a tool artifact of the same name describes the name instead (SPEC: the shell manifest
+// yields to it), then the other tool artifacts by name.
+func (sa *Set) ToolSpecs(base []runtimetools.Manifest) []driver.ToolSpec {
+	arts := sa.Tools()
+	byName := map[string]*artifact.Artifact{}
+	for _, a := range arts {
+		byName[a.Manifest.Name.Tool()] = a
+	}
+	spec := func(a *artifact.Artifact) driver.ToolSpec {
+		return driver.ToolSpec{Name: a.Manifest.Name.Tool(), Description: a.Manifest.Description, InputSchema: a.Manifest.InputSchema}
+	}
+	var out []driver.ToolSpec
+	for _, m := range base {
+		if a, ok := byName[m.Name]; ok {
+			out = append(out, spec(a))
+			delete(byName, m.Name)
+			continue
+		}
+		out = append(out, driver.ToolSpec{Name: m.Name, Description: m.Description, InputSchema: m.InputSchema})
+	}
+	for _, a := range arts {
+		if _, ok := byName[a.Manifest.Name.Tool()]; ok {
+			out = append(out, spec(a))
+		}
+	}
+	return out
+}
+
+// manifestFile is the murmur.yaml staging writes for a runtime-provided tool.
+type manifestFile struct {
+	Name           string `yaml:"name"`
+	Version        string `yaml:"version"`
+	Runtime        string `yaml:"runtime"`
+	Implementation string `yaml:"implementation"`
+	Description    string `yaml:"description"`
+	InputSchema    any    `yaml:"input_schema"`
+}
+
+// WriteManifests writes tools/<name>/murmur.yaml into the session's runtime directory for every staged
+// runtime-provided tool, and nothing for a tool that was not granted, nor for a name a tool artifact of
+// the Set holds: the artifact's own murmur.yaml is there, and the shell manifest yields to it (SPEC
+// "Reserved names").
+func (sa *Set) WriteManifests(runtimeDir string, manifests []runtimetools.Manifest) error {
+	for _, m := range manifests {
+		if sa.Holds(m.Name) {
+			continue
+		}
+		var schema any
+		if err := json.Unmarshal(m.InputSchema, &schema); err != nil {
+			return fmt.Errorf("staging %s: its input schema is not JSON: %w", m.Name, err)
+		}
+		body, err := yaml.Marshal(manifestFile{Name: m.Name, Version: m.Version, Runtime: m.Runtime,
+			Implementation: m.Implementation, Description: m.Description, InputSchema: schema})
+		if err != nil {
+			return err
+		}
+		dir := filepath.Join(runtimeDir, "tools", m.Name)
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return fmt.Errorf("staging %s: %w", m.Name, err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "murmur.yaml"), body, 0o600); err != nil {
+			return fmt.Errorf("staging %s: %w", m.Name, err)
+		}
+	}
+	return nil
+}
