@@ -84,15 +84,22 @@ func startMemberFlags(t *testing.T, rosterPath, dataDir string, flags []string, 
 	return nil
 }
 
-func TestAcknowledgedTasksSurviveSIGKILL(t *testing.T) {
+// soloFormation writes a formation of one member, solo, whose capsule is capsuleYAML, in a temporary
+// directory, and returns its roster, capsule directory and data directory.
+func soloFormation(t *testing.T, formation, capsuleYAML string) (rosterPath, capsule, dataDir string) {
+	t.Helper()
 	root := t.TempDir()
-	capsule := filepath.Join(root, "solo")
+	capsule = filepath.Join(root, "solo")
 	os.MkdirAll(capsule, 0o755)
-	os.WriteFile(filepath.Join(capsule, "murmur.yaml"), []byte(crashCapsule), 0o644)
-	rosterPath := filepath.Join(root, "roster.yaml")
-	os.WriteFile(rosterPath, []byte("formation: crash\nmembers:\n  - name: solo\n    capsule: ./solo\n"), 0o644)
+	os.WriteFile(filepath.Join(capsule, "murmur.yaml"), []byte(capsuleYAML), 0o644)
+	rosterPath = filepath.Join(root, "roster.yaml")
+	os.WriteFile(rosterPath, []byte("formation: "+formation+"\nmembers:\n  - name: solo\n    capsule: ./solo\n"), 0o644)
+	return rosterPath, capsule, filepath.Join(root, "data")
+}
+
+func TestAcknowledgedTasksSurviveSIGKILL(t *testing.T) {
+	rosterPath, capsule, dataDir := soloFormation(t, "crash", crashCapsule)
 	t.Cleanup(func() { os.WriteFile(filepath.Join(capsule, "go"), nil, 0o644) })
-	dataDir := filepath.Join(root, "data")
 	ctx := context.Background()
 
 	first := startMember(t, rosterPath, dataDir)
@@ -173,14 +180,8 @@ func TestAcknowledgedTasksSurviveSIGKILL(t *testing.T) {
 }
 
 func TestSIGTERMShutsDownCleanly(t *testing.T) {
-	root := t.TempDir()
-	capsule := filepath.Join(root, "solo")
-	os.MkdirAll(capsule, 0o755)
-	os.WriteFile(filepath.Join(capsule, "murmur.yaml"), []byte(crashCapsule), 0o644)
-	rosterPath := filepath.Join(root, "roster.yaml")
-	os.WriteFile(rosterPath, []byte("formation: term\nmembers:\n  - name: solo\n    capsule: ./solo\n"), 0o644)
+	rosterPath, capsule, dataDir := soloFormation(t, "term", crashCapsule)
 	t.Cleanup(func() { os.WriteFile(filepath.Join(capsule, "go"), nil, 0o644) })
-	dataDir := filepath.Join(root, "data")
 	ctx := context.Background()
 
 	p := startMember(t, rosterPath, dataDir)

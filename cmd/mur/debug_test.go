@@ -3,8 +3,6 @@ package main
 import (
 	"io"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -12,14 +10,8 @@ import (
 
 // `mur member --debug-listen 127.0.0.1:0` prints where its profiles are, and serves net/http/pprof there.
 func TestDebugListenServesProfiles(t *testing.T) {
-	root := t.TempDir()
-	capsule := filepath.Join(root, "solo")
-	os.MkdirAll(capsule, 0o755)
-	os.WriteFile(filepath.Join(capsule, "murmur.yaml"), []byte(groupCapsule), 0o644)
-	rosterPath := filepath.Join(root, "roster.yaml")
-	os.WriteFile(rosterPath, []byte("formation: debug\nmembers:\n  - name: solo\n    capsule: ./solo\n"), 0o644)
-
-	m := startMemberFlags(t, rosterPath, filepath.Join(root, "data"), []string{"--debug-listen", "127.0.0.1:0"})
+	rosterPath, _, dataDir := soloFormation(t, "debug", groupCapsule)
+	m := startMemberFlags(t, rosterPath, dataDir, []string{"--debug-listen", "127.0.0.1:0"})
 	var url string
 	select {
 	case url = <-m.profiles:

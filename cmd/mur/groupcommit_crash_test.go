@@ -3,8 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 	"sync"
 	"syscall"
 	"testing"
@@ -28,13 +26,7 @@ queue_size: 100000
 // acknowledgement for is there: one acknowledged completed is completed with the same answer, one
 // acknowledged queued has either completed or failed with the restart message.
 func TestAcknowledgedTasksSurviveSIGKILLDuringGroupCommits(t *testing.T) {
-	root := t.TempDir()
-	capsule := filepath.Join(root, "solo")
-	os.MkdirAll(capsule, 0o755)
-	os.WriteFile(filepath.Join(capsule, "murmur.yaml"), []byte(groupCapsule), 0o644)
-	rosterPath := filepath.Join(root, "roster.yaml")
-	os.WriteFile(rosterPath, []byte("formation: group\nmembers:\n  - name: solo\n    capsule: ./solo\n"), 0o644)
-	dataDir := filepath.Join(root, "data")
+	rosterPath, _, dataDir := soloFormation(t, "group", groupCapsule)
 	ctx := context.Background()
 
 	first := startMember(t, rosterPath, dataDir)
