@@ -1,11 +1,13 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/murmur-run/murmur/a2a"
@@ -40,7 +42,8 @@ type pendingWrite struct {
 	created time.Time
 	caller  string
 	body    []byte
-	done    chan error // capacity 1: the row's outcome, once its group is durable
+	done    chan error // capacity 1: the row's outcome, once its group is durable; nil for UpdateSoon's
+	seq     int64      // the order rows were handed over in (Store.writeSeq)
 }
 
 // The statements of the group commit, prepared once on the write connection.
@@ -56,6 +59,7 @@ func (s *Store) commit(ctx context.Context, w *pendingWrite) error {
 		return fmt.Errorf("member: storing task %s: %w", w.id, err)
 	}
 	w.done = make(chan error, 1)
+	w.seq = s.writeSeq.Add(1)
 	s.fg.begin()
 	defer s.fg.end()
 	// s.writes is unbuffered: a row handed over is one the committer holds, and answers.
@@ -90,8 +94,6 @@ func (s *Store) committer(stop <-chan struct{}) {
 		}
 		// The lock first: whatever arrives while another write holds it joins this group.
 		s.wmu.Lock()
-		// Rows handed to UpdateSoon before the rows taken from the channel come before them.
-		group = append(s.takeSoon(), group...)
 	gather:
 		for len(group) < maxGroup {
 			select {
@@ -101,6 +103,11 @@ func (s *Store) committer(stop <-chan struct{}) {
 				break gather
 			}
 		}
+		// UpdateSoon's rows join the group after the gathering, so that one handed over before a row taken
+		// from the channel is in it; the group is then put in the order the rows were handed over, so a
+		// task's writes are committed in the order its goroutine made them.
+		group = append(group, s.takeSoon()...)
+		slices.SortFunc(group, func(a, b *pendingWrite) int { return cmp.Compare(a.seq, b.seq) })
 		if len(group) == 0 {
 			s.wmu.Unlock()
 			continue
@@ -254,7 +261,7 @@ func (s *Store) UpdateSoon(t *a2a.Task) {
 	}
 	s.soonMu.Lock()
 	s.soon = append(s.soon, &pendingWrite{op: opUpdate, id: t.ID, context: t.ContextID, state: string(t.Status.State),
-		ts: statusMillis(t), caller: taskCaller(t), body: body})
+		ts: statusMillis(t), caller: taskCaller(t), body: body, seq: s.writeSeq.Add(1)})
 	s.soonMu.Unlock()
 	select {
 	case s.soonKick <- struct{}{}:

@@ -168,3 +168,51 @@ func (s *Store) batchPending() int {
 	defer s.batch.mu.Unlock()
 	return len(s.batch.pending)
 }
+
+// A task's UpdateSoon and the Update after it are committed in that order, whatever groups they fall in:
+// many tasks started (working, not waited for) and ended (completed) at once all end completed, in the
+// cache and in the file.
+func TestUpdateSoonKeepsATasksOrder(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "tasks.db")
+	s, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	const writers, each = 8, 150
+	var wg sync.WaitGroup
+	for w := range writers {
+		wg.Go(func() {
+			for i := range each {
+				n := w*each + i
+				if err := s.Create(ctx, storeTask(n, "ctx", a2a.TaskStateSubmitted)); err != nil {
+					t.Error(err)
+					return
+				}
+				s.UpdateSoon(storeTask(n, "ctx", a2a.TaskStateWorking))
+				if err := s.Update(ctx, storeTask(n, "ctx", a2a.TaskStateCompleted)); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	check := func(when string) {
+		for n := range writers * each {
+			got, err := s.Get(ctx, storeTask(n, "ctx", "").ID)
+			if err != nil || got.Status.State != a2a.TaskStateCompleted {
+				t.Fatalf("%s: task %d is %v (%v), want completed", when, n, got.Status.State, err)
+			}
+		}
+	}
+	check("before closing")
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if s, err = Open(path); err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	check("after reopening")
+}

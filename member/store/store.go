@@ -63,6 +63,7 @@ type Store struct {
 	soonMu        sync.Mutex
 	soon          []*pendingWrite // UpdateSoon's rows, for the committer's next group
 	soonKick      chan struct{}   // capacity 1: soon is not empty
+	writeSeq      atomic.Int64    // numbers the rows handed to the committer, in the order they are handed
 	// writing, when set (tests), is called with wmu held before each write transaction commits, with
 	// what it is ("create", "update", "recover", "batch", "sweep") and the rows it writes or removes.
 	writing func(op string, rows int)
