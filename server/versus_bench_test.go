@@ -310,7 +310,9 @@ func BenchmarkFormationSend(b *testing.B) {
 				if clients < len(urls) && i > 0 {
 					continue
 				}
-				wg.Go(func() { drive(b, hc, url, n, per*max(1, len(urls)/clients), func(i int) []byte { return sendBody(i, false) }, nil) })
+				wg.Go(func() {
+					drive(b, hc, url, n, per*max(1, len(urls)/clients), func(i int) []byte { return sendBody(i, false) }, nil)
+				})
 			}
 			wg.Wait()
 			total += time.Since(start)
