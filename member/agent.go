@@ -12,6 +12,7 @@ import (
 	"github.com/murmur-run/murmur/member/artifact"
 	"github.com/murmur-run/murmur/member/calls"
 	"github.com/murmur-run/murmur/member/capsule"
+	"github.com/murmur-run/murmur/member/delegate"
 	"github.com/murmur-run/murmur/member/driver"
 	"github.com/murmur-run/murmur/member/records"
 	"github.com/murmur-run/murmur/runtimetools"
@@ -44,7 +45,7 @@ func (s *Session) runAgent(ctx context.Context, t *a2a.Task, text string) (strin
 		Task:     t.History[0].Text(),
 	}
 	task := string(t.ID)
-	tc, endCalls := s.beginCalls(ctx, t)
+	tc, dt, endCalls := s.beginCalls(ctx, t)
 	defer endCalls()
 	for {
 		s.mu.Lock()
@@ -96,16 +97,19 @@ func (s *Session) runAgent(ctx context.Context, t *a2a.Task, text string) (strin
 
 		answer := resp.Text
 		req.Messages = append(req.Messages, driver.ChatMessage{Role: driver.RoleAssistant, Text: answer})
-		// Calls still out, or answered and not yet delivered: with a turn left, wait and continue.
-		if out, undelivered, _ := tc.Pending(); out+undelivered > 0 && (inf.MaxTurns == 0 || p.turns < inf.MaxTurns) {
-			if err := s.waitCalls(ctx, t, tc); err != nil {
+		// Calls or delegations still out, or ended and not yet delivered: with a turn left, wait for all
+		// of them and continue once, answers first (SPEC "How the answer arrives").
+		out, undelivered, _ := tc.Pending()
+		dout, dundelivered, _ := dt.Pending()
+		if out+undelivered+dout+dundelivered > 0 && (inf.MaxTurns == 0 || p.turns < inf.MaxTurns) {
+			if err := s.waitCalls(ctx, t, tc, dt); err != nil {
 				return "", err
 			}
 			round, latest := tc.Round()
-			s.workingStatus(t, fmt.Sprintf("continuing with %d member answer(s)", len(round)))
-			s.records.Write("task_continued", task, map[string]any{"answers": len(round)})
-			req.Messages = append(req.Messages, driver.ChatMessage{Role: driver.RoleUser, Text: calls.ContinuationMessage(round, latest, tc.Caller())})
-			req.Answers = calls.AnswersData(round)
+			outcomes := dt.Round()
+			s.continued(t, len(round), len(outcomes))
+			req.Messages = append(req.Messages, driver.ChatMessage{Role: driver.RoleUser, Text: calls.Continuation(round, latest, outcomes, tc.Caller())})
+			req.Answers = calls.AnswersData(round, outcomes)
 			continue
 		}
 		if strings.TrimSpace(answer) == "" {
@@ -164,24 +168,47 @@ func (s *Session) runAgent(ctx context.Context, t *a2a.Task, text string) (strin
 	}
 }
 
-// waitCalls waits until every call of the task has ended, showing the count while any is out.
-func (s *Session) waitCalls(ctx context.Context, t *a2a.Task, tc *calls.Tracker) error {
-	shown := 0
+// waitCalls waits until every call and every delegation of the task has ended, showing the counts
+// while any is out.
+func (s *Session) waitCalls(ctx context.Context, t *a2a.Task, tc *calls.Tracker, dt *delegate.Tracker) error {
+	shown := ""
 	for {
 		out, _, changed := tc.Pending()
-		if out == 0 {
+		dout, _, dchanged := dt.Pending()
+		if out+dout == 0 {
 			return nil
 		}
-		if out != shown {
-			s.workingStatus(t, fmt.Sprintf("waiting on call-member: %d call(s) outstanding", out))
-			shown = out
+		var parts []string
+		if out > 0 {
+			parts = append(parts, fmt.Sprintf("waiting on call-member: %d call(s) outstanding", out))
+		}
+		if dout > 0 {
+			parts = append(parts, fmt.Sprintf("waiting on delegate-task: %d delegation(s) outstanding", dout))
+		}
+		if text := strings.Join(parts, "; "); text != shown {
+			s.workingStatus(t, text)
+			shown = text
 		}
 		select {
 		case <-changed:
+		case <-dchanged:
 		case <-ctx.Done():
 			return ctx.Err()
 		}
 	}
+}
+
+// continued shows and records that the task continues with answers member answers and outcomes
+// delegation outcomes.
+func (s *Session) continued(t *a2a.Task, answers, outcomes int) {
+	status := fmt.Sprintf("continuing with %d member answer(s)", answers)
+	rec := map[string]any{"answers": answers}
+	if outcomes > 0 {
+		status += fmt.Sprintf(" and %d delegation outcome(s)", outcomes)
+		rec["delegations"] = outcomes
+	}
+	s.workingStatus(t, status)
+	s.records.Write("task_continued", string(t.ID), rec)
 }
 
 // workingStatus stores a WORKING status message for the running task, as its stream would show it.
@@ -210,7 +237,12 @@ func originOf(t *a2a.Task) Origin {
 // systemPrompt is the capsule's instructions, then its skills (the operator's, then those the agent
 // pulled, fenced as untrusted); the plan guidance joins it with its feature.
 func (s *Session) systemPrompt() string {
-	return artifact.AppendSkills(s.cfg.Capsule.Instructions, s.art.Skills())
+	prompt := s.cfg.Capsule.Instructions
+	if g := s.planGuidance(); g != "" {
+		prompt = strings.TrimRight(prompt, "\n") + "\n\n" + g
+		prompt = strings.TrimLeft(prompt, "\n")
+	}
+	return artifact.AppendSkills(prompt, s.art.Skills())
 }
 
 // account adds one inference call to the session's numbers, its metrics and its records.
@@ -284,6 +316,11 @@ func lastLine(s string) string {
 // dispatch answers one tool call through the session's registry. A name that was not staged is refused
 // with the message naming the declaration that would have staged it.
 func (s *Session) dispatch(ctx context.Context, task string, call driver.ToolCall) driver.ToolResult {
+	return s.dispatchCall(ctx, task, call, true)
+}
+
+// dispatchCall is dispatch; notice false leaves the deadline notice to the caller (a plan's steps).
+func (s *Session) dispatchCall(ctx context.Context, task string, call driver.ToolCall, notice bool) driver.ToolResult {
 	start := time.Now()
 	var res runtimetools.Result
 	ran := false
@@ -307,7 +344,7 @@ func (s *Session) dispatch(ctx context.Context, task string, call driver.ToolCal
 	} else if s.art.Removed(call.Name) {
 		res = runtimetools.Refused(runtimetools.RemovedCall(call.Name))
 	} else {
-		res = runtimetools.Refused(runtimetools.Unstaged(call.Name, s.inventory(), s.cfg.Capsule.DeclaresUnbuilt(call.Name)))
+		res = runtimetools.Refused(runtimetools.Unstaged(call.Name, s.inventory()))
 	}
 	s.cfg.Metrics.ToolCalls.WithLabelValues(call.Name, res.Status).Inc()
 	s.cfg.Metrics.ToolDuration.WithLabelValues(call.Name).Observe(time.Since(start).Seconds())
@@ -328,7 +365,7 @@ func (s *Session) dispatch(ctx context.Context, task string, call driver.ToolCal
 		s.log.Debug("tool call", "task", task, "tool", call.Name, "status", res.Status, "summary", res.Summary)
 	}
 	note := res.Note
-	if ran && res.Status != runtimetools.StatusRefused {
+	if notice && ran && res.Status != runtimetools.StatusRefused {
 		if line := s.deadlineNotice(task); line != "" {
 			note = strings.TrimPrefix(note+"\n"+line, "\n")
 		}

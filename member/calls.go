@@ -7,6 +7,7 @@ import (
 
 	"github.com/murmur-run/murmur/a2a"
 	"github.com/murmur-run/murmur/member/calls"
+	"github.com/murmur-run/murmur/member/delegate"
 	"github.com/murmur-run/murmur/runtimetools"
 )
 
@@ -35,16 +36,19 @@ func (s *Session) startCalls(ctx context.Context, t *a2a.Task) *calls.Tracker {
 
 // beginCalls starts the call tracker of one attempt of the agent task t and makes it the session's
 // current one, which call-member and end-without-answer answer through; end ends its calls and clears it.
-func (s *Session) beginCalls(ctx context.Context, t *a2a.Task) (tc *calls.Tracker, end func()) {
+func (s *Session) beginCalls(ctx context.Context, t *a2a.Task) (tc *calls.Tracker, dt *delegate.Tracker, end func()) {
 	cctx, cancel := context.WithCancel(ctx)
 	tc = s.startCalls(cctx, t)
+	dctx, cancelDelegations := context.WithCancel(ctx)
+	dt = s.startDelegations(dctx, t)
 	s.mu.Lock()
-	s.calls, s.callsTask = tc, string(t.ID)
+	s.calls, s.delegations, s.callsTask = tc, dt, string(t.ID)
 	s.mu.Unlock()
-	return tc, func() {
+	return tc, dt, func() {
 		tc.Finish(cancel)
+		dt.Finish(cancelDelegations)
 		s.mu.Lock()
-		s.calls, s.callsTask = nil, ""
+		s.calls, s.delegations, s.callsTask = nil, nil, ""
 		s.mu.Unlock()
 	}
 }

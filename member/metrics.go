@@ -21,6 +21,7 @@ type Metrics struct {
 	MemberCallDuration *prometheus.HistogramVec
 	BackgroundCommands *prometheus.GaugeVec
 	ArtifactPulls      *prometheus.CounterVec
+	Delegations        *prometheus.CounterVec
 }
 
 // NewMetrics builds the member's series and registers them on reg.
@@ -49,7 +50,9 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		Help: "Shell commands that moved to the background, by state (running, exited, stopped)."}, []string{"state"})
 	m.ArtifactPulls = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "mur", Name: "artifact_pulls_total",
 		Help: "pull-artifact pulls, by the artifact's runtime (tool, skill; unknown when refused before it was read) and result (ok, or the refusal's token)."}, []string{"runtime", "result"})
-	for _, c := range []prometheus.Collector{m.TasksTotal, m.TasksActive, m.TaskDuration, m.InferenceCalls,
+	m.Delegations = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "mur", Name: "delegations_total",
+		Help: "delegate-task delegations, by sub-capsule and how they ended."}, []string{"capsule", "status"})
+	for _, c := range []prometheus.Collector{m.Delegations, m.TasksTotal, m.TasksActive, m.TaskDuration, m.InferenceCalls,
 		m.InferenceTokens, m.ToolCalls, m.ToolDuration, m.MemberCalls, m.MemberCallDuration, m.BackgroundCommands, m.ArtifactPulls} {
 		if err := reg.Register(c); err != nil {
 			return nil, err

@@ -64,7 +64,7 @@ func (s *Session) runProcess(ctx context.Context, t *a2a.Task, text string) (str
 	}
 	task := string(t.ID)
 	defer s.proc.Begin(ctx, task)() // the tool server answers for the task until its calls have ended
-	tc, endCalls := s.beginCalls(ctx, t)
+	tc, dt, endCalls := s.beginCalls(ctx, t)
 	defer endCalls()
 	prompt, session := text, ""
 	for {
@@ -84,20 +84,22 @@ func (s *Session) runProcess(ctx context.Context, t *a2a.Task, text string) (str
 		s.mu.Lock()
 		turns := s.progress.turns
 		s.mu.Unlock()
-		if out, undelivered, _ := tc.Pending(); out+undelivered > 0 && (inf.MaxTurns == 0 || turns < inf.MaxTurns) {
+		out, undelivered, _ := tc.Pending()
+		dout, dundelivered, _ := dt.Pending()
+		if out+undelivered+dout+dundelivered > 0 && (inf.MaxTurns == 0 || turns < inf.MaxTurns) {
 			if res.Session == "" {
 				return "", fmt.Errorf("the harness reported no session id, so it cannot be resumed with the answers of the members it called (dialect %s)", s.cfg.Capsule.Harness.Dialect)
 			}
 			if len(s.cfg.Capsule.Harness.Resume) == 0 {
 				return "", fmt.Errorf("the harness called members, but %s sets no harness.resume, so it cannot be resumed with their answers; add resume: [--resume, \"{session}\"] or what the harness takes", s.cfg.Capsule.Path)
 			}
-			if err := s.waitCalls(ctx, t, tc); err != nil {
+			if err := s.waitCalls(ctx, t, tc, dt); err != nil {
 				return "", err
 			}
 			round, latest := tc.Round()
-			s.workingStatus(t, fmt.Sprintf("continuing with %d member answer(s)", len(round)))
-			s.records.Write("task_continued", task, map[string]any{"answers": len(round)})
-			prompt, session = calls.ContinuationMessage(round, latest, tc.Caller()), res.Session
+			outcomes := dt.Round()
+			s.continued(t, len(round), len(outcomes))
+			prompt, session = calls.Continuation(round, latest, outcomes, tc.Caller()), res.Session
 			continue
 		}
 		if strings.TrimSpace(res.Answer) == "" {

@@ -18,6 +18,7 @@ import (
 	"github.com/murmur-run/murmur/member/artifact/staged"
 	"github.com/murmur-run/murmur/member/calls"
 	"github.com/murmur-run/murmur/member/capsule"
+	"github.com/murmur-run/murmur/member/delegate"
 	"github.com/murmur-run/murmur/member/driver"
 	"github.com/murmur-run/murmur/member/harness"
 	"github.com/murmur-run/murmur/member/records"
@@ -107,6 +108,8 @@ type Config struct {
 	// StartToolServer starts the loopback tool server of a session under transport: process
 	// (server.StartToolServer); a process capsule cannot start without it.
 	StartToolServer func(harness.ToolSet) (harness.ToolServer, error)
+	// Sub is set for a sub-session that delegate-task started (member/delegate); nil for a member.
+	Sub *SubSession
 	// isolate finds what the host allows around commands; nil probes it (probeIsolation). Tests
 	// set it to take one mechanism away.
 	isolate func() sandbox.Isolation
@@ -156,8 +159,11 @@ type Session struct {
 	// endAtDeadline is the session_end the deadline writes once the task it stopped has ended.
 	endAtDeadline map[string]any
 	timer         *time.Timer
-	calls         *calls.Tracker // the running agent task's member calls
-	callsTask     string         // the task calls belongs to
+	calls         *calls.Tracker    // the running agent task's member calls
+	delegations   *delegate.Tracker // the running agent task's delegations
+	callsTask     string            // the task calls and delegations belong to
+	spawn         []delegate.Entry  // capabilities.spawn.allow, resolved at Start
+	subIso        sync.Once         // probes the host once for sub-sessions, when this session did not
 	peers         calls.Peers
 	iso           sandbox.Isolation  // what this host puts around commands; set at Start
 	proc          *harness.Transport // transport: process; nil under http
@@ -263,6 +269,11 @@ func Start(cfg Config) (*Session, error) {
 	s.files = share.New(share.Config{Capsule: cfg.Capsule, Roster: cfg.Roster, Member: cfg.Member,
 		FormationToken: cfg.FormationToken, CredKey: s.credKey(), HTTPClient: cfg.HTTPClient, Now: cfg.Now,
 		Log: s.log, Workdir: s.workdir()})
+	if s.spawn, err = s.resolveSpawn(); err != nil {
+		s.art.Close()
+		rec.Close()
+		return nil, err
+	}
 	if s.tools, err = s.stageTools(); err != nil {
 		s.art.Close()
 		rec.Close()
@@ -284,6 +295,9 @@ func Start(cfg Config) (*Session, error) {
 	if d := cfg.Capsule.Deadline; d > 0 {
 		s.deadline = s.started.Add(d)
 	}
+	if sub := cfg.Sub; sub != nil && !sub.Deadline.IsZero() && (s.deadline.IsZero() || sub.Deadline.Before(s.deadline)) {
+		s.deadline = sub.Deadline // the parent's effective deadline is earlier
+	}
 	start := map[string]any{
 		"member":         cfg.Member,
 		"formation":      cfg.Formation,
@@ -300,6 +314,9 @@ func Start(cfg Config) (*Session, error) {
 		start["transport"] = capsule.TransportProcess
 		start["harness"] = map[string]any{"command": cfg.Capsule.Harness.Command[0], "dialect": cfg.Capsule.Harness.Dialect}
 		start["tool_server"] = s.proc.URL()
+	}
+	if sub := cfg.Sub; sub != nil {
+		start["parent"], start["delegation"], start["depth"] = sub.Parent, sub.Delegation, sub.Depth
 	}
 	if len(recovered) > 0 {
 		start["recovered_tasks"] = recovered

@@ -44,7 +44,7 @@ func (s *testSession) run(t testing.TB, text string, o Origin) *a2a.Task {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	task, err = s.Wait(ctx, task.ID)
 	if err != nil {

@@ -139,10 +139,11 @@ func TestShellMemoryLimit(t *testing.T) {
 	} {
 		t.Run(fmt.Sprint(tc.mb), func(t *testing.T) {
 			s, _ := shellSession(t, fmt.Sprintf("{allow: [sh], memory_mb: %d}", tc.mb), hog)
-			got := answer(s.run(t, "x", Origin{}))
+			task := s.run(t, "x", Origin{})
+			got := answer(task)
 			note := fmt.Sprintf("\n[sh] The command was stopped by its memory limit of %d MB (capabilities.shell.memory_mb).", tc.mb)
 			if !strings.Contains(got, tc.want) || strings.HasSuffix(got, note) != (tc.mb == 32) {
-				t.Errorf("the model received:\n%s", got)
+				t.Errorf("task %s (%q); the model received:\n%s", task.Status.State, status(task), got)
 			}
 		})
 	}

@@ -30,6 +30,12 @@ func (s *Session) stageTools() (*runtimetools.Registry, error) {
 		if len(s.Callable()) > 0 {
 			tools = append(tools, &runtimetools.CallMember{Members: s}, &runtimetools.EndWithoutAnswer{Ender: s})
 		}
+		if len(s.spawn) > 0 {
+			tools = append(tools, &runtimetools.DelegateTask{Delegator: s})
+		}
+		if c.Capabilities.Plan.Submit {
+			tools = append(tools, &runtimetools.SubmitPlan{Runner: s})
+		}
 		if c.Exports.PeerFiles != "" {
 			tools = append(tools, &runtimetools.ShareFile{Sharer: s.files, Recorder: s.records})
 		}

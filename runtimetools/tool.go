@@ -143,25 +143,10 @@ func Reserved(name string) bool {
 	return false
 }
 
-// NotBuilt lists the runtime-provided tools this build of mur does not provide yet, with the declaration
-// that will grant each: a capsule may declare them, and is told they are not there.
-func NotBuilt() []Gate {
-	return []Gate{
-		{"delegate-task", "capabilities.spawn.allow"},
-		{"submit-plan", "capabilities.plan.submit"},
-	}
-}
-
 // Unstaged returns the refusal for a call naming a tool that is not in the session's inventory. For a
-// runtime-provided tool it names the declaration that is missing, or, when the capsule declares it
-// (declared) but this build does not provide the tool yet, says so; for any other name it says how a
+// runtime-provided tool it names the declaration that is missing; for any other name it says how a
 // shell binary or an artifact of that name would be granted, and lists what can be called.
-func Unstaged(name string, inventory []string, declared bool) string {
-	for _, g := range NotBuilt() {
-		if g.Tool == name && declared {
-			return fmt.Sprintf("%s is not available in this session: the capsule declares %s, but this build of mur does not provide %s yet.", name, g.Declaration, name)
-		}
-	}
+func Unstaged(name string, inventory []string) string {
 	for _, g := range Gates() {
 		if g.Tool == name {
 			return fmt.Sprintf("%s is not available in this session: it exists only when the capsule declares %s, and this capsule does not.", name, g.Declaration)

@@ -6,10 +6,8 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
-	"io"
 	"log/slog"
 	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -88,6 +86,29 @@ func (fx *formationFixture) ask(t *testing.T, member, text string) *a2a.Task {
 	return res.Task
 }
 
+// askUntil sends text to member without waiting for the task to end, then polls the task until it is
+// working with the status message status, and returns its id.
+func (fx *formationFixture) askUntil(t *testing.T, member, text, status string) a2a.TaskID {
+	t.Helper()
+	ctx := context.Background()
+	res, err := fx.c[member].SendMessage(ctx, &a2a.SendMessageRequest{
+		Message:       &a2a.Message{MessageID: "m", Role: a2a.RoleUser, Parts: []a2a.Part{a2a.TextPart(text)}},
+		Configuration: &a2a.SendMessageConfig{ReturnImmediately: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := res.Task.ID
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		got, _ := fx.c[member].GetTask(ctx, &a2a.GetTaskRequest{ID: id})
+		if got.Status.State == a2a.TaskStateWorking && got.Status.Message != nil && got.Status.Message.Text() == status {
+			return id
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s's task never showed %q: %s %+v", member, status, got.Status.State, got.Status.Message)
+		}
+	}
+}
+
 func answerOf(t *a2a.Task) string {
 	a, _ := t.Artifact("response")
 	return a.Text()
@@ -141,15 +162,10 @@ func TestCallMemberThroughRealDoors(t *testing.T) {
 	if count(recs, "task_reopened") != 0 {
 		t.Error("continuing with answers wrote task_reopened")
 	}
-	resp, err := http.Get(fx.f.Members[0].URL + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	metrics, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
+	metrics := fx.metrics(t, "lead")
 	for _, want := range []string{`mur_member_calls_total{callee="worker",member="lead",status="completed"} 1`,
 		`mur_member_call_duration_seconds_count{callee="worker",member="lead"} 1`} {
-		if !strings.Contains(string(metrics), want) {
+		if !strings.Contains(metrics, want) {
 			t.Errorf("lead's /metrics lacks %s", want)
 		}
 	}
@@ -344,23 +360,7 @@ func TestWaitingOnACallThenCanceled(t *testing.T) {
 	}, Tokens{Operator: "op", Formation: "fm"})
 	t.Cleanup(fx.release)
 	ctx := context.Background()
-	res, err := fx.c["lead"].SendMessage(ctx, &a2a.SendMessageRequest{
-		Message:       &a2a.Message{MessageID: "m", Role: a2a.RoleUser, Parts: []a2a.Part{a2a.TextPart("slow job")}},
-		Configuration: &a2a.SendMessageConfig{ReturnImmediately: true}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	id := res.Task.ID
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		got, _ := fx.c["lead"].GetTask(ctx, &a2a.GetTaskRequest{ID: id})
-		if got.Status.State == a2a.TaskStateWorking && got.Status.Message != nil &&
-			got.Status.Message.Text() == "waiting on call-member: 1 call(s) outstanding" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("lead's task never showed it was waiting: %s %+v", got.Status.State, got.Status.Message)
-		}
-	}
+	id := fx.askUntil(t, "lead", "slow job", "waiting on call-member: 1 call(s) outstanding")
 	got, err := fx.c["lead"].CancelTask(ctx, &a2a.CancelTaskRequest{ID: id})
 	if err != nil || got.Status.State != a2a.TaskStateCanceled {
 		t.Fatalf("cancel while waiting: %+v %v", got, err)

@@ -68,7 +68,13 @@ func ofKind(log []map[string]any, kind string) []map[string]any {
 
 func traceOf(t *testing.T, s *member.Session) []map[string]any {
 	t.Helper()
-	f, err := os.Open(filepath.Join(s.RecordsDir(), "trace.jsonl"))
+	return traceAt(t, s.RecordsDir())
+}
+
+// traceAt reads the trace.jsonl of the session whose records directory is dir.
+func traceAt(t *testing.T, dir string) []map[string]any {
+	t.Helper()
+	f, err := os.Open(filepath.Join(dir, "trace.jsonl"))
 	if err != nil {
 		t.Fatal(err)
 	}

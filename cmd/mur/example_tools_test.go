@@ -38,6 +38,35 @@ func copyDir(t *testing.T, src, dst string) {
 	}
 }
 
+// runFormation runs `mur run --roster rosterPath` as a user does, waits up to wait for it to print its
+// first door, and returns a context that ends with the run and stop, which shuts it down and checks that
+// it ended cleanly.
+func runFormation(t *testing.T, rosterPath string, env func(string) string, wait time.Duration) (context.Context, func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	var runOut, runErr syncBuffer
+	done := make(chan error, 1)
+	go func() { done <- run(ctx, []string{"run", "--roster", rosterPath}, env, &runOut, &runErr) }()
+	for deadline := time.Now().Add(wait); !strings.Contains(runOut.String(), "/a2a"); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			cancel()
+			<-done
+			t.Fatalf("mur run printed no door:\n%s\n%s", runOut.String(), runErr.String())
+		}
+	}
+	return ctx, func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil && !errors.Is(err, context.Canceled) {
+				t.Errorf("mur run ended with %v", err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Error("mur run did not shut down")
+		}
+	}
+}
+
 // TestToolsExample checks the tools example as its README section runs it, on a copy (never in the
 // example's folder): the module builds from the Go source, mur check passes, and staging's pins are what
 // mur list shows.
@@ -85,19 +114,10 @@ func TestToolsExample(t *testing.T) {
 	b, _ := os.ReadFile(rosterPath)
 	os.WriteFile(rosterPath, []byte(strings.ReplaceAll(string(b), "127.0.0.1:7201", freeAddr(t))), 0o644)
 	env := envOf(map[string]string{"MUR_RECORDS_DIR": filepath.Join(dir, "records"), "HOME": dir})
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	var runOut, runErr syncBuffer
-	done := make(chan error, 1)
-	go func() { done <- run(ctx, []string{"run", "--roster", rosterPath}, env, &runOut, &runErr) }()
 	// Staging compiles the WASM tool (seconds on an idle machine, a minute or more on a loaded one);
 	// the deadline only keeps a hung run from hanging the suite.
-	for deadline := time.Now().Add(5 * time.Minute); !strings.Contains(runOut.String(), "/a2a"); time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			cancel()
-			t.Fatalf("mur run printed no door:\n%s\n%s", runOut.String(), runErr.String())
-		}
-	}
+	ctx, stop := runFormation(t, rosterPath, env, 5*time.Minute)
+	defer stop()
 	for _, tc := range []struct{ text, want string }{
 		{"count to be or not to be", "6 words, 1 lines"},
 		{"count my secret", "denied by policy local/no-secrets: this formation does not handle secrets"},
@@ -109,27 +129,5 @@ func TestToolsExample(t *testing.T) {
 		if err != nil || !strings.Contains(sout.String(), tc.want) {
 			t.Errorf("mur send %q: %v, stdout %q, stderr %q; want %q", tc.text, err, sout.String(), serr.String(), tc.want)
 		}
-	}
-	cancel()
-	select {
-	case err := <-done:
-		if err != nil && !errors.Is(err, context.Canceled) {
-			t.Errorf("mur run ended with %v", err)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("mur run did not shut down")
-	}
-	// Staging pinned what lead/murmur.yaml declares.
-	code, out, _ = mur(t, "list", "--capsule", lead)
-	if code != 0 || strings.Count(out, "operator") != 2 {
-		t.Errorf("mur list after the run:\n%s", out)
-	}
-
-	// Without the built module the check says what is missing.
-	os.Remove(filepath.Join(dir, ".murmur/store/local/wordcount/1.0.0/tool.wasm"))
-	os.Remove(filepath.Join(lead, "murmur.lock"))
-	code, out, _ = mur(t, "check", "--roster", filepath.Join(dir, "roster.yaml"))
-	if code != 2 || !strings.Contains(out, "module tool.wasm is not in the artifact directory") {
-		t.Errorf("mur check without the module: %d\n%s", code, out)
 	}
 }

@@ -175,11 +175,66 @@ func cutOutput(s string) string {
 	return kept + continuationCutNote
 }
 
-// AnswersData is the script driver's .answers: the member answers of the latest continuation.
-func AnswersData(round []CallOutcome) []map[string]any {
-	out := make([]map[string]any, 0, len(round))
+// DelegationOutcome is how one delegate-task delegation ended, as the continuation message reports it.
+type DelegationOutcome struct {
+	ID      string // dlg_…
+	Capsule string // the bare name of its spawn.allow entry
+	Status  string // completed, failed, canceled, timed_out, abandoned
+	Output  string // the sub-session's answer, or why there is none
+}
+
+// Continuation renders the one message a continuation adds when member answers, delegation outcomes or
+// both arrived (SPEC "How the answer arrives": answers first). With no member call in latest it is the
+// delegation blocks and their closing lines alone; with no delegation in delegations it is exactly
+// ContinuationMessage.
+//
+// Each outcome is the header line [delegate-task] delegation <id> to <capsule> ended <status>: with the
+// sub-session's output fenced under capsule:<name>. After every fence, a delegation that did not
+// complete is named in one no-outcome line; the delegation lines come before the call-member lines, so
+// SPEC's last line of a message with member answers stays last.
+func Continuation(round, latest []CallOutcome, delegations []DelegationOutcome, caller string) string {
+	if len(delegations) == 0 {
+		return ContinuationMessage(round, latest, caller)
+	}
+	var blocks []string
+	for _, c := range round {
+		blocks = append(blocks, continuationHeader(c)+"\n"+driver.Fence("member:"+c.Member, cutOutput(c.Output), ""))
+	}
+	var missing []string
+	for _, d := range delegations {
+		blocks = append(blocks, "[delegate-task] delegation "+d.ID+" to "+d.Capsule+" ended "+d.Status+":\n"+
+			driver.Fence("capsule:"+d.Capsule, cutOutput(d.Output), ""))
+		if d.Status != outcomeCompleted {
+			missing = append(missing, d.Capsule+" (delegation "+d.ID+", "+d.Status+")")
+		}
+	}
+	if len(missing) > 0 {
+		blocks = append(blocks, "[delegate-task] No outcome came from: "+strings.Join(missing, ", ")+
+			". What you delegated to them has not been done by them: do not present an answer of your own as theirs.")
+	}
+	if len(latest) == 0 {
+		if len(missing) == 0 {
+			blocks = append(blocks, "[delegate-task] Every delegation this task made has ended, and the outcomes are above. "+
+				"Answer the task with them now; delegate again only to give a sub-capsule new work.")
+		} else {
+			blocks = append(blocks, "[delegate-task] Every delegation this task made has ended. Answer the task with the outcomes you have and "+
+				"say plainly which part has no answer, or delegate again if another attempt could succeed.")
+		}
+		return strings.Join(blocks, "\n\n")
+	}
+	// The call-member lines: ContinuationMessage with no answer blocks is exactly those lines.
+	return strings.Join(blocks, "\n\n") + "\n\n" + ContinuationMessage(nil, latest, caller)
+}
+
+// AnswersData is the script driver's .answers: the member answers and then the delegation outcomes of
+// the latest continuation (a delegation's member is its capsule, its call_id the delegation id).
+func AnswersData(round []CallOutcome, delegations []DelegationOutcome) []map[string]any {
+	out := make([]map[string]any, 0, len(round)+len(delegations))
 	for _, o := range round {
 		out = append(out, map[string]any{"member": o.Member, "call_id": o.CallID, "status": o.Status, "output": o.Output})
+	}
+	for _, o := range delegations {
+		out = append(out, map[string]any{"member": o.Capsule, "call_id": o.ID, "status": o.Status, "output": o.Output})
 	}
 	return out
 }

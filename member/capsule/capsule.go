@@ -972,32 +972,4 @@ func ResolvePath(dir, name string) string {
 	return filepath.Join(dir, name)
 }
 
-// unbuilt is a murmur.yaml declaration of something this build of mur does not provide yet.
-type Unbuilt struct{ Key, What string }
-
-// unbuiltDeclarations lists what c declares that this build does not provide yet (staging warns with
-// W-CAP-030), in file order.
-func (c *Capsule) UnbuiltDeclarations() []Unbuilt {
-	var out []Unbuilt
-	if len(c.Capabilities.Spawn.Allow) > 0 {
-		out = append(out, Unbuilt{"capabilities.spawn.allow", "delegate-task"})
-	}
-	if c.Capabilities.Plan.Submit {
-		out = append(out, Unbuilt{"capabilities.plan.submit", "submit-plan"})
-	}
-	return out
-}
-
-// declaresUnbuilt reports whether c declares the grant of the runtime-provided tool name, which this
-// build does not provide yet.
-func (c *Capsule) DeclaresUnbuilt(name string) bool {
-	switch name {
-	case "delegate-task":
-		return len(c.Capabilities.Spawn.Allow) > 0
-	case "submit-plan":
-		return c.Capabilities.Plan.Submit
-	}
-	return false
-}
-
 func isBlankRune(r rune) bool { return r == ' ' || r == '\t' || r == '\n' || r == '\r' }

@@ -18,8 +18,8 @@ import (
 )
 
 // BenchmarkPushDeliveries measures push deliveries per second to a webhook on loopback: b.N tasks, one
-// config each, all completing at once; each delivery reads the task from the SQLite file, posts it and
-// records it with an fsync. The baseline, in the same benchmark, is the same number of bare POSTs of a
+// config each, all completing at once, reported to the notifier as the hub reports them; each change is
+// written to the outbox, read back, posted and deleted. The baseline, in the same benchmark, is the same number of bare POSTs of a
 // task's JSON to the same webhook from as many goroutines as the notifier delivers with at once; it
 // reports both rates and their ratio:
 //
@@ -32,7 +32,7 @@ func BenchmarkPushDeliveries(b *testing.B) {
 	}))
 	defer srv.Close()
 	path, db := taskDBAt(b)
-	n := open(b, path, Config{})
+	n := open(b, path, Config{Queue: b.N}) // every change written to the outbox, none merged
 	defer n.Close()
 	ctx := context.Background()
 	for i := range b.N {

@@ -79,6 +79,9 @@ type Notifier struct {
 	overflow bool                // a change was dropped: the next round compares every config
 	stale    bool                // the outbox has changes the run goroutine did not write: read it again
 	timer    *time.Timer         // wakes a round when the earliest retry is due
+	timerAt  time.Time           // when timer fires; zero: it is not set
+
+	stmts map[string]*sql.Stmt // the outbox's prepared statements, by their SQL (stmt); read-only
 
 	changes chan change // observed, not yet in the outbox
 	results chan result // deliveries ended
@@ -167,6 +170,11 @@ func Open(cfg Config) (*Notifier, error) {
 		db.Close()
 		return nil, fmt.Errorf("push: %s: %w", abs, err)
 	}
+	stmts, err := prepareAll(db)
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("push: %s: %w", abs, err)
+	}
 	tr := &http.Transport{
 		DialContext:           cfg.Allow.dialer(&net.Dialer{Timeout: cfg.Timeout}),
 		MaxIdleConnsPerHost:   parallel,
@@ -180,6 +188,7 @@ func Open(cfg Config) (*Notifier, error) {
 			// A redirect could lead anywhere: the webhook's own URL is the one that was allowed.
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }},
 		watched:  watched,
+		stmts:    stmts,
 		overflow: true, // the first round compares every config: changes stored while the member was down
 		stale:    true,
 		changes:  make(chan change, cfg.Queue),
@@ -202,8 +211,17 @@ func migrate(db *sql.DB) error {
 	if err := db.QueryRow(`SELECT count(*) > 0 FROM pragma_table_info('push_configs') WHERE name = 'queued'`).Scan(&has); err != nil || has {
 		return err
 	}
-	// queued: the status key of the change last put in the outbox for the config.
-	_, err := db.Exec(`ALTER TABLE push_configs ADD COLUMN queued TEXT`)
+	// queued: the status key of the change last put in the outbox for the config. A config that had
+	// delivered its task's current status (the column delivered, of before the outbox) has queued it.
+	if _, err := db.Exec(`ALTER TABLE push_configs ADD COLUMN queued TEXT`); err != nil {
+		return err
+	}
+	var old bool
+	if err := db.QueryRow(`SELECT count(*) > 0 FROM pragma_table_info('push_configs') WHERE name = 'delivered'`).Scan(&old); err != nil || !old {
+		return err
+	}
+	_, err := db.Exec(`UPDATE push_configs SET queued = (SELECT ` + sqlStatusKey + ` FROM tasks t
+		WHERE t.id = push_configs.task_id AND push_configs.delivered IS json_extract(t.task, '$.status'))`)
 	return err
 }
 
@@ -236,6 +254,9 @@ func (n *Notifier) Close() error {
 	}
 	n.mu.Unlock()
 	n.client.CloseIdleConnections()
+	for _, st := range n.stmts {
+		st.Close()
+	}
 	return n.db.Close()
 }
 

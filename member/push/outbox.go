@@ -29,10 +29,12 @@ type waitingConfig struct {
 }
 
 // configsOf reads the configs of a task (all: id "") or one config, for enqueue.
-func configsOf(ctx context.Context, tx *sql.Tx, task a2a.TaskID, id string) ([]waitingConfig, error) {
-	rows, err := tx.QueryContext(ctx, `SELECT p.id, p.queued,
-			(SELECT count(*) FROM push_outbox o WHERE o.task_id = p.task_id AND o.config_id = p.id)
-		FROM push_configs p WHERE p.task_id = ? AND (? = '' OR p.id = ?) ORDER BY p.created, p.id`, string(task), id, id)
+func (n *Notifier) configsOf(ctx context.Context, tx *sql.Tx, task a2a.TaskID, id string) ([]waitingConfig, error) {
+	st, err := n.stmt(ctx, tx, qConfigsOf)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := st.QueryContext(ctx, string(task), id, id)
 	if err != nil {
 		return nil, err
 	}
@@ -65,17 +67,24 @@ func (n *Notifier) enqueue(ctx context.Context, tx *sql.Tx, c waitingConfig, sta
 			n.report(n.cfg.Dropped)
 		}
 	}
-	if _, err := tx.ExecContext(ctx, `INSERT INTO push_outbox (task_id, config_id, status, body, created) VALUES (?, ?, ?, ?, ?)`,
-		string(c.k.task), c.k.id, status, string(body), time.Now().UnixMilli()); err != nil {
+	insert, err := n.stmt(ctx, tx, qInsert)
+	if err != nil {
 		return err
 	}
-	_, err := tx.ExecContext(ctx, `UPDATE push_configs SET queued = ? WHERE task_id = ? AND id = ?`, status, string(c.k.task), c.k.id)
+	if _, err := insert.ExecContext(ctx, string(c.k.task), c.k.id, status, string(body), time.Now().UnixMilli()); err != nil {
+		return err
+	}
+	update, err := n.stmt(ctx, tx, qQueued)
+	if err != nil {
+		return err
+	}
+	_, err = update.ExecContext(ctx, status, string(c.k.task), c.k.id)
 	return err
 }
 
 // enqueueOne is enqueue for one config, read first.
 func (n *Notifier) enqueueOne(ctx context.Context, tx *sql.Tx, k configKey, status string, body []byte) error {
-	cs, err := configsOf(ctx, tx, k.task, k.id)
+	cs, err := n.configsOf(ctx, tx, k.task, k.id)
 	if err != nil || len(cs) == 0 {
 		return err // none: deleted meanwhile
 	}
@@ -90,7 +99,7 @@ func (n *Notifier) write(ctx context.Context, batch []change) error {
 	}
 	defer tx.Rollback()
 	for _, c := range batch {
-		cs, err := configsOf(ctx, tx, c.task, "")
+		cs, err := n.configsOf(ctx, tx, c.task, "")
 		if err != nil {
 			return err
 		}
@@ -396,8 +405,10 @@ func (n *Notifier) advance(ctx context.Context, d *dispatch) {
 			continue
 		}
 		var seq int64
-		err := n.db.QueryRowContext(ctx, `SELECT seq FROM push_outbox WHERE task_id = ? AND config_id = ? AND seq > ? ORDER BY seq LIMIT 1`,
-			string(h.k.task), h.k.id, h.seq).Scan(&seq)
+		st, err := n.stmt(ctx, nil, qNext)
+		if err == nil {
+			err = st.QueryRowContext(ctx, string(h.k.task), h.k.id, h.seq).Scan(&seq)
+		}
 		switch {
 		case err == nil:
 			d.ready = append(d.ready, head{seq, h.k})
@@ -447,8 +458,10 @@ func (n *Notifier) refresh(ctx context.Context, d *dispatch) error {
 // start delivers h in a goroutine of its own, which reports to n.results.
 func (n *Notifier) start(ctx context.Context, d *dispatch, h head) {
 	var body, config string
-	err := n.db.QueryRowContext(ctx, `SELECT o.body, p.config FROM push_outbox o
-		JOIN push_configs p ON p.task_id = o.task_id AND p.id = o.config_id WHERE o.seq = ?`, h.seq).Scan(&body, &config)
+	st, err := n.stmt(ctx, nil, qBody)
+	if err == nil {
+		err = st.QueryRowContext(ctx, h.seq).Scan(&body, &config)
+	}
 	if err != nil {
 		if !errors.Is(err, sql.ErrNoRows) {
 			n.failed(ctx, "reading a change from the outbox", err)
@@ -478,13 +491,22 @@ func (n *Notifier) finish(d *dispatch) {
 	n.flush(ctx, d)
 }
 
-// retryAt makes sure the outbox is read again at t.
+// retryAt makes sure the outbox is read again at t (or earlier).
 func (n *Notifier) retryAt(t time.Time) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	if !n.timerAt.IsZero() && !t.Before(n.timerAt) {
+		return // the timer wakes the run goroutine before t already
+	}
+	n.timerAt = t
 	d := max(time.Until(t), 0)
 	if n.timer == nil {
-		n.timer = time.AfterFunc(d, n.reread)
+		n.timer = time.AfterFunc(d, func() {
+			n.mu.Lock()
+			n.timerAt = time.Time{}
+			n.mu.Unlock()
+			n.reread()
+		})
 		return
 	}
 	n.timer.Reset(d)
@@ -522,4 +544,48 @@ func (n *Notifier) post(ctx context.Context, c a2a.TaskPushNotificationConfig, b
 		return fmt.Errorf("the webhook answered HTTP %d", resp.StatusCode)
 	}
 	return nil
+}
+
+// The statements the outbox runs once per change, prepared by Open (prepareAll): preparing each anew
+// cost a fifth of a delivery.
+const (
+	qConfigsOf = `SELECT p.id, p.queued,
+			(SELECT count(*) FROM push_outbox o WHERE o.task_id = p.task_id AND o.config_id = p.id)
+		FROM push_configs p WHERE p.task_id = ? AND (? = '' OR p.id = ?) ORDER BY p.created, p.id`
+	qInsert = `INSERT INTO push_outbox (task_id, config_id, status, body, created) VALUES (?, ?, ?, ?, ?)`
+	qQueued = `UPDATE push_configs SET queued = ? WHERE task_id = ? AND id = ?`
+	qNext   = `SELECT seq FROM push_outbox WHERE task_id = ? AND config_id = ? AND seq > ? ORDER BY seq LIMIT 1`
+	qBody   = `SELECT o.body, p.config FROM push_outbox o
+		JOIN push_configs p ON p.task_id = o.task_id AND p.id = o.config_id WHERE o.seq = ?`
+)
+
+// prepareAll prepares the outbox's statements on db. It runs before anything else uses db: a statement
+// prepared later, inside a transaction, would wait for a second connection that may be waiting for
+// the transaction's lock.
+func prepareAll(db *sql.DB) (map[string]*sql.Stmt, error) {
+	out := map[string]*sql.Stmt{}
+	for _, q := range []string{qConfigsOf, qInsert, qQueued, qNext, qBody} {
+		st, err := db.Prepare(q)
+		if err != nil {
+			for _, st := range out {
+				st.Close()
+			}
+			return nil, err
+		}
+		out[q] = st
+	}
+	return out, nil
+}
+
+// stmt returns the prepared statement of q, for tx when tx is not nil (prepared on tx's connection,
+// never on another).
+func (n *Notifier) stmt(ctx context.Context, tx *sql.Tx, q string) (*sql.Stmt, error) {
+	st := n.stmts[q]
+	if st == nil {
+		return nil, fmt.Errorf("push: statement not prepared: %.40s", q)
+	}
+	if tx != nil {
+		return tx.StmtContext(ctx, st), nil
+	}
+	return st, nil
 }

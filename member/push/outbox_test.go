@@ -222,3 +222,36 @@ func TestDeliveredAfterKill(t *testing.T) {
 	waitUntil(t, "the outbox emptied", func() bool { return waiting(t, db) == 0 })
 	n.Close()
 }
+
+// TestConfigsOfBeforeTheOutbox: a push_configs table of before the outbox (a column delivered) gets its
+// column queued; a config that had delivered its task's status gets nothing again, one that had not gets
+// the task's status.
+func TestConfigsOfBeforeTheOutbox(t *testing.T) {
+	path, db := taskDB(t)
+	storeTask(t, db, "tsk_done", a2a.TaskStateCompleted)
+	storeTask(t, db, "tsk_behind", a2a.TaskStateCompleted)
+	r := newReceiver(t, 0)
+	if _, err := db.Exec(`CREATE TABLE push_configs (task_id TEXT NOT NULL REFERENCES tasks (id) ON DELETE CASCADE, id TEXT NOT NULL,
+		config TEXT NOT NULL, created INTEGER NOT NULL, delivered TEXT, PRIMARY KEY (task_id, id))`); err != nil {
+		t.Fatal(err)
+	}
+	for _, task := range []string{"tsk_done", "tsk_behind"} {
+		cfg, _ := json.Marshal(a2a.TaskPushNotificationConfig{ID: "c", TaskID: a2a.TaskID(task), URL: r.srv.URL})
+		if _, err := db.Exec(`INSERT INTO push_configs VALUES (?, 'c', ?, 1, CASE WHEN ? = 'tsk_done' THEN (SELECT json_extract(task, '$.status') FROM tasks WHERE id = ?) END)`,
+			task, string(cfg), task, task); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n := open(t, path, Config{})
+	defer n.Close()
+	if s := r.next(t); s != a2a.TaskStateCompleted {
+		t.Fatalf("got %s", s)
+	}
+	waitUntil(t, "the outbox emptied", func() bool { return waiting(t, db) == 0 })
+	n.Close()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.body) != 1 || r.body[0].Task.ID != "tsk_behind" {
+		t.Errorf("after the upgrade the webhooks got %d deliveries, want tsk_behind's status only", len(r.body))
+	}
+}

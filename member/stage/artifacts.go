@@ -74,5 +74,6 @@ func CapsuleDir(dir string, getenv func(string) string) (*capsule.Capsule, []Fin
 		return nil, out
 	}
 	out := Capsule(c, "", getenv)
-	return c, append(out, artifactFindings(c, "", c.Dir, getenv)...)
+	out = append(out, artifactFindings(c, "", c.Dir, getenv)...)
+	return c, append(out, spawnFindings(c, "", c.Dir, getenv)...)
 }

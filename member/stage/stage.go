@@ -44,7 +44,6 @@ const (
 	CodeShellOpen      = "W-SHELL-002"   // shell commands run without the write confinement
 	CodeShellReach     = "W-SHELL-003"   // processes that leave a command's process group outlive it
 	CodeShellMemory    = "W-SHELL-004"   // the memory limit is an address-space limit the runtime cannot attribute
-	CodeNotBuilt       = "W-CAP-030"     // a declaration of something this build does not provide yet
 	CodeShellReads     = "W-SHELL-005"   // commands may read every file the user can: no Landlock, or confine: false
 	CodeShellNetwork   = "W-SHELL-006"   // commands keep the network without capabilities.shell.network: no way to cut it off
 	CodeHarnessMissing = "E-HARNESS-001" // harness.command[0] is no executable file (transport: process)
@@ -68,6 +67,7 @@ func Formation(r *roster.Roster, only []string, getenv func(string) string) []Fi
 		}
 		out = append(out, Capsule(c, m.Name, getenv)...)
 		out = append(out, artifactFindings(c, m.Name, r.Dir, getenv)...)
+		out = append(out, spawnFindings(c, m.Name, r.Dir, getenv)...)
 		for _, callee := range r.Reachable(m.Name) {
 			peer, _ := r.Member(callee)
 			if !roster.EgressAllowed(peer.URL, c.Capabilities.Network.Allow) {
@@ -107,10 +107,6 @@ func egressName(host string) string {
 // CheckCapsule returns the staging findings of one capsule.
 func Capsule(c *capsule.Capsule, memberName string, getenv func(string) string) []Finding {
 	var out []Finding
-	for _, d := range c.UnbuiltDeclarations() {
-		out = append(out, Finding{Code: CodeNotBuilt, Member: memberName, Message: fmt.Sprintf(
-			"%s: %s is declared, but this build of mur does not provide %s yet; the declaration has no effect", c.Path, d.Key, d.What)})
-	}
 	if c.IsAgent() && len(c.Capabilities.Shell.Allow) > 0 {
 		for _, name := range c.Capabilities.Shell.Allow {
 			if _, err := sandbox.ResolveShell(name); err != nil {

@@ -1,0 +1,284 @@
+package delegate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/murmur-run/murmur/internal/ids"
+	"github.com/murmur-run/murmur/member/calls"
+	"github.com/murmur-run/murmur/runtimetools"
+)
+
+// PrefixDelegation starts every delegation id (DESIGN §6).
+const PrefixDelegation = "dlg_"
+
+// closeWait bounds how long ending a sub-session may take once its task was cancelled.
+const closeWait = 30 * time.Second
+
+// Sub is one running sub-session, as the session core hands it back from Config.Start.
+type Sub interface {
+	// ID is the sub-session's ses_ id.
+	ID() string
+	// Send gives the sub-session its one task, with the calling task's trust class, and returns its id.
+	Send(ctx context.Context, text, trust string) (string, error)
+	// Wait returns once the task has ended, or when ctx ends (then Ended is false).
+	Wait(ctx context.Context, task string) (Ending, error)
+	// Cancel cancels the task and waits for it to stop.
+	Cancel(ctx context.Context, task string) error
+	// Close ends the sub-session: its records get session_end, its store is closed.
+	Close(ctx context.Context) error
+}
+
+// Ending is how a sub-session's task ended.
+type Ending struct {
+	Ended   bool
+	Status  string // completed, failed, canceled, rejected
+	Answer  string // the response artifact of a completed task
+	Message string // the status message
+}
+
+// StartSpec is what the core needs to start one sub-session.
+type StartSpec struct {
+	Entry      Entry
+	Delegation string // dlg_…
+	Workdir    string // delegations/<dlg id>/ under the delegating session's workdir
+	Depth      int    // the sub-session's depth: 1 for a formation member's sub-capsule
+}
+
+// Config is what a task's delegations are given by the session: plain values and callbacks.
+type Config struct {
+	Entries      []Entry // capabilities.spawn.allow, resolved, in its order
+	Depth        int     // the delegating session's depth: 0 for a formation member
+	DeadlineSecs int     // lifecycle.delegation_deadline_secs: how long one delegation may take
+	Workdir      string  // the delegating session's workdir
+	Trust        string  // the calling task's trust class, which the sub-session's task carries
+	// Start starts one sub-session (the core's member.Start with the derived config).
+	Start func(StartSpec) (Sub, error)
+	// Record writes one record of the task (delegation_start, delegation).
+	Record func(typ, task string, fields map[string]any) error
+	// Ended, when set, is told how each delegation ended (metrics).
+	Ended func(capsule, status string)
+}
+
+// Names returns the bare names of entries, in spawn.allow order: delegate-task's enum.
+func Names(entries []Entry) []string {
+	out := make([]string, len(entries))
+	for i, e := range entries {
+		out[i] = e.Name
+	}
+	return out
+}
+
+type delegation struct {
+	id, capsule string
+	sub         Sub
+	subTask     string
+	started     time.Time
+
+	ended     bool
+	status    string // completed, failed, canceled, timed_out, abandoned
+	output    string
+	delivered bool
+	recorded  bool
+}
+
+// Tracker holds the delegations of one running task. Their goroutines end when the task does.
+type Tracker struct {
+	cfg     Config
+	task    string
+	ctx     context.Context // ends with the calling task's attempt
+	mu      sync.Mutex
+	list    []*delegation
+	changed chan struct{}
+	wg      sync.WaitGroup
+}
+
+// Start returns the tracker of one attempt of task; ctx ends with the attempt.
+func Start(ctx context.Context, cfg Config, task string) *Tracker {
+	return &Tracker{cfg: cfg, task: task, ctx: ctx, changed: make(chan struct{})}
+}
+
+// Delegate hands text to the sub-capsule named name (runtimetools.Delegator): it starts the sub-session,
+// gives it the task and returns once the sub-session holds it. A refusal (nothing started, nothing
+// recorded) is an error; a sub-session that could not be started is a failed start, recorded.
+func (tc *Tracker) Delegate(ctx context.Context, name, text string) (runtimetools.DelegationStart, error) {
+	i := slices.IndexFunc(tc.cfg.Entries, func(e Entry) bool { return e.Name == name })
+	if i < 0 {
+		return runtimetools.DelegationStart{}, fmt.Errorf("'delegate-task' has no sub-capsule %q: the capsules this one may hand tasks to are %s.", name, strings.Join(Names(tc.cfg.Entries), ", "))
+	}
+	if strings.TrimSpace(text) == "" {
+		return runtimetools.DelegationStart{}, fmt.Errorf("'delegate-task' needs a task: the whole of what %s is told.", name)
+	}
+	if tc.cfg.Depth >= MaxDepth {
+		return runtimetools.DelegationStart{}, fmt.Errorf("'delegate-task' cannot hand a task on from depth %d: a chain of delegations goes at most %d deep (E-CAP-020). Do the work yourself.", tc.cfg.Depth, MaxDepth)
+	}
+	if tc.ctx.Err() != nil {
+		return runtimetools.DelegationStart{}, errors.New("'delegate-task' is answered only while a task runs; this task is ending")
+	}
+	e := tc.cfg.Entries[i]
+	d := &delegation{id: ids.New(PrefixDelegation), capsule: name, started: time.Now()}
+	st := runtimetools.DelegationStart{ID: d.id, Capsule: name}
+	fail := func(why string) (runtimetools.DelegationStart, error) {
+		tc.mu.Lock()
+		tc.list = append(tc.list, d)
+		tc.mu.Unlock()
+		tc.end(d, "failed", why, true)
+		st.Status, st.Output = "failed", why
+		return st, nil
+	}
+	sub, err := tc.cfg.Start(StartSpec{Entry: e, Delegation: d.id, Depth: tc.cfg.Depth + 1,
+		Workdir: filepath.Join(tc.cfg.Workdir, "delegations", d.id)})
+	if err != nil {
+		return fail(fmt.Sprintf("%s could not be started: %v", name, err))
+	}
+	d.sub = sub
+	task, err := sub.Send(ctx, text, tc.cfg.Trust)
+	if err != nil {
+		cctx, cancel := context.WithTimeout(context.Background(), closeWait)
+		sub.Close(cctx)
+		cancel()
+		return fail(fmt.Sprintf("%s did not take the task: %v", name, err))
+	}
+	d.subTask = task
+	tc.mu.Lock()
+	tc.list = append(tc.list, d)
+	tc.mu.Unlock()
+	tc.cfg.Record("delegation_start", tc.task, map[string]any{"delegation_id": d.id, "capsule": name,
+		"sub_session": sub.ID(), "sub_task": task, "depth": tc.cfg.Depth + 1})
+	tc.wg.Go(func() { tc.watch(d) })
+	st.Status = "started"
+	return st, nil
+}
+
+// watch waits for the sub-session's task to end, the delegation's deadline to pass (the task is then
+// cancelled: timed_out) or the calling task to end (cancelled too: abandoned), then closes the
+// sub-session and reports the outcome.
+func (tc *Tracker) watch(d *delegation) {
+	secs := tc.cfg.DeadlineSecs
+	wctx, cancel := context.WithTimeout(tc.ctx, time.Duration(secs)*time.Second)
+	e, err := d.sub.Wait(wctx, d.subTask)
+	cancel()
+	status, output := "", ""
+	switch {
+	case err == nil && e.Ended:
+		status = e.Status
+		if status == "rejected" {
+			status = "failed"
+		}
+		output = e.Message
+		if status == "completed" {
+			output = e.Answer
+		} else if output == "" {
+			output = fmt.Sprintf("%s's task ended %s", d.capsule, status)
+		}
+	case tc.ctx.Err() != nil:
+		status, output = "abandoned", fmt.Sprintf("the calling task ended before %s finished; its task was cancelled", d.capsule)
+	case err != nil && wctx.Err() == nil:
+		status, output = "failed", fmt.Sprintf("%s's task could not be read: %v", d.capsule, err)
+	default:
+		status, output = "timed_out", fmt.Sprintf("%s did not finish within %ds (lifecycle.delegation_deadline_secs); its task was cancelled.", d.capsule, secs)
+	}
+	cctx, ccancel := context.WithTimeout(context.Background(), closeWait)
+	if !e.Ended {
+		d.sub.Cancel(cctx, d.subTask)
+	}
+	d.sub.Close(cctx)
+	ccancel()
+	tc.end(d, status, output, false)
+}
+
+// end records how a delegation ended. One that ended in its own tool call is delivered at once.
+func (tc *Tracker) end(d *delegation, status, output string, inToolCall bool) {
+	tc.mu.Lock()
+	if d.ended {
+		tc.mu.Unlock()
+		return
+	}
+	d.ended, d.status, d.output = true, status, output
+	if inToolCall {
+		d.delivered = true
+	}
+	close(tc.changed)
+	tc.changed = make(chan struct{})
+	tc.mu.Unlock()
+	if tc.cfg.Ended != nil {
+		tc.cfg.Ended(d.capsule, status)
+	}
+	if inToolCall {
+		tc.record(d)
+	}
+}
+
+// record writes the delegation's delegation record once it is accounted for.
+func (tc *Tracker) record(d *delegation) {
+	tc.mu.Lock()
+	if d.recorded {
+		tc.mu.Unlock()
+		return
+	}
+	d.recorded = true
+	rec := map[string]any{"delegation_id": d.id, "capsule": d.capsule, "status": d.status, "delivered": d.delivered,
+		"duration_secs": int64(time.Since(d.started) / time.Second)}
+	if d.sub != nil {
+		rec["sub_session"] = d.sub.ID()
+		rec["sub_task"] = d.subTask
+	}
+	tc.mu.Unlock()
+	tc.cfg.Record("delegation", tc.task, rec)
+}
+
+// Pending returns the delegations still out and those ended but not yet delivered, and a channel
+// closed at the next change.
+func (tc *Tracker) Pending() (out, undelivered int, changed chan struct{}) {
+	tc.mu.Lock()
+	defer tc.mu.Unlock()
+	for _, d := range tc.list {
+		switch {
+		case !d.ended:
+			out++
+		case !d.delivered:
+			undelivered++
+		}
+	}
+	return out, undelivered, tc.changed
+}
+
+// Round takes the ended, undelivered delegations, in the order they were made, and marks them
+// delivered.
+func (tc *Tracker) Round() []calls.DelegationOutcome {
+	tc.mu.Lock()
+	var taken []*delegation
+	var round []calls.DelegationOutcome
+	for _, d := range tc.list {
+		if d.ended && !d.delivered {
+			d.delivered = true
+			taken = append(taken, d)
+			round = append(round, calls.DelegationOutcome{ID: d.id, Capsule: d.capsule, Status: d.status, Output: d.output})
+		}
+	}
+	tc.mu.Unlock()
+	for _, d := range taken {
+		tc.record(d)
+	}
+	return round
+}
+
+// Finish ends the delegations at the end of the task's attempt: every sub-session still working is
+// cancelled and closed (abandoned), and every delegation not delivered is recorded delivered: false.
+func (tc *Tracker) Finish(cancel context.CancelFunc) {
+	cancel()
+	tc.wg.Wait()
+	tc.mu.Lock()
+	list := slices.Clone(tc.list)
+	tc.mu.Unlock()
+	for _, d := range list {
+		tc.end(d, "abandoned", "the calling task ended", false)
+		tc.record(d)
+	}
+}

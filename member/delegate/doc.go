@@ -1,0 +1,15 @@
+// Package delegate is delegate-task's bookkeeping (DESIGN §11, SPEC "The delegation tool"): it resolves
+// capabilities.spawn.allow into sub-capsules (Resolve), checks how deep a chain of them goes (Chain, for
+// staging's E-CAP-020), and for one running task starts each delegation's sub-session, watches its task
+// until it ends, its deadline passes or the calling task ends, and hands the outcomes back to the agent
+// loop in rounds, to join the member answers in one continuation (calls.ContinuationMessage).
+//
+// A sub-session is started through Config.Start, a func the session core hands in, so this package never
+// imports member: it sees a sub-session only as the small Sub interface.
+//
+// Concurrency: a Tracker is safe for concurrent use; its mutex guards every delegation's fields, which
+// the delegation's own goroutine and the agent loop both touch. Finish stops the goroutines and closes
+// every sub-session.
+//
+// Imports: capsule, artifact, calls, runtimetools and internal/ids; never member.
+package delegate

@@ -1,0 +1,182 @@
+package member
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/murmur-run/murmur/a2a"
+	"github.com/murmur-run/murmur/internal/ids"
+	"github.com/murmur-run/murmur/member/artifact"
+	"github.com/murmur-run/murmur/member/calls"
+	"github.com/murmur-run/murmur/member/delegate"
+	"github.com/murmur-run/murmur/member/sandbox"
+	"github.com/murmur-run/murmur/member/store"
+	"github.com/murmur-run/murmur/runtimetools"
+)
+
+// OriginDelegation is the origin of a sub-session's task: its parent's delegate-task handed it over.
+const OriginDelegation = "delegation"
+
+// SubSession is set in the Config of a sub-session (DESIGN §11): whose delegation it serves, how deep
+// it is, and the deadline it inherits.
+type SubSession struct {
+	Parent     string    // the delegating session's ses_ id
+	Delegation string    // dlg_…
+	Depth      int       // 1 for a formation member's sub-capsule
+	Deadline   time.Time // the parent's effective deadline; zero: none
+}
+
+// resolveSpawn loads the sub-capsules capabilities.spawn.allow names.
+func (s *Session) resolveSpawn() ([]delegate.Entry, error) {
+	c := s.cfg.Capsule
+	if !c.IsAgent() || len(c.Capabilities.Spawn.Allow) == 0 {
+		return nil, nil
+	}
+	project := s.cfg.ProjectDir
+	if project == "" {
+		project = c.Dir
+	}
+	entries, err := delegate.Resolve(c, artifact.Stores(project, s.cfg.Getenv, s.cfg.Getenv("HOME")))
+	if err != nil {
+		return nil, fmt.Errorf("member %s: %w", s.cfg.Member, err)
+	}
+	return entries, nil
+}
+
+// depth is how deep this session is in a chain of delegations: 0 for a formation member.
+func (s *Session) depth() int {
+	if s.cfg.Sub == nil {
+		return 0
+	}
+	return s.cfg.Sub.Depth
+}
+
+// startDelegations returns the delegation tracker of one attempt of the agent task t; ctx ends with
+// the attempt.
+func (s *Session) startDelegations(ctx context.Context, t *a2a.Task) *delegate.Tracker {
+	return delegate.Start(ctx, delegate.Config{
+		Entries: s.spawn, Depth: s.depth(), DeadlineSecs: calls.DeadlineSecs(s.cfg.Capsule.Lifecycle.DelegationDeadlineSecs, s.cfg.Getenv), Workdir: s.workdir(),
+		Trust: originOf(t).Trust, Start: s.startSub, Record: s.records.Write,
+		Ended: func(capsule, status string) { s.cfg.Metrics.Delegations.WithLabelValues(capsule, status).Inc() },
+	}, string(t.ID))
+}
+
+// Capsules returns the bare names of capabilities.spawn.allow (runtimetools.Delegator).
+func (s *Session) Capsules() []string { return delegate.Names(s.spawn) }
+
+// Delegate starts one delegation for the running task (runtimetools.Delegator).
+func (s *Session) Delegate(ctx context.Context, task, capsule, text string) (runtimetools.DelegationStart, error) {
+	s.mu.Lock()
+	dt := s.delegations
+	if s.callsTask != task {
+		dt = nil
+	}
+	s.mu.Unlock()
+	if dt == nil {
+		return runtimetools.DelegationStart{}, fmt.Errorf("'delegate-task' is answered only while a task runs; this session is running none")
+	}
+	return dt.Delegate(ctx, capsule, text)
+}
+
+// startSub starts the sub-session of one delegation: in this process, no door, its own ses_ id and
+// records, its workdir under this one's, a task store of its own in this session's records directory,
+// and the earlier of its own deadline and this session's.
+func (s *Session) startSub(spec delegate.StartSpec) (delegate.Sub, error) {
+	st, err := store.Open(filepath.Join(s.records.Dir(), "delegations", spec.Delegation, "tasks.db"))
+	if err != nil {
+		return nil, err
+	}
+	metrics, err := NewMetrics(prometheus.NewRegistry()) // a sub-session's own series are on no door
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
+	s.mu.Lock()
+	deadline := s.deadline
+	s.mu.Unlock()
+	iso := s.hostIsolation()
+	sub, err := Start(Config{
+		Member: s.cfg.Member, Formation: s.cfg.Formation, Capsule: spec.Entry.Capsule, Store: st,
+		RecordsRoot: s.cfg.RecordsRoot, DataDir: s.cfg.DataDir, WorkDir: spec.Workdir, RuntimeRoot: s.cfg.RuntimeRoot,
+		WasmCacheDir: s.cfg.WasmCacheDir, ProjectDir: s.cfg.ProjectDir, Metrics: metrics, Logger: s.log,
+		Now: s.cfg.Now, Getenv: s.cfg.Getenv, HTTPClient: s.cfg.HTTPClient, ConfineHelper: s.cfg.ConfineHelper,
+		StartToolServer: s.cfg.StartToolServer, isolate: func() sandbox.Isolation { return iso },
+		Sub: &SubSession{Parent: s.id, Delegation: spec.Delegation, Depth: spec.Depth, Deadline: deadline},
+	})
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
+	return &subSession{s: sub, st: st}, nil
+}
+
+// hostIsolation is what this host puts around commands, for a sub-session: this session's own probe
+// when it runs commands, else one probe made at the first delegation.
+func (s *Session) hostIsolation() sandbox.Isolation {
+	if s.cfg.Capsule.RunsCommands() {
+		return s.iso
+	}
+	s.subIso.Do(func() {
+		probe := s.cfg.isolate
+		if probe == nil {
+			probe = sandbox.Probe
+		}
+		s.iso = probe()
+	})
+	return s.iso
+}
+
+// subSession is a sub-session as member/delegate sees it.
+type subSession struct {
+	s  *Session
+	st *store.Store
+}
+
+func (u *subSession) ID() string { return u.s.id }
+
+func (u *subSession) Send(ctx context.Context, text, trust string) (string, error) {
+	t, err := u.s.Send(ctx, &a2a.Message{MessageID: a2a.MessageID(ids.New(ids.PrefixMessage)), Role: a2a.RoleUser,
+		Parts: []a2a.Part{a2a.TextPart(text)}}, Origin{Trust: trust, Origin: OriginDelegation})
+	if err != nil {
+		return "", err
+	}
+	if t.Status.State == a2a.TaskStateRejected {
+		return "", fmt.Errorf("%s", t.Status.Message.Text())
+	}
+	return string(t.ID), nil
+}
+
+func (u *subSession) Wait(ctx context.Context, task string) (delegate.Ending, error) {
+	t, err := u.s.Wait(ctx, a2a.TaskID(task))
+	if err != nil {
+		return delegate.Ending{}, err
+	}
+	if !t.Status.State.Terminal() {
+		return delegate.Ending{}, nil
+	}
+	e := delegate.Ending{Ended: true, Status: calls.StateWord(t.Status.State)}
+	if t.Status.Message != nil {
+		e.Message = t.Status.Message.Text()
+	}
+	if a, ok := t.Artifact("response"); ok {
+		e.Answer = a.Text()
+	}
+	return e, nil
+}
+
+func (u *subSession) Cancel(ctx context.Context, task string) error {
+	_, err := u.s.Cancel(ctx, a2a.TaskID(task), store.OperatorScope())
+	return err
+}
+
+func (u *subSession) Close(ctx context.Context) error {
+	err := u.s.Close(ctx)
+	if cerr := u.st.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}

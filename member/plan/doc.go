@@ -1,0 +1,9 @@
+// Package plan is submit-plan (DESIGN §12, SPEC "Plans"): it parses and checks a plan (Parse, Check:
+// 1 to 32 steps, unique ids, no tool that is not callable from a step, no unknown tool, no reference to
+// a later or unknown step; every refusal names the step and comes before any step runs), resolves the
+// references ${<id>.output} and ${<id>.data.<key>} in each step's input from the results of the steps
+// before it, runs the steps in order through a dispatch func the session hands in (so the allowlist,
+// hooks and records apply as for any call), and renders the plan's result.
+//
+// Imports: runtimetools only; never member.
+package plan

@@ -1,0 +1,37 @@
+package member
+
+import (
+	"context"
+	"encoding/json"
+	"slices"
+
+	"github.com/murmur-run/murmur/member/driver"
+	"github.com/murmur-run/murmur/member/plan"
+	"github.com/murmur-run/murmur/runtimetools"
+)
+
+// RunPlan runs one submit-plan call (runtimetools.PlanRunner): each step through this session's own
+// dispatch, with its hooks, allowlist and records, but without the deadline notice, which rides on the
+// plan's own result.
+func (s *Session) RunPlan(ctx context.Context, call runtimetools.Call) runtimetools.Result {
+	return plan.Run(ctx, plan.Config{
+		Known:     func(name string) bool { return slices.Contains(s.inventory(), name) },
+		Inventory: s.inventory,
+		Dispatch: func(ctx context.Context, step, tool string, input json.RawMessage) (string, string, any) {
+			r := s.dispatchCall(ctx, call.Task, driver.ToolCall{ID: call.ID + "." + step, Name: tool, Input: input}, false)
+			return r.Status, r.Output, r.Data
+		},
+		Record: func(fields map[string]any) {
+			fields["call_id"] = call.ID
+			s.records.Write("plan", call.Task, fields)
+		},
+	}, call.Input)
+}
+
+// planGuidance is the plan guidance of the system prompt: there exactly when submit-plan is staged.
+func (s *Session) planGuidance() string {
+	if _, ok := s.tools.Lookup("submit-plan"); ok {
+		return plan.Guidance
+	}
+	return ""
+}

@@ -1,0 +1,73 @@
+package runtimetools
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+)
+
+// DelegationStart is how the tool call of delegate-task ended: started, or failed when the sub-session
+// could not be started or did not take the task.
+type DelegationStart struct {
+	ID      string // dlg_…
+	Capsule string // the bare name
+	Status  string // started, failed
+	Output  string // for failed: why
+}
+
+// Delegator is what delegate-task needs of the session.
+type Delegator interface {
+	// Capsules returns the bare names of capabilities.spawn.allow, in its order.
+	Capsules() []string
+	// Delegate hands text to the sub-capsule for the running task. A refusal (nothing started, nothing
+	// recorded) comes back as an error naming what is wrong.
+	Delegate(ctx context.Context, task, capsule, text string) (DelegationStart, error)
+}
+
+// DelegateTask is the delegate-task tool, staged when capabilities.spawn.allow lists an entry.
+type DelegateTask struct {
+	Delegator Delegator
+}
+
+var _ Tool = (*DelegateTask)(nil)
+
+// Manifest has spawn.allow's bare names as the enum of its capsule field.
+func (t *DelegateTask) Manifest() Manifest {
+	schema, _ := json.Marshal(map[string]any{
+		"type": "object",
+		"properties": map[string]any{
+			"capsule": map[string]any{"type": "string", "enum": t.Delegator.Capsules(), "description": "the sub-capsule to hand the task to"},
+			"task":    map[string]any{"type": "string", "description": "the whole of what the sub-capsule is told"},
+		},
+		"required": []string{"capsule", "task"},
+	})
+	return NativeManifest("delegate-task",
+		"Hands one task to a sub-capsule, which the runtime starts as a sub-session of this one. The task text is the whole of what the sub-capsule is told. "+
+			"The call returns as soon as the sub-capsule holds the task, with a delegation id; its outcome arrives in this conversation, naming the delegation id, after you end your turn, "+
+			"together with the answers of any member calls still out.", schema)
+}
+
+// Run starts the delegation and renders its result: data fenced under tool:delegate-task, the note after.
+func (t *DelegateTask) Run(ctx context.Context, call Call) (Result, error) {
+	var in struct {
+		Capsule *string `json:"capsule"`
+		Task    *string `json:"task"`
+	}
+	if err := json.Unmarshal(call.Input, &in); err != nil || in.Capsule == nil || in.Task == nil {
+		return Refused(`'delegate-task' needs {"capsule": "<name>", "task": "<text>"}, both required.`), nil
+	}
+	st, err := t.Delegator.Delegate(ctx, call.Task, *in.Capsule, *in.Task)
+	if err != nil {
+		return Refused(err.Error()), nil
+	}
+	if st.Status != "started" {
+		body, _ := json.Marshal(orderedObject{{"delegation_id", st.ID}, {"capsule", st.Capsule}, {"status", st.Status}, {"output", st.Output}})
+		return Result{Status: StatusError, Output: string(body), Summary: "Delegated to " + st.Capsule + ": " + st.Status,
+			Data: map[string]any{"delegation_id": st.ID, "capsule": st.Capsule, "status": st.Status, "output": st.Output},
+			Note: fmt.Sprintf("[delegate-task] Delegation %s to %s ended %s: %s", st.ID, st.Capsule, st.Status, st.Output)}, nil
+	}
+	body, _ := json.Marshal(orderedObject{{"delegation_id", st.ID}, {"capsule", st.Capsule}, {"status", "started"}})
+	return Result{Status: StatusOK, Output: string(body), Summary: "Delegated to " + st.Capsule + ": started",
+		Data: map[string]any{"delegation_id": st.ID, "capsule": st.Capsule, "status": "started"},
+		Note: fmt.Sprintf("[delegate-task] %s is now working on delegation %s. Its outcome is not in this result: the runtime adds it to this conversation after you end your turn. End your turn now unless you have other work to hand out.", st.Capsule, st.ID)}, nil
+}
