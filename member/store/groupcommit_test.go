@@ -126,22 +126,22 @@ func TestTaskCountsFollowEveryWrite(t *testing.T) {
 		}
 	}
 	old := storeEpoch.Add(-2 * time.Hour)
-	for n := range 20 {
-		task := endedAt(n, a2a.TaskStateSubmitted, old)
+	// Every third task is a peer's.
+	task := func(n int, state a2a.TaskState) *a2a.Task {
+		task := endedAt(n, state, old)
 		if n%3 == 0 {
 			task.Metadata = map[string]any{"murmur": map[string]any{"caller": "peer"}}
 		}
-		if err := s.Create(ctx, task); err != nil {
+		return task
+	}
+	for n := range 20 {
+		if err := s.Create(ctx, task(n, a2a.TaskStateSubmitted)); err != nil {
 			t.Fatal(err)
 		}
 	}
 	check("after creates")
 	for n := range 10 {
-		task := endedAt(n, a2a.TaskStateCompleted, old)
-		if n%3 == 0 {
-			task.Metadata = map[string]any{"murmur": map[string]any{"caller": "peer"}}
-		}
-		if err := s.Update(ctx, task); err != nil {
+		if err := s.Update(ctx, task(n, a2a.TaskStateCompleted)); err != nil {
 			t.Fatal(err)
 		}
 	}
