@@ -116,6 +116,7 @@ type common struct {
 	logLevel  string
 	maxBody   int64
 	doorURLs  string
+	debug     string // --debug-listen: where net/http/pprof is served; "" for nowhere
 }
 
 func (c *common) register(fs *flag.FlagSet, getenv func(string) string) {
@@ -125,6 +126,7 @@ func (c *common) register(fs *flag.FlagSet, getenv func(string) string) {
 	fs.StringVar(&c.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	fs.Int64Var(&c.maxBody, "max-body", server.DefaultMaxBody, "largest JSON-RPC request body a door accepts, in bytes")
 	fs.StringVar(&c.doorURLs, "door-urls", getenv("MUR_DOOR_URLS"), doorURLsHelp)
+	fs.StringVar(&c.debug, "debug-listen", "", "serve Go's profiles (net/http/pprof) at this loopback address, such as 127.0.0.1:6060 (default off)")
 }
 
 func (c *common) logger(stderr io.Writer) (*slog.Logger, error) {
@@ -225,6 +227,11 @@ func serve(ctx context.Context, c common, only []string, listen, consoleAddr str
 	if err != nil {
 		return err
 	}
+	if c.debug != "" {
+		if err := checkDebugAddr(c.debug); err != nil {
+			return err
+		}
+	}
 	r, err := loadRoster(c.roster, c.doorURLs, only, getenv, stderr)
 	if err != nil {
 		return err
@@ -268,12 +275,26 @@ func serve(ctx context.Context, c common, only []string, listen, consoleAddr str
 			return errors.Join(err, f.Shutdown(sctx))
 		}
 	}
+	var debug *debugServer
+	if c.debug != "" {
+		if debug, err = startDebug(c.debug); err != nil {
+			if con != nil {
+				err = errors.Join(err, con.stop())
+			}
+			sctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+			defer cancel()
+			return errors.Join(err, f.Shutdown(sctx))
+		}
+	}
 	fmt.Fprintf(stdout, "formation %s: %d member(s) ready\n", r.Formation, len(f.Members))
 	for _, m := range f.Members {
 		fmt.Fprintf(stdout, "  %-12s %s/a2a\n", m.Name, m.URL)
 	}
 	if con != nil {
 		fmt.Fprintf(stdout, "  %-12s %s\n", "console", con.loginURL)
+	}
+	if debug != nil {
+		fmt.Fprintf(stdout, "  %-12s %s\n", "profiles", debug.url)
 	}
 	first := f.Members[0]
 	for _, m := range f.Members {
@@ -295,6 +316,7 @@ func serve(ctx context.Context, c common, only []string, listen, consoleAddr str
 	if con != nil {
 		serveErr = errors.Join(serveErr, con.stop())
 	}
+	serveErr = errors.Join(serveErr, debug.stop())
 	sctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
 	return errors.Join(serveErr, f.Shutdown(sctx))
