@@ -242,7 +242,7 @@ func (s *Session) workingStatus(t *a2a.Task, text string) {
 	if err := s.cfg.Store.Update(context.Background(), t); err != nil {
 		s.log.Error("storing a working status", "task", t.ID, "err", err)
 	}
-	s.notifyLocked()
+	s.notifyLocked(t.ID)
 	s.publish(t)
 }
 

@@ -36,13 +36,12 @@ func (s *Session) execute(ctx context.Context, r *runningTask) {
 	r.task = t
 	s.progress = &taskProgress{start: s.cfg.Now()}
 	s.setStatus(t, a2a.TaskStateWorking, "", s.progress.start)
-	err = s.cfg.Store.Update(store, t)
-	s.notifyLocked()
+	// Working need not be durable before it is visible: a crash before its commit leaves the task
+	// submitted, which the restart ends failed just the same. It rides the store's next group commit.
+	s.cfg.Store.UpdateSoon(t)
+	s.notifyLocked(t.ID)
 	s.publish(t)
 	s.mu.Unlock()
-	if err != nil {
-		s.log.Error("storing the working state", "task", r.id, "err", err)
-	}
 	s.records.Write("task_start", string(t.ID), map[string]any{"origin": ids.Get(murmurMeta(t), ids.MetaOrigin), "trust": ids.Get(murmurMeta(t), ids.MetaTrust)})
 
 	before := converse.Snapshot(s.workdir())
@@ -108,6 +107,32 @@ type taskAnswer struct {
 // the task gets its response artifact and the status message carries the answer (a data answer as a
 // data part, with a data artifact). s.mu is held.
 func (s *Session) finishLocked(ctx context.Context, t *a2a.Task, state a2a.TaskState, text string, answer *taskAnswer) error {
+	running, now := s.endLocked(t, state, text, answer)
+	return s.endedLocked(t, state, text, answer, running, now, s.cfg.Store.Update(ctx, t))
+}
+
+// finishAllLocked ends every task of ts in state with text, as finishLocked does, storing them all in
+// one transaction: a shutdown or a deadline ends thousands of queued tasks with one fsync. s.mu is held.
+func (s *Session) finishAllLocked(ctx context.Context, ts []*a2a.Task, state a2a.TaskState, text string) error {
+	if len(ts) == 0 {
+		return nil
+	}
+	running := make([][]string, len(ts))
+	var now time.Time
+	for i, t := range ts {
+		running[i], now = s.endLocked(t, state, text, nil)
+	}
+	stored := s.cfg.Store.UpdateAll(ctx, ts)
+	var errs []error
+	for i, t := range ts {
+		errs = append(errs, s.endedLocked(t, state, text, nil, running[i], now, stored[i]))
+	}
+	return errors.Join(errs...)
+}
+
+// endLocked sets t's terminal status (and its answer) before it is stored, and returns the background
+// commands still running and the time it ended. s.mu is held.
+func (s *Session) endLocked(t *a2a.Task, state a2a.TaskState, text string, answer *taskAnswer) ([]string, time.Time) {
 	now := s.cfg.Now()
 	s.setStatus(t, state, text, now)
 	if answer != nil {
@@ -125,13 +150,18 @@ func (s *Session) finishLocked(ctx context.Context, t *a2a.Task, state a2a.TaskS
 	if len(running) > 0 {
 		ids.Set(murmurMeta(t), ids.MetaRunningCommands, running)
 	}
-	err := s.cfg.Store.Update(ctx, t)
+	return running, now
+}
+
+// endedLocked does what follows the store's write (err) of t's end: t leaves the session, its waiters
+// and streams hear of it, it is counted and its records are written. s.mu is held.
+func (s *Session) endedLocked(t *a2a.Task, state a2a.TaskState, text string, answer *taskAnswer, running []string, now time.Time, err error) error {
 	// The task leaves the session whether or not its end was stored: it runs and waits no more.
 	s.admit.release()
 	if err != nil {
 		return err
 	}
-	s.notifyLocked()
+	s.notifyLocked(t.ID)
 	s.publish(t)
 	m := s.cfg.Metrics
 	m.TasksActive.Dec()
@@ -184,10 +214,9 @@ func (s *Session) setStatus(t *a2a.Task, state a2a.TaskState, text string, now t
 	}
 }
 
-// notifyLocked wakes every Wait. s.mu is held.
-func (s *Session) notifyLocked() {
-	close(s.changed)
-	s.changed = make(chan struct{})
+// notifyLocked wakes the Waits of task id. s.mu is held.
+func (s *Session) notifyLocked(id a2a.TaskID) {
+	s.waiters.notify(id)
 }
 
 func murmurMeta(t *a2a.Task) map[string]any {

@@ -144,7 +144,7 @@ type Session struct {
 	queue     []a2a.TaskID        // in order of admission, including tasks still being stored
 	unstored  map[a2a.TaskID]bool // admitted tasks whose Create has not returned; the executor waits for them
 	storing   sync.WaitGroup      // Sends between admission and the end of their Create; Close waits for them
-	changed   chan struct{}       // closed and replaced on every task change
+	waiters   taskSignals         // wakes a task's Waits when it changes
 	closed    bool
 	choice    string                   // the driver choice the next inference call uses
 	unapplied string                   // a choice switched to that no inference call has used yet
@@ -213,7 +213,6 @@ func Start(cfg Config) (*Session, error) {
 		id:         ids.New(ids.PrefixSession),
 		started:    cfg.Now(),
 		log:        cfg.Logger.With("member", cfg.Member),
-		changed:    make(chan struct{}),
 		submitted:  map[a2a.TaskID]time.Time{},
 		unstored:   map[a2a.TaskID]bool{},
 		admit:      newAdmission(cfg.Capsule),
@@ -485,7 +484,7 @@ func (s *Session) Send(ctx context.Context, msg *a2a.Message, origin Origin) (*a
 		}
 		return t, nil
 	}
-	s.notifyLocked()
+	s.notifyLocked(t.ID)
 	s.publish(t)
 	s.kickLocked()
 	return t, nil
@@ -555,19 +554,17 @@ func TrimHistory(t *a2a.Task, n *int) {
 // as it then stands.
 func (s *Session) Wait(ctx context.Context, id a2a.TaskID) (*a2a.Task, error) {
 	for {
-		s.mu.Lock()
-		ch := s.changed
-		s.mu.Unlock()
+		sg := s.waiters.watch(id)
 		t, err := s.cfg.Store.Get(ctx, id)
-		if err != nil {
-			return nil, err
-		}
-		if t.Status.State.Terminal() || t.Status.State.Interrupted() {
-			return t, nil
+		if err != nil || t.Status.State.Terminal() || t.Status.State.Interrupted() {
+			s.waiters.unwatch(id, sg)
+			return t, err
 		}
 		select {
-		case <-ch:
+		case <-sg.ch:
+			s.waiters.unwatch(id, sg)
 		case <-ctx.Done():
+			s.waiters.unwatch(id, sg)
 			return t, nil
 		}
 	}
@@ -636,14 +633,7 @@ func (s *Session) Close(ctx context.Context) error {
 		s.timer.Stop()
 	}
 	var errs []error
-	for _, id := range s.queue {
-		if s.unstored[id] {
-			continue // its Send ends it once it is stored
-		}
-		if t, err := s.cfg.Store.Get(ctx, id); err == nil {
-			errs = append(errs, s.finishLocked(ctx, t, a2a.TaskStateCanceled, ShutdownCancel, nil))
-		}
-	}
+	errs = append(errs, s.finishAllLocked(ctx, s.queuedLocked(ctx), a2a.TaskStateCanceled, ShutdownCancel))
 	s.queue = nil
 	s.mu.Unlock()
 	s.storing.Wait()
@@ -668,6 +658,21 @@ func (s *Session) Close(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
+// queuedLocked reads the queued tasks that are stored; a task whose Send has not stored it yet is left
+// to that Send, which ends it once it is stored. s.mu is held.
+func (s *Session) queuedLocked(ctx context.Context) []*a2a.Task {
+	var ts []*a2a.Task
+	for _, id := range s.queue {
+		if s.unstored[id] {
+			continue
+		}
+		if t, err := s.cfg.Store.Get(ctx, id); err == nil {
+			ts = append(ts, t)
+		}
+	}
+	return ts
+}
+
 // expire ends the session at its deadline: no new task is taken, queued tasks and the running one fail
 // saying so, and session_end is written. The door stays up to answer for the tasks it holds.
 func (s *Session) expire() {
@@ -680,15 +685,8 @@ func (s *Session) expire() {
 	at := s.deadline.UTC().Format(time.RFC3339)
 	s.admit.refuse(fmt.Sprintf(DeadlineReject, at))
 	ctx := context.Background()
-	for _, id := range s.queue {
-		if s.unstored[id] {
-			continue // its Send ends it once it is stored
-		}
-		if t, err := s.cfg.Store.Get(ctx, id); err == nil {
-			if err := s.finishLocked(ctx, t, a2a.TaskStateFailed, fmt.Sprintf(DeadlineFail, at), nil); err != nil {
-				s.log.Error("storing a task's end at the deadline", "task", id, "err", err)
-			}
-		}
+	if err := s.finishAllLocked(ctx, s.queuedLocked(ctx), a2a.TaskStateFailed, fmt.Sprintf(DeadlineFail, at)); err != nil {
+		s.log.Error("storing the ends of the queued tasks at the deadline", "err", err)
 	}
 	s.queue = nil
 	s.endAtDeadline = map[string]any{"reason": "deadline", "deadline": at}

@@ -2,7 +2,6 @@ package server
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -109,27 +108,7 @@ func BenchmarkDoorGetTask(b *testing.B) {
 	f := startDoor(b, map[string]string{"murmur.yaml": benchAgent})
 	hc := &http.Client{}
 	defer hc.CloseIdleConnections()
-	req, _ := http.NewRequest(http.MethodPost, f.url+"/a2a", bytes.NewReader([]byte(
-		`{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"messageId":"m","role":"ROLE_USER","parts":[{"text":"read me"}]}}}`)))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Authorization", "Bearer "+testOperatorToken)
-	resp, err := hc.Do(req)
-	if err != nil {
-		b.Fatal(err)
-	}
-	var rep struct {
-		Result struct {
-			Task struct {
-				ID string `json:"id"`
-			} `json:"task"`
-		} `json:"result"`
-	}
-	json.NewDecoder(resp.Body).Decode(&rep)
-	resp.Body.Close()
-	id := rep.Result.Task.ID
-	if id == "" {
-		b.Fatal("no task to read")
-	}
+	id := sendForID(b, hc, f.url+"/a2a", false)
 	benchAgainstBare(b, f, func(i int) []byte {
 		return fmt.Appendf(nil, `{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{"id":%q}}`, id)
 	})

@@ -255,7 +255,13 @@ func TestEndWithoutAnswerDownAChain(t *testing.T) {
 			worker = rm
 		}
 	}
-	if b, _ := os.ReadFile(filepath.Join(worker.Session.RecordsDir(), "out", "result.txt")); string(b) != "no answer: helper gave me nothing" {
+	// out/result.txt is written by the records' result writer just after the task ends.
+	const wantResult = "no answer: helper gave me nothing"
+	var b []byte
+	for deadline := time.Now().Add(30 * time.Second); string(b) != wantResult && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		b, _ = os.ReadFile(filepath.Join(worker.Session.RecordsDir(), "out", "result.txt"))
+	}
+	if string(b) != wantResult {
 		t.Errorf("worker's out/result.txt = %q", b)
 	}
 }

@@ -69,7 +69,7 @@ func startDoorBuffer(t testing.TB, files map[string]string, buffer int) *fixture
 	if err != nil {
 		t.Fatal(err)
 	}
-	store, err := store.Open(filepath.Join(root, "data", "tasks.db"))
+	store, err := store.OpenWith(filepath.Join(root, "data", "tasks.db"), store.Config{Retention: capsule.Store.Retention})
 	if err != nil {
 		t.Fatal(err)
 	}

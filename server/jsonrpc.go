@@ -160,9 +160,13 @@ func (d *Door) handle(r *http.Request) (method string, id json.RawMessage, resul
 		}
 		return fail(a2a.ErrInvalidRequest.With("batch requests are not served: send one JSON-RPC request object per HTTP request; nothing in the batch was run"))
 	}
+	// One parse: the envelope with its params kept raw, decoded once more only by the method that takes
+	// them. (jsonrpc2.Request's own UnmarshalJSON decodes into a map and marshals the params again.)
 	var envelope struct {
 		JSONRPC *string         `json:"jsonrpc"`
 		ID      json.RawMessage `json:"id"`
+		Method  json.RawMessage `json:"method"`
+		Params  json.RawMessage `json:"params"`
 	}
 	if err := json.Unmarshal(trimmed, &envelope); err != nil {
 		var se *json.SyntaxError
@@ -181,18 +185,16 @@ func (d *Door) handle(r *http.Request) (method string, id json.RawMessage, resul
 				a2a.CutID(string(envelope.ID)), uint64(math.MaxUint64))))
 		}
 	}
-	var req jsonrpc2.Request
-	if err := json.Unmarshal(trimmed, &req); err != nil {
-		return fail(a2a.ErrInvalidRequest.With("invalid JSON-RPC request: " + err.Error()))
+	if len(envelope.Method) == 0 || envelope.Method[0] != '"' || json.Unmarshal(envelope.Method, &method) != nil {
+		return fail(a2a.ErrInvalidRequest.With("invalid JSON-RPC request: missing method field"))
 	}
-	if req.Notif || len(envelope.ID) == 0 || string(envelope.ID) == "null" {
+	if len(envelope.ID) == 0 || string(envelope.ID) == "null" {
 		return fail(a2a.ErrInvalidRequest.With(`the request has no "id": notifications are not served; add an id (a string or a number)`))
 	}
 	if len(envelope.ID) > a2a.MaxIDBytes {
 		return fail(a2a.ErrInvalidRequest.With(fmt.Sprintf(`"id" is %d bytes long: a request id may be at most %d bytes`, len(envelope.ID), a2a.MaxIDBytes)))
 	}
 	id = envelope.ID
-	method = req.Method
 	if envelope.JSONRPC == nil || *envelope.JSONRPC != "2.0" {
 		return fail(a2a.ErrInvalidRequest.With(`"jsonrpc" must be "2.0"`))
 	}
@@ -221,11 +223,7 @@ func (d *Door) handle(r *http.Request) (method string, id json.RawMessage, resul
 		return fail(a2a.ErrVersionNotSupported.WithMeta("method", method).With(fmt.Sprintf(
 			"%s is an A2A 0.3 method: this door speaks A2A 1.0 (SendMessage, SendStreamingMessage, GetTask, ListTasks, CancelTask, SubscribeToTask, …)", method)))
 	}
-	var params json.RawMessage
-	if req.Params != nil {
-		params = *req.Params
-	}
-	res, err := d.call(r.Context(), caller, a2a.Method(method), params, release)
+	res, err := d.call(r.Context(), caller, a2a.Method(method), envelope.Params, release)
 	if err != nil {
 		return fail(err)
 	}

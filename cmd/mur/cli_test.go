@@ -33,6 +33,8 @@ func TestVersionHelpAndUsageErrors(t *testing.T) {
 		{[]string{"run", "--help"}, 0, "", "Usage: mur run --roster FILE"},
 		{[]string{"run", "--bogus"}, 2, "", "flag provided but not defined: -bogus"},
 		{[]string{"member", "--roster", "x.yaml"}, 2, "", "--name is required"},
+		{[]string{"run", "--roster", "x.yaml", "--debug-listen", "0.0.0.0:6060"}, 2, "", "profiles are served on loopback only"},
+		{[]string{"run", "--roster", "x.yaml", "--debug-listen", "6060"}, 2, "", "give a loopback address such as 127.0.0.1:6060"},
 		{[]string{"send"}, 2, "", "give the task text"},
 		{[]string{"send", "hello"}, 2, "", "say which door to talk to"},
 		{[]string{"check"}, 2, "", "--roster is required"},

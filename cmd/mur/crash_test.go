@@ -25,15 +25,22 @@ task_acceptance: queue
 `
 
 type memberProc struct {
-	cmd *exec.Cmd
-	url string
+	cmd      *exec.Cmd
+	url      string
+	profiles chan string // the --debug-listen URL it prints after its door's (capacity 1)
 }
 
 // startMember runs this test binary as `mur member` (with env added to its environment) and waits for
 // its door's URL.
 func startMember(t *testing.T, rosterPath, dataDir string, env ...string) *memberProc {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "member", "--roster", rosterPath, "--name", "solo", "--listen", "127.0.0.1:0", "--data-dir", dataDir)
+	return startMemberFlags(t, rosterPath, dataDir, nil, env...)
+}
+
+// startMemberFlags is startMember with flags added to its command line.
+func startMemberFlags(t *testing.T, rosterPath, dataDir string, flags []string, env ...string) *memberProc {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], append([]string{"member", "--roster", rosterPath, "--name", "solo", "--listen", "127.0.0.1:0", "--data-dir", dataDir}, flags...)...)
 	cmd.Env = append(os.Environ(), "MUR_TEST_AS_MUR=1", "MUR_OPERATOR_TOKEN=op", "MUR_FORMATION_TOKEN=fm",
 		"MUR_RECORDS_DIR="+filepath.Join(dataDir, "records"))
 	cmd.Env = append(cmd.Env, env...)
@@ -49,38 +56,50 @@ func startMember(t *testing.T, rosterPath, dataDir string, env ...string) *membe
 		cmd.Process.Kill()
 		cmd.Wait()
 	})
-	urls := make(chan string, 1)
+	urls, profiles := make(chan string, 1), make(chan string, 1)
 	go func() {
 		re := regexp.MustCompile(`^\s+solo\s+(http://\S+)/a2a$`)
+		reProfiles := regexp.MustCompile(`^\s+profiles\s+(http://\S+)$`)
 		sc := bufio.NewScanner(out)
 		for sc.Scan() {
 			if m := re.FindStringSubmatch(sc.Text()); m != nil {
 				urls <- m[1]
 			}
+			if m := reProfiles.FindStringSubmatch(sc.Text()); m != nil {
+				profiles <- m[1]
+			}
 		}
 		close(urls)
+		close(profiles)
 	}()
 	select {
 	case u, ok := <-urls:
 		if !ok {
 			t.Fatal("the member exited before opening its door")
 		}
-		return &memberProc{cmd: cmd, url: u}
+		return &memberProc{cmd: cmd, url: u, profiles: profiles}
 	case <-time.After(60 * time.Second):
 		t.Fatal("the member did not open its door")
 	}
 	return nil
 }
 
-func TestAcknowledgedTasksSurviveSIGKILL(t *testing.T) {
+// soloFormation writes a formation of one member, solo, whose capsule is capsuleYAML, in a temporary
+// directory, and returns its roster, capsule directory and data directory.
+func soloFormation(t *testing.T, formation, capsuleYAML string) (rosterPath, capsule, dataDir string) {
+	t.Helper()
 	root := t.TempDir()
-	capsule := filepath.Join(root, "solo")
+	capsule = filepath.Join(root, "solo")
 	os.MkdirAll(capsule, 0o755)
-	os.WriteFile(filepath.Join(capsule, "murmur.yaml"), []byte(crashCapsule), 0o644)
-	rosterPath := filepath.Join(root, "roster.yaml")
-	os.WriteFile(rosterPath, []byte("formation: crash\nmembers:\n  - name: solo\n    capsule: ./solo\n"), 0o644)
+	os.WriteFile(filepath.Join(capsule, "murmur.yaml"), []byte(capsuleYAML), 0o644)
+	rosterPath = filepath.Join(root, "roster.yaml")
+	os.WriteFile(rosterPath, []byte("formation: "+formation+"\nmembers:\n  - name: solo\n    capsule: ./solo\n"), 0o644)
+	return rosterPath, capsule, filepath.Join(root, "data")
+}
+
+func TestAcknowledgedTasksSurviveSIGKILL(t *testing.T) {
+	rosterPath, capsule, dataDir := soloFormation(t, "crash", crashCapsule)
 	t.Cleanup(func() { os.WriteFile(filepath.Join(capsule, "go"), nil, 0o644) })
-	dataDir := filepath.Join(root, "data")
 	ctx := context.Background()
 
 	first := startMember(t, rosterPath, dataDir)
@@ -161,14 +180,8 @@ func TestAcknowledgedTasksSurviveSIGKILL(t *testing.T) {
 }
 
 func TestSIGTERMShutsDownCleanly(t *testing.T) {
-	root := t.TempDir()
-	capsule := filepath.Join(root, "solo")
-	os.MkdirAll(capsule, 0o755)
-	os.WriteFile(filepath.Join(capsule, "murmur.yaml"), []byte(crashCapsule), 0o644)
-	rosterPath := filepath.Join(root, "roster.yaml")
-	os.WriteFile(rosterPath, []byte("formation: term\nmembers:\n  - name: solo\n    capsule: ./solo\n"), 0o644)
+	rosterPath, capsule, dataDir := soloFormation(t, "term", crashCapsule)
 	t.Cleanup(func() { os.WriteFile(filepath.Join(capsule, "go"), nil, 0o644) })
-	dataDir := filepath.Join(root, "data")
 	ctx := context.Background()
 
 	p := startMember(t, rosterPath, dataDir)

@@ -45,6 +45,26 @@ Run "mur COMMAND --help" for a command's flags. Exit codes: 0 ok, 1 runtime fail
 bad configuration.
 `
 
+// command is one of mur's commands: each is given the same arguments and uses those it needs.
+type command func(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error
+
+// commands is the table of mur's commands, by the name that runs them.
+func commands() map[string]command {
+	noContext := func(f func([]string, func(string) string, io.Writer, io.Writer) error) command {
+		return func(_ context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+			return f(args, getenv, stdout, stderr)
+		}
+	}
+	return map[string]command{
+		"run": cmdRun, "member": cmdMember, "check": noContext(cmdCheck), "console": cmdConsole,
+		"send": cmdSend, "tasks": cmdTasks, "export": noContext(cmdExport), "pull": cmdPull,
+		"list": noContext(func(args []string, _ func(string) string, stdout, stderr io.Writer) error {
+			return cmdList(args, stdout, stderr)
+		}),
+		"health": cmdHealth,
+	}
+}
+
 // run is the whole program; main only calls it.
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
@@ -52,27 +72,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return usagef("no command given")
 	}
 	cmd, rest := args[0], args[1:]
+	if f, ok := commands()[cmd]; ok {
+		return f(ctx, rest, getenv, stdout, stderr)
+	}
 	switch cmd {
-	case "run":
-		return cmdRun(ctx, rest, getenv, stdout, stderr)
-	case "member":
-		return cmdMember(ctx, rest, getenv, stdout, stderr)
-	case "check":
-		return cmdCheck(rest, getenv, stdout, stderr)
-	case "console":
-		return cmdConsole(ctx, rest, getenv, stdout, stderr)
-	case "send":
-		return cmdSend(ctx, rest, getenv, stdout, stderr)
-	case "tasks":
-		return cmdTasks(ctx, rest, getenv, stdout, stderr)
-	case "export":
-		return cmdExport(rest, getenv, stdout, stderr)
-	case "pull":
-		return cmdPull(ctx, rest, getenv, stdout, stderr)
-	case "list":
-		return cmdList(rest, stdout, stderr)
-	case "health":
-		return cmdHealth(ctx, rest, getenv, stdout, stderr)
 	case "version", "--version":
 		fmt.Fprintln(stdout, "mur", version)
 		return nil
@@ -113,6 +116,7 @@ type common struct {
 	logLevel  string
 	maxBody   int64
 	doorURLs  string
+	debug     string // --debug-listen: where net/http/pprof is served; "" for nowhere
 }
 
 func (c *common) register(fs *flag.FlagSet, getenv func(string) string) {
@@ -122,6 +126,7 @@ func (c *common) register(fs *flag.FlagSet, getenv func(string) string) {
 	fs.StringVar(&c.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	fs.Int64Var(&c.maxBody, "max-body", server.DefaultMaxBody, "largest JSON-RPC request body a door accepts, in bytes")
 	fs.StringVar(&c.doorURLs, "door-urls", getenv("MUR_DOOR_URLS"), doorURLsHelp)
+	fs.StringVar(&c.debug, "debug-listen", "", "serve Go's profiles (net/http/pprof) at this loopback address, such as 127.0.0.1:6060 (default off)")
 }
 
 func (c *common) logger(stderr io.Writer) (*slog.Logger, error) {
@@ -222,6 +227,11 @@ func serve(ctx context.Context, c common, only []string, listen, consoleAddr str
 	if err != nil {
 		return err
 	}
+	if c.debug != "" {
+		if err := checkDebugAddr(c.debug); err != nil {
+			return err
+		}
+	}
 	r, err := loadRoster(c.roster, c.doorURLs, only, getenv, stderr)
 	if err != nil {
 		return err
@@ -265,12 +275,26 @@ func serve(ctx context.Context, c common, only []string, listen, consoleAddr str
 			return errors.Join(err, f.Shutdown(sctx))
 		}
 	}
+	var debug *debugServer
+	if c.debug != "" {
+		if debug, err = startDebug(c.debug); err != nil {
+			if con != nil {
+				err = errors.Join(err, con.stop())
+			}
+			sctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+			defer cancel()
+			return errors.Join(err, f.Shutdown(sctx))
+		}
+	}
 	fmt.Fprintf(stdout, "formation %s: %d member(s) ready\n", r.Formation, len(f.Members))
 	for _, m := range f.Members {
 		fmt.Fprintf(stdout, "  %-12s %s/a2a\n", m.Name, m.URL)
 	}
 	if con != nil {
 		fmt.Fprintf(stdout, "  %-12s %s\n", "console", con.loginURL)
+	}
+	if debug != nil {
+		fmt.Fprintf(stdout, "  %-12s %s\n", "profiles", debug.url)
 	}
 	first := f.Members[0]
 	for _, m := range f.Members {
@@ -292,6 +316,7 @@ func serve(ctx context.Context, c common, only []string, listen, consoleAddr str
 	if con != nil {
 		serveErr = errors.Join(serveErr, con.stop())
 	}
+	serveErr = errors.Join(serveErr, debug.stop())
 	sctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
 	return errors.Join(serveErr, f.Shutdown(sctx))

@@ -2,6 +2,7 @@ package records
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -19,6 +20,15 @@ type Writer struct {
 
 	mu    sync.Mutex
 	trace *os.File
+
+	// out/result.txt is written by a goroutine of its own, off the path of the task that ended: only the
+	// latest answer matters, so answers that come faster than a file can be replaced are written once.
+	resultMu   sync.Mutex
+	result     *string       // the answer not yet written; nil when there is none
+	resultErr  error         // the last write's failure, returned by the next WriteResult
+	resultKick chan struct{} // capacity 1: result is set
+	resultStop chan struct{} // closed by Close
+	resultDone chan struct{} // closed once the writer has written the last answer and returned
 }
 
 // OpenRecords creates (or reopens) the records directory dir for session.
@@ -32,7 +42,10 @@ func Open(dir, session string, now func() time.Time) (*Writer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("records directory: %w", err)
 	}
-	return &Writer{dir: dir, session: session, now: now, trace: f}, nil
+	r := &Writer{dir: dir, session: session, now: now, trace: f,
+		resultKick: make(chan struct{}, 1), resultStop: make(chan struct{}), resultDone: make(chan struct{})}
+	go r.writeResults()
+	return r, nil
 }
 
 // Dir returns the records directory.
@@ -64,9 +77,57 @@ func (r *Writer) Write(typ, task string, fields map[string]any) error {
 	return nil
 }
 
-// WriteResult replaces out/result.txt with the latest answer, atomically.
+// WriteResult makes text the content of out/result.txt: the file is replaced atomically (a temporary file
+// renamed over it, so a crash leaves the old answer or the new one, whole) by the records' result writer,
+// soon after WriteResult returns, and by Close at the latest. When answers come faster than that, only
+// the latest is written. The error is the previous write's, if it failed.
 func (r *Writer) WriteResult(text string) error {
-	tmp, err := os.CreateTemp(filepath.Join(r.dir, "out"), ".result-*")
+	r.resultMu.Lock()
+	r.result = &text
+	err := r.resultErr
+	r.resultErr = nil
+	r.resultMu.Unlock()
+	select {
+	case r.resultKick <- struct{}{}:
+	default:
+	}
+	return err
+}
+
+// writeResults is the result writer: it runs from Open until Close, and writes what is left before it
+// returns.
+func (r *Writer) writeResults() {
+	defer close(r.resultDone)
+	for {
+		select {
+		case <-r.resultKick:
+			r.flushResult()
+		case <-r.resultStop:
+			r.flushResult()
+			return
+		}
+	}
+}
+
+// flushResult writes the latest answer, if one is waiting.
+func (r *Writer) flushResult() {
+	r.resultMu.Lock()
+	text := r.result
+	r.result = nil
+	r.resultMu.Unlock()
+	if text == nil {
+		return
+	}
+	if err := replaceFile(filepath.Join(r.dir, "out", "result.txt"), *text); err != nil {
+		r.resultMu.Lock()
+		r.resultErr = fmt.Errorf("out/result.txt: %w", err)
+		r.resultMu.Unlock()
+	}
+}
+
+// replaceFile replaces path's content with text atomically.
+func replaceFile(path, text string) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".result-*")
 	if err != nil {
 		return err
 	}
@@ -79,14 +140,24 @@ func (r *Writer) WriteResult(text string) error {
 		os.Remove(tmp.Name())
 		return err
 	}
-	return os.Rename(tmp.Name(), filepath.Join(r.dir, "out", "result.txt"))
+	return os.Rename(tmp.Name(), path)
 }
 
-// Close closes trace.jsonl.
+// Close writes the latest answer to out/result.txt and closes trace.jsonl.
 func (r *Writer) Close() error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.trace.Close()
+	select {
+	case <-r.resultStop:
+	default:
+		close(r.resultStop)
+	}
+	<-r.resultDone
+	r.resultMu.Lock()
+	err := r.resultErr
+	r.resultErr = nil
+	r.resultMu.Unlock()
+	return errors.Join(err, r.trace.Close())
 }
 
 // ClipMax bounds what one field of a record quotes, such as a tool call's input and result.

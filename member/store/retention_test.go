@@ -181,8 +181,15 @@ func TestSweepShrinksTheWriteAheadLog(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.advance(2 * time.Hour)
-	if removed, err := s.Sweep(context.Background()); err != nil || removed != 3000 {
+	// On a loaded machine the minute of the background sweeper can pass before this point: it may take
+	// some of the tasks, so what counts is that none is left.
+	if removed, err := s.Sweep(context.Background()); err != nil || removed == 0 {
 		t.Fatalf("Sweep removed %d (%v)", removed, err)
+	}
+	for deadline := time.Now().Add(time.Minute); len(stored(t, s)) > 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d tasks left after the sweep", len(stored(t, s)))
+		}
 	}
 	// The checkpoint has emptied the log; the next write starts it over and cuts it back.
 	if err := s.Create(context.Background(), endedAt(9999, a2a.TaskStateSubmitted, c.Now())); err != nil {

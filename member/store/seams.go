@@ -28,3 +28,7 @@ func (s *Store) WriteSynchronous() (int, error) {
 	err := s.write.QueryRow(`PRAGMA synchronous`).Scan(&n)
 	return n, err
 }
+
+// WaitingWrites reports the Creates and Updates handed to the group commit (or on their way to it) that
+// have not returned yet.
+func (s *Store) WaitingWrites() int { return int(s.fg.active.Load()) }

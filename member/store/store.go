@@ -52,6 +52,18 @@ type Store struct {
 
 	wmu   sync.Mutex // held across each write and its cache update, so the cache follows commit order
 	cache *taskCache
+
+	// The group commit (groupcommit.go): Create and Update hand rows to the committer through writes.
+	writes        chan *pendingWrite
+	committerDone chan struct{} // closed once the committer has returned
+	stopCommits   chan struct{} // closed by Close, after the batch writer and the sweeper have stopped
+	insertStmt    *sql.Stmt
+	updateStmt    *sql.Stmt
+	getStmt       *sql.Stmt // on the read pool
+	soonMu        sync.Mutex
+	soon          []*pendingWrite // UpdateSoon's rows, for the committer's next group
+	soonKick      chan struct{}   // capacity 1: soon is not empty
+	writeSeq      atomic.Int64    // numbers the rows handed to the committer, in the order they are handed
 	// writing, when set (tests), is called with wmu held before each write transaction commits, with
 	// what it is ("create", "update", "recover", "batch", "sweep") and the rows it writes or removes.
 	writing func(op string, rows int)
@@ -108,6 +120,28 @@ var schema = []string{
 	CREATE INDEX tasks_caller ON tasks (caller, seq);`,
 	// Retention finds ended tasks by their last status time.
 	`CREATE INDEX tasks_ended ON tasks (state, status_ts);`,
+	// ListTasks's totalSize without counting the table: the tasks of each state and caller, kept by
+	// triggers in the transaction that changes them.
+	`CREATE TABLE task_counts (
+		state  TEXT    NOT NULL,
+		caller TEXT    NOT NULL,
+		n      INTEGER NOT NULL,
+		PRIMARY KEY (state, caller)
+	) WITHOUT ROWID;
+	INSERT INTO task_counts (state, caller, n) SELECT state, caller, count(*) FROM tasks GROUP BY state, caller;
+	CREATE TRIGGER task_counts_insert AFTER INSERT ON tasks BEGIN
+		INSERT INTO task_counts (state, caller, n) VALUES (NEW.state, NEW.caller, 1)
+			ON CONFLICT (state, caller) DO UPDATE SET n = n + 1;
+	END;
+	CREATE TRIGGER task_counts_delete AFTER DELETE ON tasks BEGIN
+		UPDATE task_counts SET n = n - 1 WHERE state = OLD.state AND caller = OLD.caller;
+	END;
+	CREATE TRIGGER task_counts_update AFTER UPDATE OF state, caller ON tasks
+		WHEN OLD.state IS NOT NEW.state OR OLD.caller IS NOT NEW.caller BEGIN
+		UPDATE task_counts SET n = n - 1 WHERE state = OLD.state AND caller = OLD.caller;
+		INSERT INTO task_counts (state, caller, n) VALUES (NEW.state, NEW.caller, 1)
+			ON CONFLICT (state, caller) DO UPDATE SET n = n + 1;
+	END;`,
 }
 
 // Open opens the task store at path with the default Config; see OpenWith.
@@ -166,7 +200,16 @@ func OpenWith(path string, cfg Config) (*Store, error) {
 		batch:     newBatcher(),
 		retention: cfg.Retention.Or(roster.DefaultRetention),
 		sweepKick: make(chan struct{}, 1),
+		writes:    make(chan *pendingWrite), committerDone: make(chan struct{}), stopCommits: make(chan struct{}),
+		soonKick: make(chan struct{}, 1),
 	}
+	if err := s.prepareWrites(); err != nil {
+		s.closeStatements()
+		write.Close()
+		read.Close()
+		return nil, fmt.Errorf("member: task store %s: %w", abs, err)
+	}
+	go s.committer(s.stopCommits)
 	ctx, stop := context.WithCancel(context.Background())
 	s.stop = stop
 	s.bg.Go(func() { s.writeBatches(ctx) })
@@ -235,8 +278,10 @@ func (s *Store) Close() error {
 		s.batch.close()
 		s.stop()
 		s.bg.Wait()
+		close(s.stopCommits)
+		<-s.committerDone
 	})
-	return errors.Join(s.read.Close(), s.write.Close())
+	return errors.Join(s.closeStatements(), s.read.Close(), s.write.Close())
 }
 
 // Ping reports whether the store's file can be read.
@@ -248,7 +293,8 @@ func (s *Store) Ping(ctx context.Context) error {
 	return nil
 }
 
-// Create stores a new task. Its id must be new to the store.
+// Create stores a new task. Its id must be new to the store. It returns once the task is durable,
+// committed with the other writes waiting at the same moment (see commit).
 func (s *Store) Create(ctx context.Context, t *a2a.Task) error {
 	if t.ID == "" {
 		return errors.New("member: storing a task without an id")
@@ -261,17 +307,8 @@ func (s *Store) Create(ctx context.Context, t *a2a.Task) error {
 	if ts := t.Status.Timestamp; ts != nil {
 		created = ts.Time
 	}
-	s.fg.begin()
-	defer s.fg.end()
-	s.wmu.Lock()
-	defer s.wmu.Unlock()
-	s.hook("create", 1)
-	if err := insertTask(ctx, s.write, t, body, created); err != nil {
-		return err
-	}
-	s.cache.put(t.ID, taskCaller(t), body)
-	s.arrived(1)
-	return nil
+	return s.commit(ctx, &pendingWrite{op: opCreate, id: t.ID, context: t.ContextID, state: string(t.Status.State),
+		ts: statusMillis(t), created: created, caller: taskCaller(t), body: body})
 }
 
 // taskCaller is the member that sent t, from its metadata (murmur.caller); "" for the operator's tasks.
@@ -286,11 +323,9 @@ type execer interface {
 	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
 }
 
-// insertTask is the one INSERT of a task row, for Create and the batch writer.
+// insertTask is the INSERT of a task row outside the group commit: the batch writer's.
 func insertTask(ctx context.Context, db execer, t *a2a.Task, body []byte, created time.Time) error {
-	_, err := db.ExecContext(ctx,
-		`INSERT INTO tasks (id, context_id, state, status_ts, created, caller, task) VALUES (?, ?, ?, ?, ?, ?, ?)`,
-		string(t.ID), t.ContextID, string(t.Status.State), statusMillis(t), created.UnixMilli(), taskCaller(t), body)
+	_, err := db.ExecContext(ctx, insertSQL, string(t.ID), t.ContextID, string(t.Status.State), statusMillis(t), created.UnixMilli(), taskCaller(t), body)
 	if err != nil {
 		return fmt.Errorf("member: storing task %s: %w", t.ID, err)
 	}
@@ -311,26 +346,8 @@ func (s *Store) Update(ctx context.Context, t *a2a.Task) error {
 	if err != nil {
 		return fmt.Errorf("member: storing task %s: %w", t.ID, err)
 	}
-	s.fg.begin()
-	defer s.fg.end()
-	s.wmu.Lock()
-	defer s.wmu.Unlock()
-	s.hook("update", 1)
-	res, err := s.write.ExecContext(ctx,
-		`UPDATE tasks SET context_id = ?, state = ?, status_ts = ?, task = ? WHERE id = ?`,
-		t.ContextID, string(t.Status.State), statusMillis(t), body, string(t.ID))
-	if err != nil {
-		return fmt.Errorf("member: storing task %s: %w", t.ID, err)
-	}
-	n, err := res.RowsAffected()
-	if err != nil {
-		return fmt.Errorf("member: storing task %s: %w", t.ID, err)
-	}
-	if n == 0 {
-		return NotStored(t.ID)
-	}
-	s.cache.put(t.ID, taskCaller(t), body)
-	return nil
+	return s.commit(ctx, &pendingWrite{op: opUpdate, id: t.ID, context: t.ContextID, state: string(t.Status.State),
+		ts: statusMillis(t), caller: taskCaller(t), body: body})
 }
 
 // Get returns the stored task with the given id, a copy the caller may change. The error wraps
@@ -359,7 +376,7 @@ func (s *Store) GetWithCaller(ctx context.Context, id a2a.TaskID) (body []byte, 
 	if p, ok := s.batch.get(id); ok {
 		return p.body, p.caller, nil
 	}
-	err = s.read.QueryRowContext(ctx, `SELECT task, caller FROM tasks WHERE id = ?`, string(id)).Scan(&body, &caller)
+	err = s.getStmt.QueryRowContext(ctx, string(id)).Scan(&body, &caller)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, "", NotStored(id)
 	}
@@ -431,7 +448,12 @@ func (s *Store) List(ctx context.Context, q ListQuery) (ListPage, error) {
 	}
 	defer tx.Rollback()
 	var page ListPage
-	if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM tasks`+filter, args...).Scan(&page.Total); err != nil {
+	count := `SELECT count(*) FROM tasks` + filter
+	if q.ContextID == "" && q.After.IsZero() {
+		// Filtered by state and caller at most: task_counts holds the answer.
+		count = `SELECT coalesce(sum(n), 0) FROM task_counts` + filter
+	}
+	if err := tx.QueryRowContext(ctx, count, args...).Scan(&page.Total); err != nil {
 		return ListPage{}, fmt.Errorf("member: listing tasks: %w", err)
 	}
 	// One row beyond the page tells whether there is a next page.

@@ -1,0 +1,279 @@
+package store
+
+import (
+	"cmp"
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/murmur-run/murmur/a2a"
+)
+
+// Group commit. Create and Update do not each take the write lock and pay an fsync: they hand their row
+// to the committer, one goroutine that takes every write waiting at that moment, runs them in one
+// transaction through statements prepared once, and commits it with synchronous=FULL: one fsync for
+// the lot. Each caller returns once the transaction holding its row is durable, with its own row's
+// error (a duplicate id, a task no longer stored): a row that fails leaves the others of its group
+// alone. While one group commits, the next one gathers, so concurrent writers (the Sends of many
+// clients, the executor's state changes, several tasks ending at once) share fsyncs instead of
+// queueing for one each.
+
+// maxGroup bounds the rows of one group commit, so that a transaction stays short and the first
+// writers of a burst are not kept waiting for the last.
+const maxGroup = 256
+
+// The kinds of write a group holds; the write hook is told of each kind's rows per group.
+const (
+	opCreate = "create"
+	opUpdate = "update"
+)
+
+// pendingWrite is one row handed to the committer.
+type pendingWrite struct {
+	op      string
+	id      a2a.TaskID
+	context string
+	state   string
+	ts      any // statusMillis
+	created time.Time
+	caller  string
+	body    []byte
+	done    chan error // capacity 1: the row's outcome, once its group is durable; nil for UpdateSoon's
+	seq     int64      // the order rows were handed over in (Store.writeSeq)
+}
+
+// The statements of the group commit, prepared once on the write connection.
+const (
+	insertSQL = `INSERT INTO tasks (id, context_id, state, status_ts, created, caller, task) VALUES (?, ?, ?, ?, ?, ?, ?)`
+	updateSQL = `UPDATE tasks SET context_id = ?, state = ?, status_ts = ?, task = ? WHERE id = ?`
+)
+
+// commit hands w to the committer and waits until the group holding it is durable. It does not give up
+// when ctx ends once w is handed over: the row may be committed all the same, and its caller must know.
+func (s *Store) commit(ctx context.Context, w *pendingWrite) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("member: storing task %s: %w", w.id, err)
+	}
+	w.done = make(chan error, 1)
+	w.seq = s.writeSeq.Add(1)
+	s.fg.begin()
+	defer s.fg.end()
+	// s.writes is unbuffered: a row handed over is one the committer holds, and answers.
+	select {
+	case s.writes <- w:
+	case <-s.committerDone:
+		return fmt.Errorf("member: storing task %s: the task store is closed", w.id)
+	}
+	return <-w.done
+}
+
+// committer runs from OpenWith until Close ends stop, writing one group at a time.
+func (s *Store) committer(stop <-chan struct{}) {
+	defer close(s.committerDone)
+	group := make([]*pendingWrite, 0, maxGroup)
+	for {
+		var first *pendingWrite
+		select {
+		case first = <-s.writes:
+		case <-s.soonKick:
+		case <-stop:
+			if rows := s.takeSoon(); len(rows) > 0 {
+				s.wmu.Lock()
+				s.applyGroup(rows)
+				s.wmu.Unlock()
+			}
+			return
+		}
+		group = group[:0]
+		if first != nil {
+			group = append(group, first)
+		}
+		// The lock first: whatever arrives while another write holds it joins this group.
+		s.wmu.Lock()
+	gather:
+		for len(group) < maxGroup {
+			select {
+			case w := <-s.writes:
+				group = append(group, w)
+			default:
+				break gather
+			}
+		}
+		// UpdateSoon's rows join the group after the gathering, so that one handed over before a row taken
+		// from the channel is in it; the group is then put in the order the rows were handed over, so a
+		// task's writes are committed in the order its goroutine made them.
+		group = append(group, s.takeSoon()...)
+		slices.SortFunc(group, func(a, b *pendingWrite) int { return cmp.Compare(a.seq, b.seq) })
+		if len(group) == 0 {
+			s.wmu.Unlock()
+			continue
+		}
+		errs := s.applyGroup(group)
+		s.wmu.Unlock()
+		for i, w := range group {
+			switch {
+			case w.done != nil:
+				w.done <- errs[i]
+			case errs[i] != nil:
+				s.log.Error("the task store could not store a task's progress", "task", w.id, "err", errs[i])
+			}
+		}
+	}
+}
+
+// applyGroup writes group in one transaction and puts what it stored in the cache. wmu is held.
+func (s *Store) applyGroup(group []*pendingWrite) []error {
+	errs := s.writeGroup(group)
+	for i, w := range group {
+		if errs[i] == nil {
+			s.cache.put(w.id, w.caller, w.body)
+		}
+	}
+	return errs
+}
+
+// writeGroup writes group in one transaction and returns each row's error. wmu is held.
+func (s *Store) writeGroup(group []*pendingWrite) []error {
+	errs := make([]error, len(group))
+	fail := func(err error) []error {
+		for i := range errs {
+			errs[i] = fmt.Errorf("member: storing task %s: %w", group[i].id, err)
+		}
+		return errs
+	}
+	ctx := context.Background()
+	tx, err := s.write.BeginTx(ctx, nil)
+	if err != nil {
+		return fail(err)
+	}
+	insert, update := tx.StmtContext(ctx, s.insertStmt), tx.StmtContext(ctx, s.updateStmt)
+	created, updated := 0, 0
+	for i, w := range group {
+		switch w.op {
+		case opCreate:
+			if _, err := insert.ExecContext(ctx, string(w.id), w.context, w.state, w.ts, w.created.UnixMilli(), w.caller, w.body); err != nil {
+				errs[i] = fmt.Errorf("member: storing task %s: %w", w.id, err)
+				continue
+			}
+			created++
+		case opUpdate:
+			res, err := update.ExecContext(ctx, w.context, w.state, w.ts, w.body, string(w.id))
+			if err == nil {
+				var n int64
+				if n, err = res.RowsAffected(); err == nil && n == 0 {
+					errs[i] = NotStored(w.id)
+					continue
+				}
+			}
+			if err != nil {
+				errs[i] = fmt.Errorf("member: storing task %s: %w", w.id, err)
+				continue
+			}
+			updated++
+		}
+	}
+	if created > 0 {
+		s.hook(opCreate, created)
+	}
+	if updated > 0 {
+		s.hook(opUpdate, updated)
+	}
+	if err := tx.Commit(); err != nil {
+		tx.Rollback()
+		return fail(err)
+	}
+	s.arrived(created)
+	return errs
+}
+
+// prepareWrites prepares the group commit's statements on the write pool.
+func (s *Store) prepareWrites() error {
+	var err error
+	if s.insertStmt, err = s.write.Prepare(insertSQL); err != nil {
+		return err
+	}
+	if s.updateStmt, err = s.write.Prepare(updateSQL); err != nil {
+		return err
+	}
+	s.getStmt, err = s.read.Prepare(`SELECT task, caller FROM tasks WHERE id = ?`)
+	return err
+}
+
+// closeStatements closes what prepareWrites prepared.
+func (s *Store) closeStatements() error {
+	var errs []error
+	for _, st := range []*sql.Stmt{s.insertStmt, s.updateStmt, s.getStmt} {
+		if st != nil {
+			errs = append(errs, st.Close())
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// UpdateAll stores every task of ts as Update does, all in one transaction (one fsync however many they
+// are: a shutdown cancelling thousands of queued tasks), and returns each task's error in order.
+func (s *Store) UpdateAll(ctx context.Context, ts []*a2a.Task) []error {
+	errs := make([]error, len(ts))
+	writes := make([]*pendingWrite, len(ts))
+	for i, t := range ts {
+		body, err := json.Marshal(t)
+		if err != nil {
+			errs[i] = fmt.Errorf("member: storing task %s: %w", t.ID, err)
+			continue
+		}
+		writes[i] = &pendingWrite{op: opUpdate, id: t.ID, context: t.ContextID, state: string(t.Status.State),
+			ts: statusMillis(t), caller: taskCaller(t), body: body}
+	}
+	var group []*pendingWrite
+	var at []int
+	for i, w := range writes {
+		if w != nil {
+			group, at = append(group, w), append(at, i)
+		}
+	}
+	if len(group) == 0 {
+		return errs
+	}
+	s.fg.begin()
+	defer s.fg.end()
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	for j, err := range s.applyGroup(group) {
+		errs[at[j]] = err
+	}
+	return errs
+}
+
+// UpdateSoon stores t as Update does, with the committer's next group, and returns without waiting for
+// it: for a change that need not be durable before it is visible, such as a task starting to work (a
+// crash before its commit leaves the task submitted, which the restart ends failed all the same). Get
+// shows the change once it is committed; an Update or Create that follows is committed after it. A
+// failure is logged.
+func (s *Store) UpdateSoon(t *a2a.Task) {
+	body, err := json.Marshal(t)
+	if err != nil {
+		s.log.Error("the task store could not store a task's progress", "task", t.ID, "err", err)
+		return
+	}
+	s.soonMu.Lock()
+	s.soon = append(s.soon, &pendingWrite{op: opUpdate, id: t.ID, context: t.ContextID, state: string(t.Status.State),
+		ts: statusMillis(t), caller: taskCaller(t), body: body, seq: s.writeSeq.Add(1)})
+	s.soonMu.Unlock()
+	select {
+	case s.soonKick <- struct{}{}:
+	default:
+	}
+}
+
+// takeSoon takes the rows UpdateSoon holds, oldest first.
+func (s *Store) takeSoon() []*pendingWrite {
+	s.soonMu.Lock()
+	defer s.soonMu.Unlock()
+	rows := s.soon
+	s.soon = nil
+	return rows
+}

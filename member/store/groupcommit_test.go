@@ -1,0 +1,218 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/murmur-run/murmur/a2a"
+	"github.com/murmur-run/murmur/roster"
+)
+
+// Writes that wait at the same moment share one transaction (one fsync), and a row that fails in it (a
+// duplicate id, an update of a task not stored) fails alone: the others are stored, durably, and read
+// back after the store is closed and opened again.
+func TestConcurrentWritesShareOneCommit(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "tasks.db")
+	s, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := s.Create(ctx, storeTask(0, "ctx", a2a.TaskStateSubmitted)); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	groups := map[string][]int{}
+	s.SetWriteHook(func(op string, rows int) {
+		mu.Lock()
+		groups[op] = append(groups[op], rows)
+		mu.Unlock()
+	})
+
+	const n = 40
+	unlock := s.LockWrites() // a long write holds the store while the writers come
+	defer unlock()
+	errs := make([]error, n+2)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() { errs[i] = s.Create(ctx, storeTask(i+1, "ctx", a2a.TaskStateSubmitted)) })
+	}
+	wg.Go(func() { errs[n] = s.Create(ctx, storeTask(0, "ctx", a2a.TaskStateSubmitted)) }) // a duplicate
+	wg.Go(func() {
+		errs[n+1] = s.Update(ctx, storeTask(99, "ctx", a2a.TaskStateCompleted)) // never created
+	})
+	for s.WaitingWrites() < n+2 {
+		time.Sleep(time.Millisecond)
+	}
+	unlock()
+	wg.Wait()
+
+	for i := range n {
+		if errs[i] != nil {
+			t.Errorf("create %d: %v", i+1, errs[i])
+		}
+	}
+	if errs[n] == nil {
+		t.Error("a second create of tsk_00 succeeded")
+	}
+	if !errors.Is(errs[n+1], ErrNotFound) {
+		t.Errorf("an update of a task never stored answered %v, want ErrNotFound", errs[n+1])
+	}
+	mu.Lock()
+	if len(groups["create"]) != 1 || groups["create"][0] != n || len(groups["update"]) != 0 {
+		t.Errorf("%d concurrent creates were written in groups %v, want one group of %d", n, groups, n)
+	}
+	mu.Unlock()
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	s, err = Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for i := range n + 1 {
+		if _, err := s.Get(ctx, storeTask(i, "ctx", a2a.TaskStateSubmitted).ID); err != nil {
+			t.Errorf("after reopening: task %d: %v", i, err)
+		}
+	}
+	page, err := s.List(ctx, ListQuery{PageSize: 100})
+	if err != nil || page.Total != n+1 {
+		t.Errorf("after reopening the store lists %d tasks (%v), want %d", page.Total, err, n+1)
+	}
+}
+
+// A write handed to a closed store fails; it never waits forever.
+func TestWriteAfterCloseFails(t *testing.T) {
+	s, err := Open(filepath.Join(t.TempDir(), "tasks.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	if err := s.Create(context.Background(), storeTask(1, "ctx", a2a.TaskStateSubmitted)); err == nil {
+		t.Error("Create after Close succeeded")
+	}
+}
+
+// ListTasks's total for a state and caller filter comes from task_counts, which the triggers keep equal
+// to counting the table through creates, updates, batched rejections, recovery and retention's removals.
+func TestTaskCountsFollowEveryWrite(t *testing.T) {
+	c := &clock{now: storeEpoch}
+	s := openRetentionStore(t, roster.Retention{MaxAge: time.Hour, MaxTasks: 1000}, c)
+	ctx := context.Background()
+	check := func(when string) {
+		t.Helper()
+		for _, state := range []a2a.TaskState{"", a2a.TaskStateSubmitted, a2a.TaskStateWorking, a2a.TaskStateCompleted,
+			a2a.TaskStateFailed, a2a.TaskStateRejected} {
+			for _, caller := range []string{"", "peer"} {
+				page, err := s.List(ctx, ListQuery{State: state, Caller: caller, PageSize: 1})
+				if err != nil {
+					t.Fatal(err)
+				}
+				query, args := `SELECT count(*) FROM tasks WHERE (? = '' OR state = ?) AND (? = '' OR caller = ?)`, []any{string(state), string(state), caller, caller}
+				var want int
+				if err := s.read.QueryRow(query, args...).Scan(&want); err != nil {
+					t.Fatal(err)
+				}
+				if page.Total != want {
+					t.Errorf("%s: state %q caller %q: total %d, the table holds %d", when, state, caller, page.Total, want)
+				}
+			}
+		}
+	}
+	old := storeEpoch.Add(-2 * time.Hour)
+	// Every third task is a peer's.
+	task := func(n int, state a2a.TaskState) *a2a.Task {
+		task := endedAt(n, state, old)
+		if n%3 == 0 {
+			task.Metadata = map[string]any{"murmur": map[string]any{"caller": "peer"}}
+		}
+		return task
+	}
+	for n := range 20 {
+		if err := s.Create(ctx, task(n, a2a.TaskStateSubmitted)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	check("after creates")
+	for n := range 10 {
+		if err := s.Update(ctx, task(n, a2a.TaskStateCompleted)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	check("after updates")
+	for n := 20; n < 25; n++ {
+		s.CreateBatched(endedAt(n, a2a.TaskStateRejected, old))
+	}
+	for s.batch.waiting() > 0 || s.batchPending() > 0 {
+		time.Sleep(10 * time.Millisecond)
+	}
+	check("after a batch")
+	if _, err := s.Recover(ctx, storeEpoch); err != nil {
+		t.Fatal(err)
+	}
+	check("after recovery")
+	if _, err := s.Sweep(ctx); err != nil {
+		t.Fatal(err)
+	}
+	check("after a sweep")
+}
+
+func (s *Store) batchPending() int {
+	s.batch.mu.Lock()
+	defer s.batch.mu.Unlock()
+	return len(s.batch.pending)
+}
+
+// A task's UpdateSoon and the Update after it are committed in that order, whatever groups they fall in:
+// many tasks started (working, not waited for) and ended (completed) at once all end completed, in the
+// cache and in the file.
+func TestUpdateSoonKeepsATasksOrder(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "tasks.db")
+	s, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	const writers, each = 8, 150
+	var wg sync.WaitGroup
+	for w := range writers {
+		wg.Go(func() {
+			for i := range each {
+				n := w*each + i
+				if err := s.Create(ctx, storeTask(n, "ctx", a2a.TaskStateSubmitted)); err != nil {
+					t.Error(err)
+					return
+				}
+				s.UpdateSoon(storeTask(n, "ctx", a2a.TaskStateWorking))
+				if err := s.Update(ctx, storeTask(n, "ctx", a2a.TaskStateCompleted)); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	check := func(when string) {
+		for n := range writers * each {
+			got, err := s.Get(ctx, storeTask(n, "ctx", "").ID)
+			if err != nil || got.Status.State != a2a.TaskStateCompleted {
+				t.Fatalf("%s: task %d is %v (%v), want completed", when, n, got.Status.State, err)
+			}
+		}
+	}
+	check("before closing")
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if s, err = Open(path); err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	check("after reopening")
+}
