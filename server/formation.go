@@ -176,7 +176,7 @@ func (f *Formation) start(m roster.Member, ln net.Listener) (*RunningMember, err
 	}
 	// The notifier opens once the session has recovered the store, so its first round finds the tasks
 	// a restart ended too; no task arrives before the door opens.
-	notifier, err := openPush(filepath.Join(dir, "tasks.db"), capsule, cfg, wrapped, log)
+	notifier, err := openPush(filepath.Join(dir, "tasks.db"), capsule, cfg, wrapped, log, store.Settle)
 	if err != nil {
 		ln.Close()
 		sess.Close(context.Background())
@@ -248,7 +248,7 @@ func (f *Formation) Shutdown(ctx context.Context) error {
 }
 
 // openPush opens a member's push notifier on its task store's file, with the capsule's push.allow.
-func openPush(path string, capsule *capsule.Capsule, cfg FormationConfig, reg prometheus.Registerer, log *slog.Logger) (*push.Notifier, error) {
+func openPush(path string, capsule *capsule.Capsule, cfg FormationConfig, reg prometheus.Registerer, log *slog.Logger, settle func(context.Context) error) (*push.Notifier, error) {
 	allow, err := push.NewAllowlist(capsule.Push.Allow)
 	if err != nil {
 		return nil, err
@@ -264,5 +264,5 @@ func openPush(path string, capsule *capsule.Capsule, cfg FormationConfig, reg pr
 	}
 	return push.Open(push.Config{Path: path, Allow: allow, Backoff: cfg.PushBackoff, Logger: log,
 		Delivered: func(outcome string) { deliveries.WithLabelValues(outcome).Inc() },
-		Dropped:   dropped.Inc})
+		Dropped:   dropped.Inc, Settle: settle})
 }

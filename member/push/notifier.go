@@ -65,6 +65,10 @@ type Config struct {
 	// Dropped, when set, is called for each change that a full queue or outbox kept from its webhooks
 	// (metrics).
 	Dropped func()
+	// Settle, when set, returns once the store has committed every change it was handed so far. Create
+	// calls it before it reads the task's status for a new config: a change published before the config
+	// was watched, and committed after it (the store's UpdateSoon), would otherwise be missed.
+	Settle func(context.Context) error
 }
 
 // Notifier keeps a member's push notification configs and delivers its tasks' changes to them.
@@ -350,6 +354,11 @@ func (n *Notifier) Create(ctx context.Context, c a2a.TaskPushNotificationConfig)
 	n.mu.Lock()
 	n.watched[c.TaskID] = true
 	n.mu.Unlock()
+	if n.cfg.Settle != nil {
+		if err := n.cfg.Settle(ctx); err != nil {
+			return c, err
+		}
+	}
 	tx, err := n.db.BeginTx(ctx, nil)
 	if err != nil {
 		return c, err

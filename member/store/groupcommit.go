@@ -30,6 +30,7 @@ const maxGroup = 256
 const (
 	opCreate = "create"
 	opUpdate = "update"
+	opSettle = "settle" // no row: Settle's marker, answered once every write handed over before it is committed
 )
 
 // pendingWrite is one row handed to the committer.
@@ -129,7 +130,7 @@ func (s *Store) committer(stop <-chan struct{}) {
 func (s *Store) applyGroup(group []*pendingWrite) []error {
 	errs := s.writeGroup(group)
 	for i, w := range group {
-		if errs[i] == nil {
+		if errs[i] == nil && w.op != opSettle {
 			s.cache.put(w.id, w.caller, w.body)
 		}
 	}
@@ -267,6 +268,13 @@ func (s *Store) UpdateSoon(t *a2a.Task) {
 	case s.soonKick <- struct{}{}:
 	default:
 	}
+}
+
+// Settle returns once every write handed to the store before it, UpdateSoon's included, is committed:
+// for a reader of the file that must not miss a change already published (the push notifier reading a
+// task's status for a new config).
+func (s *Store) Settle(ctx context.Context) error {
+	return s.commit(ctx, &pendingWrite{op: opSettle})
 }
 
 // takeSoon takes the rows UpdateSoon holds, oldest first.

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"path/filepath"
 	"sync"
@@ -215,4 +216,44 @@ func TestUpdateSoonKeepsATasksOrder(t *testing.T) {
 	}
 	defer s.Close()
 	check("after reopening")
+}
+
+// TestSettleWaitsForUpdateSoon: a change handed to UpdateSoon is in the file, for another reader of it,
+// once Settle returns, and not before it is committed.
+func TestSettleWaitsForUpdateSoon(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "tasks.db")
+	s, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	if err := s.Create(ctx, storeTask(1, "ctx", a2a.TaskStateSubmitted)); err != nil {
+		t.Fatal(err)
+	}
+	unlock := s.LockWrites() // the committer cannot write UpdateSoon's row yet
+	s.UpdateSoon(storeTask(1, "ctx", a2a.TaskStateWorking))
+	settled := make(chan error, 1)
+	go func() { settled <- s.Settle(ctx) }()
+	select {
+	case err := <-settled:
+		t.Fatalf("Settle returned (%v) while the row it must wait for could not be written", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	unlock()
+	if err := <-settled; err != nil {
+		t.Fatal(err)
+	}
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var state string
+	if err := db.QueryRow(`SELECT state FROM tasks WHERE id = ?`, "tsk_01").Scan(&state); err != nil {
+		t.Fatal(err)
+	}
+	if state != string(a2a.TaskStateWorking) {
+		t.Errorf("after Settle the file holds the task %s, want %s", state, a2a.TaskStateWorking)
+	}
 }
