@@ -49,7 +49,9 @@ type pendingWrite struct {
 // The statements of the group commit, prepared once on the write connection.
 const (
 	insertSQL = `INSERT INTO tasks (id, context_id, state, status_ts, created, caller, task) VALUES (?, ?, ?, ?, ?, ?, ?)`
-	updateSQL = `UPDATE tasks SET context_id = ?, state = ?, status_ts = ?, task = ? WHERE id = ?`
+	// A task's context never changes once it is created: an update leaves context_id, and so its index,
+	// alone.
+	updateSQL = `UPDATE tasks SET state = ?, status_ts = ?, task = ? WHERE id = ?`
 )
 
 // commit hands w to the committer and waits until the group holding it is durable. It does not give up
@@ -161,7 +163,7 @@ func (s *Store) writeGroup(group []*pendingWrite) []error {
 			}
 			created++
 		case opUpdate:
-			res, err := update.ExecContext(ctx, w.context, w.state, w.ts, w.body, string(w.id))
+			res, err := update.ExecContext(ctx, w.state, w.ts, w.body, string(w.id))
 			if err == nil {
 				var n int64
 				if n, err = res.RowsAffected(); err == nil && n == 0 {
