@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/murmur-run/murmur/a2a"
+	"github.com/murmur-run/murmur/member/calls/callstest"
 )
 
 // formationOf is a roster in which the test session's member, m, may call worker; both run the
@@ -37,8 +38,8 @@ func TestDeadlineNoticeSkipsRefusals(t *testing.T) {
 					"deadline: 1h\nlifecycle: {deadline_notice_secs: 300, shell_grace_secs: 5}\ncontrol: {agent_settings: [inference.driver]}\n" +
 					"exports: {peer_files: out}\ncapabilities:\n  shell: {allow: [true]}\n  network: {allow: [localhost]}\n",
 				"script.yaml": "rules:\n  - match: ''\n    turns:\n" + refusals + ran + "      - say: '{{.transcript}}'\n",
-			}, sessionOpts{clock: clk, roster: formationOf, peers: &fakePeers{
-				offer: func(int) (*a2a.Task, error) { return nil, errors.New("connection refused") },
+			}, sessionOpts{clock: clk, roster: formationOf, peers: &callstest.Peers{
+				OnOffer: func(int) (*a2a.Task, error) { return nil, errors.New("connection refused") },
 			}})
 			clk.advance(56*time.Minute + 30*time.Second) // 210 s left: inside the margin
 			transcript := answer(s.run(t, "go", Origin{}))

@@ -8,6 +8,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/murmur-run/murmur/a2a"
+	"github.com/murmur-run/murmur/member/calls/callstest"
 )
 
 // SPEC's summaries ("passed, summary Called <member>: started", "summary Ending task without an answer")
@@ -20,9 +21,9 @@ func TestSummariesInToolCallRecords(t *testing.T) {
 			"      - call: [{tool: call-member, input: {member: worker, task: work}}, {tool: call-member, input: {member: nobody, task: x}}]\n" +
 			"      - say: waiting for worker\n" +
 			"      - call: [{tool: end-without-answer, input: {reason: worker has none}}]\n",
-	}, sessionOpts{roster: formationOf, peers: &fakePeers{
-		offer: func(int) (*a2a.Task, error) { return working, nil },
-		get: func(int) (*a2a.Task, error) {
+	}, sessionOpts{roster: formationOf, peers: &callstest.Peers{
+		OnOffer: func(int) (*a2a.Task, error) { return working, nil },
+		OnGet: func(int) (*a2a.Task, error) {
 			return &a2a.Task{ID: "tsk_worker", Status: a2a.TaskStatus{State: a2a.TaskStateFailed,
 				Message: &a2a.Message{Parts: []a2a.Part{a2a.TextPart("it broke")}}}}, nil
 		},

@@ -3,9 +3,10 @@ package peerfile
 import (
 	"encoding/base64"
 	"errors"
-	"fmt"
 	"net/http"
 	"strings"
+
+	"github.com/murmur-run/murmur/internal/kinderr"
 )
 
 // The failures of a peer-file handoff. Match them with errors.Is; an *Error carries one of them with the
@@ -32,19 +33,9 @@ var (
 )
 
 // Error is a failure of one kind (a sentinel above) with the sentence that says what was wrong.
-type Error struct {
-	Kind   error
-	Detail string
-}
+type Error = kinderr.Error
 
-func (e *Error) Error() string { return e.Detail }
-
-// Unwrap returns the kind, so errors.Is matches it.
-func (e *Error) Unwrap() error { return e.Kind }
-
-func fail(kind error, format string, args ...any) error {
-	return &Error{Kind: kind, Detail: fmt.Sprintf(format, args...)}
-}
+func fail(kind error, format string, args ...any) error { return kinderr.New(kind, format, args...) }
 
 // wire is the one table from failures to the reason a door or a record names and the door's HTTP status.
 var wire = []struct {

@@ -165,19 +165,22 @@ type reader struct {
 	bad bool
 }
 
-func (r *reader) uvarint() uint64 {
+// readVarint reads one varint with decode. Only the shortest encoding (encode's) is accepted, so a
+// decoded handle re-encodes to the same text.
+func readVarint[T uint64 | int64](r *reader, decode func([]byte) (T, int), encode func([]byte, T) []byte) T {
 	if r.bad {
 		return 0
 	}
-	v, n := binary.Uvarint(r.b)
-	// Only the shortest encoding is accepted, so a decoded handle re-encodes to the same text.
-	if n <= 0 || n != len(binary.AppendUvarint(nil, v)) {
+	v, n := decode(r.b)
+	if n <= 0 || n != len(encode(nil, v)) {
 		r.bad = true
 		return 0
 	}
 	r.b = r.b[n:]
 	return v
 }
+
+func (r *reader) uvarint() uint64 { return readVarint(r, binary.Uvarint, binary.AppendUvarint) }
 
 func (r *reader) natural() int64 {
 	v := r.uvarint()
@@ -188,18 +191,7 @@ func (r *reader) natural() int64 {
 	return int64(v)
 }
 
-func (r *reader) signed() int64 {
-	if r.bad {
-		return 0
-	}
-	v, n := binary.Varint(r.b)
-	if n <= 0 || n != len(binary.AppendVarint(nil, v)) {
-		r.bad = true
-		return 0
-	}
-	r.b = r.b[n:]
-	return v
-}
+func (r *reader) signed() int64 { return readVarint(r, binary.Varint, binary.AppendVarint) }
 
 func (r *reader) str(limit int) string {
 	n := r.uvarint()

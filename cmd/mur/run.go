@@ -45,6 +45,26 @@ Run "mur COMMAND --help" for a command's flags. Exit codes: 0 ok, 1 runtime fail
 bad configuration.
 `
 
+// command is one of mur's commands: each is given the same arguments and uses those it needs.
+type command func(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error
+
+// commands is the table of mur's commands, by the name that runs them.
+func commands() map[string]command {
+	noContext := func(f func([]string, func(string) string, io.Writer, io.Writer) error) command {
+		return func(_ context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+			return f(args, getenv, stdout, stderr)
+		}
+	}
+	return map[string]command{
+		"run": cmdRun, "member": cmdMember, "check": noContext(cmdCheck), "console": cmdConsole,
+		"send": cmdSend, "tasks": cmdTasks, "export": noContext(cmdExport), "pull": cmdPull,
+		"list": noContext(func(args []string, _ func(string) string, stdout, stderr io.Writer) error {
+			return cmdList(args, stdout, stderr)
+		}),
+		"health": cmdHealth,
+	}
+}
+
 // run is the whole program; main only calls it.
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
@@ -52,27 +72,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return usagef("no command given")
 	}
 	cmd, rest := args[0], args[1:]
+	if f, ok := commands()[cmd]; ok {
+		return f(ctx, rest, getenv, stdout, stderr)
+	}
 	switch cmd {
-	case "run":
-		return cmdRun(ctx, rest, getenv, stdout, stderr)
-	case "member":
-		return cmdMember(ctx, rest, getenv, stdout, stderr)
-	case "check":
-		return cmdCheck(rest, getenv, stdout, stderr)
-	case "console":
-		return cmdConsole(ctx, rest, getenv, stdout, stderr)
-	case "send":
-		return cmdSend(ctx, rest, getenv, stdout, stderr)
-	case "tasks":
-		return cmdTasks(ctx, rest, getenv, stdout, stderr)
-	case "export":
-		return cmdExport(rest, getenv, stdout, stderr)
-	case "pull":
-		return cmdPull(ctx, rest, getenv, stdout, stderr)
-	case "list":
-		return cmdList(rest, stdout, stderr)
-	case "health":
-		return cmdHealth(ctx, rest, getenv, stdout, stderr)
 	case "version", "--version":
 		fmt.Fprintln(stdout, "mur", version)
 		return nil

@@ -280,6 +280,7 @@ func (d *yamlDoc) pin(n *yaml.Node, path string) (Pin, bool) {
 	got := map[string]int{}
 	ok := true
 	bad := func(line int, msg, fix string) { d.Add(line, path+" "+msg, fix); ok = false }
+	badName := func(line int, key string, err error) { d.addNameError(line, path+" "+key+" ", err); ok = false }
 	text := func(key string, v *yaml.Node) (string, bool) {
 		s, good := d.Text(v, path+"."+key)
 		ok = ok && good
@@ -289,18 +290,15 @@ func (d *yamlDoc) pin(n *yaml.Node, path string) (Pin, bool) {
 	if !d.Fields(n, path, []yamldoc.Field{
 		{Name: "name", Fn: func(k, v *yaml.Node) {
 			got["name"] = k.Line
-			if s, good := text("name", v); good {
-				if rerr := CheckReserved(s); rerr != nil {
-					bad(v.Line, rerr.Error(), "remove this pin: a runtime-provided tool is never pinned")
-					return
-				}
-				name, err := ParseName(s)
-				if err != nil {
-					var ne *NameError
-					errors.As(err, &ne)
-					bad(v.Line, "name "+ne.Msg, ne.Fix)
-					return
-				}
+			s, good := text("name", v)
+			if !good {
+				return
+			}
+			if rerr := CheckReserved(s); rerr != nil {
+				bad(v.Line, rerr.Error(), "remove this pin: a runtime-provided tool is never pinned")
+			} else if name, err := ParseName(s); err != nil {
+				badName(v.Line, "name", err)
+			} else {
 				p.Name = name
 			}
 		}},
@@ -308,12 +306,10 @@ func (d *yamlDoc) pin(n *yaml.Node, path string) (Pin, bool) {
 			got["version"] = k.Line
 			if s, good := text("version", v); good {
 				if err := checkVersion(s); err != nil {
-					var ne *NameError
-					errors.As(err, &ne)
-					bad(v.Line, "version "+ne.Msg, ne.Fix)
-					return
+					badName(v.Line, "version", err)
+				} else {
+					p.Version = s
 				}
-				p.Version = s
 			}
 		}},
 		{Name: "digest", Fn: func(k, v *yaml.Node) {

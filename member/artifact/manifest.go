@@ -135,9 +135,7 @@ func ParseManifest(path string, data []byte) (*Manifest, error) {
 	if v := vals["name"]; v != nil {
 		if s, ok := d.Text(v, "name"); ok {
 			if n, err := ParseName(s); err != nil {
-				var ne *NameError
-				errors.As(err, &ne)
-				d.Add(v.Line, "name "+ne.Msg, ne.Fix)
+				d.addNameError(v.Line, "name ", err)
 			} else {
 				m.Name = n
 			}
@@ -148,9 +146,7 @@ func ParseManifest(path string, data []byte) (*Manifest, error) {
 	if v := vals["version"]; v != nil {
 		if s, ok := d.Text(v, "version"); ok {
 			if err := checkVersion(s); err != nil {
-				var ne *NameError
-				errors.As(err, &ne)
-				d.Add(v.Line, "version "+ne.Msg, ne.Fix)
+				d.addNameError(v.Line, "version ", err)
 			} else {
 				m.Version = s
 			}

@@ -14,46 +14,9 @@ import (
 
 	"github.com/murmur-run/murmur/a2a"
 	"github.com/murmur-run/murmur/internal/ids"
+	"github.com/murmur-run/murmur/member/calls/callstest"
 	"github.com/murmur-run/murmur/roster"
 )
-
-// fakePeers answers offers and reads from scripts, and notes when each offer arrived.
-type fakePeers struct {
-	mu      sync.Mutex
-	offer   func(n int) (*a2a.Task, error) // n counts from 1
-	get     func(n int) (*a2a.Task, error)
-	offers  []time.Time
-	gets    int
-	cancels []a2a.TaskID
-	block   chan struct{} // when set, offers after the first wait on it
-}
-
-func (f *fakePeers) Send(ctx context.Context, member string, msg *a2a.Message) (*a2a.Task, error) {
-	f.mu.Lock()
-	f.offers = append(f.offers, time.Now())
-	n := len(f.offers)
-	block := f.block
-	f.mu.Unlock()
-	if block != nil && n > 1 {
-		<-block
-	}
-	return f.offer(n)
-}
-
-func (f *fakePeers) Get(ctx context.Context, member string, id a2a.TaskID) (*a2a.Task, error) {
-	f.mu.Lock()
-	f.gets++
-	n := f.gets
-	f.mu.Unlock()
-	return f.get(n)
-}
-
-func (f *fakePeers) Cancel(ctx context.Context, member string, id a2a.TaskID) error {
-	f.mu.Lock()
-	f.cancels = append(f.cancels, id)
-	f.mu.Unlock()
-	return nil
-}
 
 func task(state a2a.TaskState, msg string) *a2a.Task {
 	t := &a2a.Task{ID: "tsk_member", Status: a2a.TaskStatus{State: state}}
@@ -117,14 +80,14 @@ func onlyCall(tc *Tracker) *memberCall {
 
 func TestBusyMemberIsOfferedAgainWithBackoff(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		peers := &fakePeers{
-			offer: func(n int) (*a2a.Task, error) {
+		peers := &callstest.Peers{
+			OnOffer: func(n int) (*a2a.Task, error) {
 				if n <= 6 {
 					return busyTask()
 				}
 				return task(a2a.TaskStateSubmitted, ""), nil
 			},
-			get: func(n int) (*a2a.Task, error) {
+			OnGet: func(n int) (*a2a.Task, error) {
 				done := task(a2a.TaskStateCompleted, "")
 				done.Artifacts = []a2a.Artifact{{Name: "response", Parts: []a2a.Part{a2a.TextPart("the answer")}}}
 				return done, nil
@@ -143,13 +106,13 @@ func TestBusyMemberIsOfferedAgainWithBackoff(t *testing.T) {
 		}
 		want := []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second, 8 * time.Second, 8 * time.Second}
 		for i, w := range want {
-			gap := peers.offers[i+1].Sub(peers.offers[i])
+			gap := peers.Offers()[i+1].Sub(peers.Offers()[i])
 			if gap < w || gap >= w+reofferJitter {
 				t.Errorf("wait before offer %d: %s, want %s plus under 250ms of jitter", i+2, gap, w)
 			}
 		}
-		if peers.gets != 1 {
-			t.Errorf("%d reads of the member's task, want 1", peers.gets)
+		if peers.Gets() != 1 {
+			t.Errorf("%d reads of the member's task, want 1", peers.Gets())
 		}
 		b := recs.text()
 		if n := strings.Count(string(b), `"type":"member_call_busy"`); n != 6 {
@@ -163,7 +126,7 @@ func TestBusyMemberIsOfferedAgainWithBackoff(t *testing.T) {
 
 func TestBusyUntilTheDeadline(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		peers := &fakePeers{offer: func(int) (*a2a.Task, error) { return busyTask() }}
+		peers := &callstest.Peers{OnOffer: func(int) (*a2a.Task, error) { return busyTask() }}
 		_, tc, cancel := callSession(t, peers, 20)
 		defer cancel()
 		tc.Call(context.Background(), "worker", "work")
@@ -179,7 +142,7 @@ func TestBusyUntilTheDeadline(t *testing.T) {
 
 func TestTwoSilentOffersEndUnreachable(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		peers := &fakePeers{offer: func(n int) (*a2a.Task, error) {
+		peers := &callstest.Peers{OnOffer: func(n int) (*a2a.Task, error) {
 			if n == 1 {
 				return busyTask()
 			}
@@ -197,15 +160,15 @@ func TestTwoSilentOffersEndUnreachable(t *testing.T) {
 
 func TestCallingTaskEndsBetweenOffers(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		peers := &fakePeers{offer: func(int) (*a2a.Task, error) { return busyTask() }}
+		peers := &callstest.Peers{OnOffer: func(int) (*a2a.Task, error) { return busyTask() }}
 		_, tc, cancel := callSession(t, peers, 600)
 		tc.Call(context.Background(), "worker", "work")
 		time.Sleep(500 * time.Millisecond)
 		cancel()
 		tc.wg.Wait()
 		c := onlyCall(tc)
-		if c.status != "abandoned" || c.output != "the calling task ended before worker took the task; worker was busy and was never handed it" || len(peers.offers) != 1 {
-			t.Errorf("call %s %q after %d offers", c.status, c.output, len(peers.offers))
+		if c.status != "abandoned" || c.output != "the calling task ended before worker took the task; worker was busy and was never handed it" || len(peers.Offers()) != 1 {
+			t.Errorf("call %s %q after %d offers", c.status, c.output, len(peers.Offers()))
 		}
 	})
 }
@@ -229,7 +192,7 @@ func TestCallingTaskEndsWithAnOfferInFlight(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				block := make(chan struct{})
-				peers := &fakePeers{block: block, offer: func(n int) (*a2a.Task, error) {
+				peers := &callstest.Peers{Block: block, OnOffer: func(n int) (*a2a.Task, error) {
 					if n == 1 {
 						return busyTask()
 					}
@@ -245,8 +208,8 @@ func TestCallingTaskEndsWithAnOfferInFlight(t *testing.T) {
 				}()
 				calls.wg.Wait()
 				c := onlyCall(calls)
-				if c.status != tc.status || c.output != tc.output || len(peers.cancels) != tc.cancels {
-					t.Errorf("call %s %q, %d cancels; want %s %q, %d", c.status, c.output, len(peers.cancels), tc.status, tc.output, tc.cancels)
+				if c.status != tc.status || c.output != tc.output || len(peers.Cancels()) != tc.cancels {
+					t.Errorf("call %s %q, %d cancels; want %s %q, %d", c.status, c.output, len(peers.Cancels()), tc.status, tc.output, tc.cancels)
 				}
 				time.Sleep(tc.release) // let the held offer finish before the bubble ends
 				synctest.Wait()
@@ -281,7 +244,7 @@ func TestPollingEndings(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				peers := &fakePeers{offer: func(int) (*a2a.Task, error) { return task(a2a.TaskStateSubmitted, ""), nil }, get: tc.get}
+				peers := &callstest.Peers{OnOffer: func(int) (*a2a.Task, error) { return task(a2a.TaskStateSubmitted, ""), nil }, OnGet: tc.get}
 				_, calls, cancel := callSession(t, peers, 30)
 				defer cancel()
 				start := time.Now()
@@ -306,8 +269,8 @@ func TestPollingEndings(t *testing.T) {
 }
 
 func TestCallMemberRefusals(t *testing.T) {
-	peers := &fakePeers{offer: func(int) (*a2a.Task, error) { return task(a2a.TaskStateSubmitted, ""), nil },
-		get: func(int) (*a2a.Task, error) { return task(a2a.TaskStateWorking, ""), nil }}
+	peers := &callstest.Peers{OnOffer: func(int) (*a2a.Task, error) { return task(a2a.TaskStateSubmitted, ""), nil },
+		OnGet: func(int) (*a2a.Task, error) { return task(a2a.TaskStateWorking, ""), nil }}
 	_, tc, cancel := callSession(t, peers, 600)
 	defer func() { tc.Finish(cancel) }()
 	ctx := context.Background()
@@ -326,8 +289,8 @@ func TestCallMemberRefusals(t *testing.T) {
 	if err == nil || err.Error() != want {
 		t.Errorf("call before delivery:\n%v\nwant\n%s", err, want)
 	}
-	if len(peers.offers) != 1 {
-		t.Errorf("%d offers sent, want only the first call's", len(peers.offers))
+	if len(peers.Offers()) != 1 {
+		t.Errorf("%d offers sent, want only the first call's", len(peers.Offers()))
 	}
 	tc.noAnswer = new(string)
 	tc.Round()
@@ -337,7 +300,7 @@ func TestCallMemberRefusals(t *testing.T) {
 }
 
 func TestEgressRefusesTheDoor(t *testing.T) {
-	peers := &fakePeers{offer: func(int) (*a2a.Task, error) { t.Fatal("an offer was sent"); return nil, nil }}
+	peers := &callstest.Peers{OnOffer: func(int) (*a2a.Task, error) { t.Fatal("an offer was sent"); return nil, nil }}
 	_, tc, cancel := callSession(t, peers, 600)
 	defer func() { tc.Finish(cancel) }()
 	tc.cfg.NetworkAllow = nil
@@ -348,8 +311,8 @@ func TestEgressRefusesTheDoor(t *testing.T) {
 }
 
 func TestEndWithoutAnswerRefusalsInOrder(t *testing.T) {
-	peers := &fakePeers{offer: func(int) (*a2a.Task, error) { return task(a2a.TaskStateSubmitted, ""), nil },
-		get: func(int) (*a2a.Task, error) { return task(a2a.TaskStateWorking, ""), nil }}
+	peers := &callstest.Peers{OnOffer: func(int) (*a2a.Task, error) { return task(a2a.TaskStateSubmitted, ""), nil },
+		OnGet: func(int) (*a2a.Task, error) { return task(a2a.TaskStateWorking, ""), nil }}
 	_, tc, cancel := callSession(t, peers, 600)
 	defer func() { tc.Finish(cancel) }()
 	check := func(want string) {

@@ -258,3 +258,40 @@ func Compact(req *InferRequest) int {
 	req.Messages = append([]ChatMessage{first}, req.Messages[cut:]...)
 	return removed
 }
+
+// exchange is one inference call of a provider driver, in the shape the openai and anthropic drivers
+// share: resolve the choice's credential (none: an empty key), build the provider's request from req,
+// send it, and read its answer. where names the choice in every error but the provider's own, which
+// failure words (without the key).
+func exchange[P, R any](ctx context.Context, req InferRequest, credential string, getenv func(string) string, where func() string,
+	build func(InferRequest) (P, error), send func(context.Context, P, string) (R, error),
+	failure func(error, string) error, read func(R, InferRequest) (InferResponse, error)) (InferResponse, error) {
+	var key string
+	if credential != "" {
+		k, err := ResolveCredential(credential, getenv)
+		if err != nil {
+			return InferResponse{}, fmt.Errorf("%s: %w", where(), err)
+		}
+		key = k
+	}
+	params, err := build(req)
+	if err != nil {
+		return InferResponse{}, fmt.Errorf("%s: %w", where(), err)
+	}
+	answer, err := send(ctx, params, key)
+	if err != nil {
+		return InferResponse{}, failure(err, key)
+	}
+	resp, err := read(answer, req)
+	if err != nil {
+		return InferResponse{}, fmt.Errorf("%s: %w", where(), err)
+	}
+	return resp, nil
+}
+
+// estimatedUsage is the Usage of an answer whose provider reported none: the driver's own estimate of
+// the conversation it was sent and of the answer as the model would see it.
+func estimatedUsage(req InferRequest, resp InferResponse) Usage {
+	out := ChatMessage{Role: RoleAssistant, Text: resp.Text, Calls: resp.Calls}
+	return Usage{Input: EstimateInput(req), Output: EstimateTokens(out.ModelView()), Estimated: true}
+}

@@ -93,35 +93,22 @@ func (d *AnthropicDriver) Name() string { return d.name }
 // Infer sends the whole conversation of req as one Messages API call and answers with its text blocks
 // and tool_use blocks.
 func (d *AnthropicDriver) Infer(ctx context.Context, req InferRequest) (InferResponse, error) {
+	return exchange(ctx, req, d.ch.Credential, d.getenv, d.where, d.params, d.send, d.failure, d.response)
+}
+
+// send makes the Messages API call.
+func (d *AnthropicDriver) send(ctx context.Context, p anthropic.MessageNewParams, key string) (*anthropic.Message, error) {
 	var opts []option.RequestOption
-	var key string
 	if d.ch.Credential != "" {
-		k, err := ResolveCredential(d.ch.Credential, d.getenv)
-		if err != nil {
-			return InferResponse{}, fmt.Errorf("%s: %w", d.where(), err)
-		}
-		key = k
 		// x-api-key is the header the Messages API documents for API keys. The SDK's WithAPIKey
 		// sends the key as a bearer token instead, which Anthropic-compatible servers often refuse.
 		opts = append(opts, option.WithHeader("X-Api-Key", key))
 	}
-	params, err := d.params(req)
-	if err != nil {
-		return InferResponse{}, fmt.Errorf("%s: %w", d.where(), err)
-	}
 	// Without an explicit per-attempt timeout the SDK refuses a non-streaming call whose max_tokens
 	// could take more than ten minutes to generate (above about 21,000): such a choice could never
 	// be served. The timeout follows the SDK's own estimate of the time the output may take.
-	opts = append(opts, option.WithRequestTimeout(anthropicAttemptTimeout(params.MaxTokens)))
-	msg, err := d.messages.New(ctx, params, opts...)
-	if err != nil {
-		return InferResponse{}, d.failure(err, key)
-	}
-	resp, err := d.response(msg, req)
-	if err != nil {
-		return InferResponse{}, fmt.Errorf("%s: %w", d.where(), err)
-	}
-	return resp, nil
+	opts = append(opts, option.WithRequestTimeout(anthropicAttemptTimeout(p.MaxTokens)))
+	return d.messages.New(ctx, p, opts...)
 }
 
 // anthropicAttemptTimeout is how long one attempt may take for an output cap of maxTokens: the SDK's
@@ -312,19 +299,10 @@ func (d *AnthropicDriver) response(msg *anthropic.Message, req InferRequest) (In
 	}
 	if msg.JSON.Usage.Valid() {
 		u := msg.Usage
-		resp.Usage = Usage{
-			Input:      u.InputTokens,
-			Output:     u.OutputTokens,
-			Cached:     u.CacheReadInputTokens,
-			CacheWrite: u.CacheCreationInputTokens,
-			Reported:   true,
-
-			CacheReported: true,
-			CacheApart:    true,
-		}
+		resp.Usage = Usage{Input: u.InputTokens, Output: u.OutputTokens, Cached: u.CacheReadInputTokens,
+			CacheWrite: u.CacheCreationInputTokens, Reported: true, CacheReported: true, CacheApart: true}
 	} else {
-		out := ChatMessage{Role: RoleAssistant, Text: resp.Text, Calls: resp.Calls}
-		resp.Usage = Usage{Input: EstimateInput(req), Output: EstimateTokens(out.ModelView()), Estimated: true}
+		resp.Usage = estimatedUsage(req, resp)
 	}
 	return resp, nil
 }

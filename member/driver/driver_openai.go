@@ -99,29 +99,13 @@ func (d *OpenAIDriver) Name() string { return d.name }
 // Infer sends the whole conversation of req as one Chat Completions call and answers with the first
 // choice's text and tool calls.
 func (d *OpenAIDriver) Infer(ctx context.Context, req InferRequest) (InferResponse, error) {
-	var key string
-	if d.ch.Credential != "" {
-		k, err := ResolveCredential(d.ch.Credential, d.getenv)
-		if err != nil {
-			return InferResponse{}, fmt.Errorf("%s: %w", d.where(), err)
-		}
-		key = k
-	}
-	params, err := d.params(req)
-	if err != nil {
-		return InferResponse{}, fmt.Errorf("%s: %w", d.where(), err)
-	}
-	// An empty key makes the SDK send no Authorization header at all, which is what a local server
-	// without authentication expects.
-	cc, err := d.chat.New(ctx, params, option.WithAPIKey(key))
-	if err != nil {
-		return InferResponse{}, d.failure(err, key)
-	}
-	resp, err := d.response(cc, req)
-	if err != nil {
-		return InferResponse{}, fmt.Errorf("%s: %w", d.where(), err)
-	}
-	return resp, nil
+	return exchange(ctx, req, d.ch.Credential, d.getenv, d.where, d.params, d.send, d.failure, d.response)
+}
+
+// send makes the Chat Completions call. An empty key makes the SDK send no Authorization header at all,
+// which is what a local server without authentication expects.
+func (d *OpenAIDriver) send(ctx context.Context, p openai.ChatCompletionNewParams, key string) (*openai.ChatCompletion, error) {
+	return d.chat.New(ctx, p, option.WithAPIKey(key))
 }
 
 // where names the choice, model and endpoint in every error of this driver.
@@ -234,18 +218,10 @@ func (d *OpenAIDriver) response(cc *openai.ChatCompletion, req InferRequest) (In
 	}
 	if cc.JSON.Usage.Valid() {
 		u := cc.Usage
-		resp.Usage = Usage{
-			Input:      u.PromptTokens,
-			Output:     u.CompletionTokens,
-			Cached:     u.PromptTokensDetails.CachedTokens,
-			CacheWrite: u.PromptTokensDetails.CacheWriteTokens,
-			Reported:   true,
-
-			CacheReported: true,
-		}
+		resp.Usage = Usage{Input: u.PromptTokens, Output: u.CompletionTokens, Cached: u.PromptTokensDetails.CachedTokens,
+			CacheWrite: u.PromptTokensDetails.CacheWriteTokens, Reported: true, CacheReported: true}
 	} else {
-		out := ChatMessage{Role: RoleAssistant, Text: resp.Text, Calls: resp.Calls}
-		resp.Usage = Usage{Input: EstimateInput(req), Output: EstimateTokens(out.ModelView()), Estimated: true}
+		resp.Usage = estimatedUsage(req, resp)
 	}
 	return resp, nil
 }

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+
+	"github.com/murmur-run/murmur/internal/kinderr"
 )
 
 // Placeholders a harness's command and resume arguments may hold; Run replaces each in every argument.
@@ -89,17 +91,9 @@ var (
 	ErrReportedError = errors.New("the harness reported an error")
 )
 
-// runError is a failed run: its sentence, and the class it belongs to.
-type runError struct {
-	class error
-	msg   string
-}
-
-func (e *runError) Error() string { return e.msg }
-func (e *runError) Unwrap() error { return e.class }
-
+// failed is a failed run: its sentence, and the class it belongs to.
 func failed(class error, format string, args ...any) error {
-	return &runError{class: class, msg: fmt.Sprintf(format, args...)}
+	return kinderr.New(class, format, args...)
 }
 
 // Args returns the argument list of a run: Command, then Resume when session is not "", placeholders

@@ -1,20 +1,12 @@
 #!/bin/sh
-# The task text arrives on stdin; what this prints is the answer; a non-zero exit fails the task.
+# The harness example's worker: the coder's harness asks it for arithmetic such as "2 + 40", which expr
+# computes. The task text arrives on stdin; what this prints is the answer; a non-zero exit fails the task.
+set -f # the task's words are expr's arguments, never file names
 read -r line || true
-case "$line" in
-  '')
-    echo "worker got an empty task" >&2
-    exit 3 ;;
-  'slow '[0-9]*)
-    # "slow N" takes N seconds: time to see what a caller gets when worker stops answering
-    n=${line#slow }; n=${n%%[!0-9]*}
-    sleep "$n"
-    echo "worker waited ${n}s" ;;
-  *[!0-9\ +]*)
-    echo "worker got: $line" ;;
-  *[0-9]' + '[0-9]*)
-    a=${line%% + *}; b=${line##* + }
-    echo "$((a + b))" ;;
-  *)
-    echo "worker got: $line" ;;
-esac
+# shellcheck disable=SC2086 # one argument per word of the task, as expr wants them
+out=$(expr $line 2>/dev/null)
+if [ $? -gt 1 ] || [ -z "$out" ]; then
+  echo "worker cannot compute \"$line\": send arithmetic such as 2 + 40" >&2
+  exit 3
+fi
+echo "$out"
