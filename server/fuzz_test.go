@@ -347,9 +347,15 @@ func FuzzDoorRequest(f *testing.F) {
 	})
 }
 
-// count returns the number of tasks in the door's store.
+// count returns the number of tasks in the door's store, once the rejections of earlier inputs, which
+// the store writes later in batches, are all in it (else they could land between two counts).
 func (d *fuzzDoor) count(t *testing.T) int {
 	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); d.store.Batched() > 0; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the store's batch writer still holds %d tasks after 30 s", d.store.Batched())
+		}
+	}
 	page, err := d.session.List(context.Background(), store.ListQuery{PageSize: 1}, store.OperatorScope())
 	if err != nil {
 		t.Fatal(err)

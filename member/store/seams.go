@@ -32,3 +32,11 @@ func (s *Store) WriteSynchronous() (int, error) {
 // WaitingWrites reports the Creates and Updates handed to the group commit (or on their way to it) that
 // have not returned yet.
 func (s *Store) WaitingWrites() int { return int(s.fg.active.Load()) }
+
+// Batched reports the tasks handed to CreateBatched that the batch writer has not yet committed (List
+// does not show them until it has).
+func (s *Store) Batched() int {
+	s.batch.mu.Lock()
+	defer s.batch.mu.Unlock()
+	return len(s.batch.pending)
+}
