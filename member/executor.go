@@ -11,6 +11,7 @@ import (
 	"github.com/murmur-run/murmur/internal/ids"
 	"github.com/murmur-run/murmur/member/calls"
 	"github.com/murmur-run/murmur/member/converse"
+	"github.com/murmur-run/murmur/member/records"
 )
 
 // execute runs one task to its end and stores every step. It owns r until it closes r.done.
@@ -108,11 +109,17 @@ type taskAnswer struct {
 // data part, with a data artifact). s.mu is held.
 func (s *Session) finishLocked(ctx context.Context, t *a2a.Task, state a2a.TaskState, text string, answer *taskAnswer) error {
 	running, now := s.endLocked(t, state, text, answer)
-	return s.endedLocked(t, state, text, answer, running, now, s.cfg.Store.Update(ctx, t))
+	recs, stored, err := s.endedLocked(nil, t, state, text, answer, running, now, s.cfg.Store.Update(ctx, t))
+	if !stored {
+		return err
+	}
+	s.countEnded(state, 1)
+	return errors.Join(err, s.records.WriteAll(recs))
 }
 
-// finishAllLocked ends every task of ts in state with text, as finishLocked does, storing them all in
-// one transaction: a shutdown or a deadline ends thousands of queued tasks with one fsync. s.mu is held.
+// finishAllLocked ends every task of ts in state with text, as finishLocked does, in batches: they are
+// stored in one transaction (one fsync), their records written in one write and counted at once, so a
+// shutdown or a deadline ends thousands of queued tasks at the cost of a few. s.mu is held.
 func (s *Session) finishAllLocked(ctx context.Context, ts []*a2a.Task, state a2a.TaskState, text string) error {
 	if len(ts) == 0 {
 		return nil
@@ -123,11 +130,31 @@ func (s *Session) finishAllLocked(ctx context.Context, ts []*a2a.Task, state a2a
 		running[i], now = s.endLocked(t, state, text, nil)
 	}
 	stored := s.cfg.Store.UpdateAll(ctx, ts)
+	recs := make([]records.Record, 0, len(ts))
 	var errs []error
+	ended := 0
 	for i, t := range ts {
-		errs = append(errs, s.endedLocked(t, state, text, nil, running[i], now, stored[i]))
+		var ok bool
+		var err error
+		recs, ok, err = s.endedLocked(recs, t, state, text, nil, running[i], now, stored[i])
+		errs = append(errs, err)
+		if ok {
+			ended++
+		}
 	}
+	s.countEnded(state, ended)
+	errs = append(errs, s.records.WriteAll(recs))
 	return errors.Join(errs...)
+}
+
+// countEnded counts n tasks that ended in state.
+func (s *Session) countEnded(state a2a.TaskState, n int) {
+	if n == 0 {
+		return
+	}
+	m := s.cfg.Metrics
+	m.TasksActive.Sub(float64(n))
+	m.TasksTotal.WithLabelValues(string(state)).Add(float64(n))
 }
 
 // endLocked sets t's terminal status (and its answer) before it is stored, and returns the background
@@ -154,21 +181,19 @@ func (s *Session) endLocked(t *a2a.Task, state a2a.TaskState, text string, answe
 }
 
 // endedLocked does what follows the store's write (err) of t's end: t leaves the session, its waiters
-// and streams hear of it, it is counted and its records are written. s.mu is held.
-func (s *Session) endedLocked(t *a2a.Task, state a2a.TaskState, text string, answer *taskAnswer, running []string, now time.Time, err error) error {
+// and streams hear of it, its duration is observed and its records are appended to recs, which the
+// caller writes, and counts (countEnded) when stored reports the end was stored. s.mu is held.
+func (s *Session) endedLocked(recs []records.Record, t *a2a.Task, state a2a.TaskState, text string, answer *taskAnswer, running []string, now time.Time, err error) (_ []records.Record, stored bool, _ error) {
 	// The task leaves the session whether or not its end was stored: it runs and waits no more.
 	s.admit.release()
 	if err != nil {
-		return err
+		return recs, false, err
 	}
 	s.notifyLocked(t.ID)
 	s.publish(t)
-	m := s.cfg.Metrics
-	m.TasksActive.Dec()
-	m.TasksTotal.WithLabelValues(string(state)).Inc()
 	delete(s.continuing, t.ID)
 	if at, ok := s.submitted[t.ID]; ok {
-		m.TaskDuration.WithLabelValues(string(state)).Observe(now.Sub(at).Seconds())
+		s.cfg.Metrics.TaskDuration.WithLabelValues(string(state)).Observe(now.Sub(at).Seconds())
 		delete(s.submitted, t.ID)
 	}
 	// One record type per question: every task that ends writes task_end (how it ended: state and
@@ -179,25 +204,24 @@ func (s *Session) endedLocked(t *a2a.Task, state a2a.TaskState, text string, ans
 		fields["runningCommands"] = running
 	}
 	noAnswer := ids.Get(murmurMeta(t), ids.MetaNoAnswer) == true
-	var errs []error
 	switch {
 	case noAnswer:
 		fields["exit_status"] = "no_answer"
 		fields["reason"] = text
 	case state == a2a.TaskStateFailed:
-		errs = append(errs, s.records.Write("task_failed", string(t.ID), map[string]any{"reason": text}))
+		recs = append(recs, records.Record{Type: "task_failed", Task: string(t.ID), Fields: map[string]any{"reason": text}})
 		s.lastExit = calls.StateWord(state)
 	default:
 		s.lastExit = calls.StateWord(state)
 	}
-	errs = append(errs, s.records.Write("task_end", string(t.ID), fields))
+	recs = append(recs, records.Record{Type: "task_end", Task: string(t.ID), Fields: fields})
 	switch {
 	case answer != nil:
-		errs = append(errs, s.records.WriteResult(answer.text))
+		err = s.records.WriteResult(answer.text)
 	case noAnswer:
-		errs = append(errs, s.records.WriteResult("no answer: "+text))
+		err = s.records.WriteResult("no answer: " + text)
 	}
-	return errors.Join(errs...)
+	return recs, true, err
 }
 
 // setStatus sets t's status; a non-empty text becomes the status message.

@@ -633,7 +633,8 @@ func (s *Session) Close(ctx context.Context) error {
 		s.timer.Stop()
 	}
 	var errs []error
-	errs = append(errs, s.finishAllLocked(ctx, s.queuedLocked(ctx), a2a.TaskStateCanceled, ShutdownCancel))
+	queued, err := s.queuedLocked(ctx)
+	errs = append(errs, err, s.finishAllLocked(ctx, queued, a2a.TaskStateCanceled, ShutdownCancel))
 	s.queue = nil
 	s.mu.Unlock()
 	s.storing.Wait()
@@ -658,19 +659,17 @@ func (s *Session) Close(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// queuedLocked reads the queued tasks that are stored; a task whose Send has not stored it yet is left
-// to that Send, which ends it once it is stored. s.mu is held.
-func (s *Session) queuedLocked(ctx context.Context) []*a2a.Task {
-	var ts []*a2a.Task
+// queuedLocked reads the queued tasks that are stored, in one go; a task whose Send has not stored it yet
+// is left to that Send, which ends it once it is stored. A task it cannot read stays submitted in the
+// store, which the next start ends failed. s.mu is held.
+func (s *Session) queuedLocked(ctx context.Context) ([]*a2a.Task, error) {
+	ids := make([]a2a.TaskID, 0, len(s.queue))
 	for _, id := range s.queue {
-		if s.unstored[id] {
-			continue
-		}
-		if t, err := s.cfg.Store.Get(ctx, id); err == nil {
-			ts = append(ts, t)
+		if !s.unstored[id] {
+			ids = append(ids, id)
 		}
 	}
-	return ts
+	return s.cfg.Store.GetAll(ctx, ids)
 }
 
 // expire ends the session at its deadline: no new task is taken, queued tasks and the running one fail
@@ -685,7 +684,8 @@ func (s *Session) expire() {
 	at := s.deadline.UTC().Format(time.RFC3339)
 	s.admit.refuse(fmt.Sprintf(DeadlineReject, at))
 	ctx := context.Background()
-	if err := s.finishAllLocked(ctx, s.queuedLocked(ctx), a2a.TaskStateFailed, fmt.Sprintf(DeadlineFail, at)); err != nil {
+	queued, err := s.queuedLocked(ctx)
+	if err = errors.Join(err, s.finishAllLocked(ctx, queued, a2a.TaskStateFailed, fmt.Sprintf(DeadlineFail, at))); err != nil {
 		s.log.Error("storing the ends of the queued tasks at the deadline", "err", err)
 	}
 	s.queue = nil

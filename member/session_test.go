@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"go.uber.org/goleak"
 
 	"github.com/murmur-run/murmur/a2a"
@@ -220,5 +221,54 @@ func TestCloseCancelsWorkInFlight(t *testing.T) {
 	late, err := s.Send(ctx, msg, Origin{})
 	if err != nil || late.Status.State != a2a.TaskStateRejected || status(late) != ShutdownReject {
 		t.Errorf("a task sent after Close: %+v %v", late, err)
+	}
+}
+
+// Close ends every queued task in one batch, and none is lost: each is canceled in the store file (read
+// back through a store opened anew), has exactly one task_end saying so in trace.jsonl, and is counted.
+func TestCloseEndsEveryQueuedTaskDurably(t *testing.T) {
+	const queued = 300
+	s, root := startSession(t, map[string]string{"murmur.yaml": "name: s\nscript:\n  command: [sh, -c, 'while [ ! -e \"$MUR_CAPSULE_DIR/go\" ]; do sleep 0.01; done']\ntask_acceptance: queue\nqueue_size: 1000\n"}, sessionOpts{})
+	ctx := context.Background()
+	msg := &a2a.Message{MessageID: "m", Role: a2a.RoleUser, Parts: []a2a.Part{a2a.TextPart("x")}}
+	var ids []a2a.TaskID
+	for range queued + 1 {
+		task, err := s.Send(ctx, msg, Origin{})
+		if err != nil || task.Status.State != a2a.TaskStateSubmitted {
+			t.Fatalf("Send: %+v %v", task, err)
+		}
+		ids = append(ids, task.ID)
+	}
+	if err := s.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	st, err := store.Open(filepath.Join(root, "tasks.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	for _, id := range ids {
+		got, err := st.Get(ctx, id)
+		if err != nil || got.Status.State != a2a.TaskStateCanceled || status(got) != ShutdownCancel {
+			t.Fatalf("task %s in the store after Close: %+v %v, want canceled with %q", id, got, err, ShutdownCancel)
+		}
+	}
+	ends := map[string]int{}
+	for _, r := range readTrace(t, s.Session) {
+		if r["type"] == "task_end" && r["state"] == "TASK_STATE_CANCELED" && r["exit_status"] == "canceled" {
+			ends[r["task"].(string)]++
+		}
+	}
+	for _, id := range ids {
+		if ends[string(id)] != 1 {
+			t.Errorf("task %s has %d canceled task_end records, want 1", id, ends[string(id)])
+		}
+	}
+	m := s.cfg.Metrics
+	if n := testutil.ToFloat64(m.TasksTotal.WithLabelValues(string(a2a.TaskStateCanceled))); n != queued+1 {
+		t.Errorf("tasks counted canceled: %v, want %d", n, queued+1)
+	}
+	if n := testutil.ToFloat64(m.TasksActive); n != 0 {
+		t.Errorf("tasks active after Close: %v, want 0", n)
 	}
 }

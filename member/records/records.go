@@ -51,30 +51,54 @@ func Open(dir, session string, now func() time.Time) (*Writer, error) {
 // Dir returns the records directory.
 func (r *Writer) Dir() string { return r.dir }
 
+// Record is one line of trace.jsonl: its type, its task ("" for none) and its fields, which must not use
+// the keys ts, type, session and task, which the writer sets.
+type Record struct {
+	Type   string
+	Task   string
+	Fields map[string]any
+}
+
 // Write appends one record of type typ to trace.jsonl. fields must not use the keys ts, type, session
 // and task, which Write sets.
 func (r *Writer) Write(typ, task string, fields map[string]any) error {
-	rec := make(map[string]any, len(fields)+4)
-	for k, v := range fields {
-		rec[k] = v
+	return r.WriteAll([]Record{{Type: typ, Task: task, Fields: fields}})
+}
+
+// WriteAll appends recs to trace.jsonl in order, in one write call: a shutdown ending thousands of
+// tasks writes their records at the cost of one. Each record is still a line of its own; a record
+// that cannot be encoded is left out and its error returned.
+func (r *Writer) WriteAll(recs []Record) error {
+	var buf []byte
+	var errs []error
+	ts := r.now().UTC().Format(time.RFC3339Nano)
+	for _, rc := range recs {
+		rec := make(map[string]any, len(rc.Fields)+4)
+		for k, v := range rc.Fields {
+			rec[k] = v
+		}
+		rec["ts"] = ts
+		rec["type"] = rc.Type
+		rec["session"] = r.session
+		if rc.Task != "" {
+			rec["task"] = rc.Task
+		}
+		line, err := json.Marshal(rec)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("trace record %s: %w", rc.Type, err))
+			continue
+		}
+		buf = append(append(buf, line...), '\n')
 	}
-	rec["ts"] = r.now().UTC().Format(time.RFC3339Nano)
-	rec["type"] = typ
-	rec["session"] = r.session
-	if task != "" {
-		rec["task"] = task
+	if len(buf) == 0 {
+		return errors.Join(errs...)
 	}
-	line, err := json.Marshal(rec)
-	if err != nil {
-		return fmt.Errorf("trace record %s: %w", typ, err)
-	}
-	line = append(line, '\n')
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if _, err := r.trace.Write(line); err != nil {
-		return fmt.Errorf("trace record %s: %w", typ, err)
+	if _, err := r.trace.Write(buf); err != nil {
+		errs = append(errs, fmt.Errorf("trace records: %w", err))
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
 // WriteResult makes text the content of out/result.txt: the file is replaced atomically (a temporary file

@@ -1,9 +1,12 @@
 package records
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -45,5 +48,44 @@ func TestResultFailureIsReported(t *testing.T) {
 	r.WriteResult("lost")
 	if err := r.Close(); err == nil {
 		t.Error("Close reported nothing though out/ was gone")
+	}
+}
+
+// WriteAll writes each record as a line of its own, in order, with the fields Write sets; a record that
+// cannot be encoded is reported and the others are written all the same.
+func TestWriteAllWritesEveryRecord(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "ses")
+	r, err := Open(dir, "ses_1", time.Now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs := []Record{
+		{Type: "task_end", Task: "tsk_1", Fields: map[string]any{"state": "TASK_STATE_CANCELED"}},
+		{Type: "task_end", Task: "tsk_bad", Fields: map[string]any{"bad": func() {}}},
+		{Type: "task_end", Task: "tsk_2", Fields: map[string]any{"state": "TASK_STATE_CANCELED"}},
+	}
+	if err := r.WriteAll(recs); err == nil || !strings.Contains(err.Error(), "trace record task_end") {
+		t.Errorf("WriteAll = %v, want the error of the record that cannot be encoded", err)
+	}
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(filepath.Join(dir, "trace.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, line := range strings.Split(strings.TrimSuffix(string(data), "\n"), "\n") {
+		var rec map[string]any
+		if err := json.Unmarshal([]byte(line), &rec); err != nil {
+			t.Fatalf("line %q: %v", line, err)
+		}
+		if rec["type"] != "task_end" || rec["session"] != "ses_1" || rec["ts"] == nil || rec["state"] != "TASK_STATE_CANCELED" {
+			t.Errorf("record %v lacks a field", rec)
+		}
+		got = append(got, rec["task"].(string))
+	}
+	if want := []string{"tsk_1", "tsk_2"}; !slices.Equal(got, want) {
+		t.Errorf("trace.jsonl tasks = %v, want %v", got, want)
 	}
 }

@@ -50,7 +50,9 @@ type pendingWrite struct {
 // The statements of the group commit, prepared once on the write connection.
 const (
 	insertSQL = `INSERT INTO tasks (id, context_id, state, status_ts, created, caller, task) VALUES (?, ?, ?, ?, ?, ?, ?)`
-	updateSQL = `UPDATE tasks SET context_id = ?, state = ?, status_ts = ?, task = ? WHERE id = ?`
+	// A task's context never changes once it is created: an update leaves context_id, and so its index,
+	// alone.
+	updateSQL = `UPDATE tasks SET state = ?, status_ts = ?, task = ? WHERE id = ?`
 )
 
 // commit hands w to the committer and waits until the group holding it is durable. It does not give up
@@ -162,7 +164,7 @@ func (s *Store) writeGroup(group []*pendingWrite) []error {
 			}
 			created++
 		case opUpdate:
-			res, err := update.ExecContext(ctx, w.context, w.state, w.ts, w.body, string(w.id))
+			res, err := update.ExecContext(ctx, w.state, w.ts, w.body, string(w.id))
 			if err == nil {
 				var n int64
 				if n, err = res.RowsAffected(); err == nil && n == 0 {
@@ -284,4 +286,70 @@ func (s *Store) takeSoon() []*pendingWrite {
 	rows := s.soon
 	s.soon = nil
 	return rows
+}
+
+// GetAll returns the stored tasks of ids, in the order of ids, leaving out those the store does not
+// hold: the tasks the cache holds are taken from it and the others read in one query per thousand, so
+// that a shutdown reads thousands of queued tasks at the cost of a few statements, not one each. A task
+// that cannot be decoded is left out and its error returned with the others.
+func (s *Store) GetAll(ctx context.Context, ids []a2a.TaskID) ([]*a2a.Task, error) {
+	bodies := make(map[a2a.TaskID][]byte, len(ids))
+	var missing []string
+	for _, id := range ids {
+		if body, _, ok := s.cache.get(id); ok {
+			bodies[id] = body
+		} else if p, ok := s.batch.get(id); ok {
+			bodies[id] = p.body
+		} else {
+			missing = append(missing, string(id))
+		}
+	}
+	const chunk = 1000
+	for len(missing) > 0 {
+		n := min(chunk, len(missing))
+		if err := s.readInto(ctx, missing[:n], bodies); err != nil {
+			return nil, err
+		}
+		missing = missing[n:]
+	}
+	ts := make([]*a2a.Task, 0, len(ids))
+	var errs []error
+	for _, id := range ids {
+		body, ok := bodies[id]
+		if !ok {
+			continue
+		}
+		t, err := Decode(id, body)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		ts = append(ts, t)
+	}
+	return ts, errors.Join(errs...)
+}
+
+// readInto reads the tasks of ids in one query into bodies.
+func (s *Store) readInto(ctx context.Context, ids []string, bodies map[a2a.TaskID][]byte) error {
+	list, err := json.Marshal(ids)
+	if err != nil {
+		return fmt.Errorf("member: reading tasks: %w", err)
+	}
+	rows, err := s.read.QueryContext(ctx, `SELECT id, task FROM tasks WHERE id IN (SELECT value FROM json_each(?))`, string(list))
+	if err != nil {
+		return fmt.Errorf("member: reading tasks: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id string
+		var body []byte
+		if err := rows.Scan(&id, &body); err != nil {
+			return fmt.Errorf("member: reading tasks: %w", err)
+		}
+		bodies[a2a.TaskID(id)] = body
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("member: reading tasks: %w", err)
+	}
+	return nil
 }

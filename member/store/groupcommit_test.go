@@ -257,3 +257,62 @@ func TestSettleWaitsForUpdateSoon(t *testing.T) {
 		t.Errorf("after Settle the file holds the task %s, want %s", state, a2a.TaskStateWorking)
 	}
 }
+
+// GetAll returns the tasks asked for in the order asked, from the cache and from the file (more than one
+// query's worth), leaving out an id the store does not hold; UpdateAll's changes are what it reads back
+// after the store is opened again.
+func TestGetAllReadsEveryStoredTask(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "tasks.db")
+	s, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	const n = 2500
+	ts := make([]*a2a.Task, n)
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	for i := range n {
+		ts[i] = storeTask(i+1, "ctx_a", a2a.TaskStateSubmitted)
+		wg.Go(func() { errs[i] = s.Create(ctx, ts[i]) })
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	for _, task := range ts {
+		task.Status.State = a2a.TaskStateCanceled
+	}
+	if err := errors.Join(s.UpdateAll(ctx, ts)...); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if s, err = Open(path); err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, err := s.Get(ctx, ts[7].ID); err != nil { // one from the cache
+		t.Fatal(err)
+	}
+	var ids []a2a.TaskID
+	for i := n - 1; i >= 0; i-- {
+		ids = append(ids, ts[i].ID)
+		if i == n/2 {
+			ids = append(ids, "tsk_missing")
+		}
+	}
+	got, err := s.GetAll(ctx, ids)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != n {
+		t.Fatalf("GetAll returned %d tasks, want %d", len(got), n)
+	}
+	for i, task := range got {
+		if want := ts[n-1-i]; task.ID != want.ID || task.Status.State != a2a.TaskStateCanceled {
+			t.Fatalf("GetAll[%d] = %s %s, want %s canceled", i, task.ID, task.Status.State, want.ID)
+		}
+	}
+}

@@ -617,7 +617,8 @@ func TestStorePragmas(t *testing.T) {
 		{"write", s.write, 1},
 		{"read", s.read, 3},
 	}
-	want := map[string]string{"journal_mode": "wal", "synchronous": "2", "busy_timeout": "5000", "foreign_keys": "1"}
+	want := map[string]string{"journal_mode": "wal", "synchronous": "2", "busy_timeout": "5000", "foreign_keys": "1",
+		"temp_store": "2", "cache_size": "-32768"}
 	for _, pool := range pools {
 		t.Run(pool.name, func(t *testing.T) {
 			// Hold several connections at once, so each pragma is seen on distinct pooled connections.
