@@ -26,7 +26,9 @@ func (s *Session) checkHooks(ctx context.Context, task string, call driver.ToolC
 	case d.Allow:
 		return "", true
 	case d.Ask:
-		return s.approve(ctx, task, converse.Question{Text: d.Question, Tool: call.Name, Input: call.Input, Hook: d.Hook}, d.Reason)
+		q := converse.Question{Text: d.Question, Tool: call.Name, Input: call.Input, Hook: d.Hook}
+		reply, err := s.askSender(ctx, task, q)
+		return converse.Approval(reply, err, q, d.Reason)
 	}
 	return d.Refusal(), false
 }

@@ -67,7 +67,7 @@ func (s *Session) execute(ctx context.Context, r *runningTask) {
 	if !r.canceled {
 		t.Artifacts = append(t.Artifacts, files...)
 	}
-	var timedOut *inputTimeout
+	var timedOut *converse.InputTimeout
 	switch {
 	case r.canceled:
 		err = s.finishLocked(store, t, a2a.TaskStateCanceled, CanceledMessage, nil)
@@ -169,7 +169,7 @@ func (s *Session) endLocked(t *a2a.Task, state a2a.TaskState, text string, answe
 			Parts:      []a2a.Part{a2a.TextPart(answer.text)},
 		})
 		if answer.data != nil {
-			answerData(t, answer.data)
+			converse.AnswerData(t, answer.data)
 		}
 		t.History = append(t.History, *t.Status.Message)
 	}

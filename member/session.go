@@ -399,7 +399,7 @@ func (s *Session) Ping(ctx context.Context) error {
 // (TASK_STATE_INPUT_REQUIRED) and is refused otherwise.
 func (s *Session) Send(ctx context.Context, msg *a2a.Message, origin Origin) (*a2a.Task, error) {
 	if msg.TaskID != "" {
-		return s.followUp(ctx, msg, origin)
+		return s.conv().FollowUp(ctx, msg, scopeOf(origin))
 	}
 	if origin.Trust == "" {
 		origin.Trust = TrustTrusted
@@ -412,7 +412,7 @@ func (s *Session) Send(ctx context.Context, msg *a2a.Message, origin Origin) (*a
 	contextID := msg.ContextID
 	if contextID == "" {
 		contextID = ids.New(ids.PrefixContext)
-	} else if err := s.checkContext(ctx, contextID, origin); err != nil {
+	} else if err := s.conv().CheckContext(ctx, contextID, origin.Caller); err != nil {
 		return nil, err
 	}
 	in := *msg
