@@ -9,8 +9,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/murmur-run/murmur/a2a"
-	"github.com/murmur-run/murmur/internal/ids"
-	"github.com/murmur-run/murmur/member/artifact"
 	"github.com/murmur-run/murmur/member/calls"
 	"github.com/murmur-run/murmur/member/delegate"
 	"github.com/murmur-run/murmur/member/sandbox"
@@ -28,23 +26,6 @@ type SubSession struct {
 	Delegation string    // dlg_…
 	Depth      int       // 1 for a formation member's sub-capsule
 	Deadline   time.Time // the parent's effective deadline; zero: none
-}
-
-// resolveSpawn loads the sub-capsules capabilities.spawn.allow names.
-func (s *Session) resolveSpawn() ([]delegate.Entry, error) {
-	c := s.cfg.Capsule
-	if !c.IsAgent() || len(c.Capabilities.Spawn.Allow) == 0 {
-		return nil, nil
-	}
-	project := s.cfg.ProjectDir
-	if project == "" {
-		project = c.Dir
-	}
-	entries, err := delegate.Resolve(c, artifact.Stores(project, s.cfg.Getenv, s.cfg.Getenv("HOME")))
-	if err != nil {
-		return nil, fmt.Errorf("member %s: %w", s.cfg.Member, err)
-	}
-	return entries, nil
 }
 
 // depth is how deep this session is in a chain of delegations: 0 for a formation member.
@@ -111,7 +92,22 @@ func (s *Session) startSub(spec delegate.StartSpec) (delegate.Sub, error) {
 		st.Close()
 		return nil, err
 	}
-	return &subSession{s: sub, st: st}, nil
+	return &delegate.Session{SessionID: sub.id,
+		SendTask: func(ctx context.Context, msg *a2a.Message, trust string) (*a2a.Task, error) {
+			return sub.Send(ctx, msg, Origin{Trust: trust, Origin: OriginDelegation})
+		},
+		WaitTask: sub.Wait,
+		CancelTask: func(ctx context.Context, id a2a.TaskID) error {
+			_, err := sub.Cancel(ctx, id, store.OperatorScope())
+			return err
+		},
+		CloseAll: func(ctx context.Context) error {
+			err := sub.Close(ctx)
+			if cerr := st.Close(); err == nil {
+				err = cerr
+			}
+			return err
+		}}, nil
 }
 
 // hostIsolation is what this host puts around commands, for a sub-session: this session's own probe
@@ -128,55 +124,4 @@ func (s *Session) hostIsolation() sandbox.Isolation {
 		s.iso = probe()
 	})
 	return s.iso
-}
-
-// subSession is a sub-session as member/delegate sees it.
-type subSession struct {
-	s  *Session
-	st *store.Store
-}
-
-func (u *subSession) ID() string { return u.s.id }
-
-func (u *subSession) Send(ctx context.Context, text, trust string) (string, error) {
-	t, err := u.s.Send(ctx, &a2a.Message{MessageID: a2a.MessageID(ids.New(ids.PrefixMessage)), Role: a2a.RoleUser,
-		Parts: []a2a.Part{a2a.TextPart(text)}}, Origin{Trust: trust, Origin: OriginDelegation})
-	if err != nil {
-		return "", err
-	}
-	if t.Status.State == a2a.TaskStateRejected {
-		return "", fmt.Errorf("%s", t.Status.Message.Text())
-	}
-	return string(t.ID), nil
-}
-
-func (u *subSession) Wait(ctx context.Context, task string) (delegate.Ending, error) {
-	t, err := u.s.Wait(ctx, a2a.TaskID(task))
-	if err != nil {
-		return delegate.Ending{}, err
-	}
-	if !t.Status.State.Terminal() {
-		return delegate.Ending{}, nil
-	}
-	e := delegate.Ending{Ended: true, Status: calls.StateWord(t.Status.State)}
-	if t.Status.Message != nil {
-		e.Message = t.Status.Message.Text()
-	}
-	if a, ok := t.Artifact("response"); ok {
-		e.Answer = a.Text()
-	}
-	return e, nil
-}
-
-func (u *subSession) Cancel(ctx context.Context, task string) error {
-	_, err := u.s.Cancel(ctx, a2a.TaskID(task), store.OperatorScope())
-	return err
-}
-
-func (u *subSession) Close(ctx context.Context) error {
-	err := u.s.Close(ctx)
-	if cerr := u.st.Close(); err == nil {
-		err = cerr
-	}
-	return err
 }

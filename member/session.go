@@ -280,7 +280,7 @@ func Start(cfg Config) (*Session, error) {
 	s.files = share.New(share.Config{Capsule: cfg.Capsule, Roster: cfg.Roster, Member: cfg.Member,
 		FormationToken: cfg.FormationToken, CredKey: s.credKey(), HTTPClient: cfg.HTTPClient, Now: cfg.Now,
 		Log: s.log, Workdir: s.workdir()})
-	if s.spawn, err = s.resolveSpawn(); err != nil {
+	if s.spawn, err = delegate.ResolveFor(s.cfg.Capsule, s.cfg.Member, s.cfg.ProjectDir, s.cfg.Getenv); err != nil {
 		s.art.Close()
 		rec.Close()
 		return nil, err

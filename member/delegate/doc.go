@@ -5,7 +5,8 @@
 // loop in rounds, to join the member answers in one continuation (calls.ContinuationMessage).
 //
 // A sub-session is started through Config.Start, a func the session core hands in, so this package never
-// imports member: it sees a sub-session only as the small Sub interface.
+// imports member: it sees a sub-session only as the small Sub interface, which Session (session.go), a
+// sub-session's id and callbacks into it, implements. ResolveFor resolves a member's spawn list.
 //
 // Concurrency: a Tracker is safe for concurrent use; its mutex guards every delegation's fields, which
 // the delegation's own goroutine and the agent loop both touch. Finish stops the goroutines and closes
