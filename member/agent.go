@@ -25,10 +25,6 @@ const (
 	deadlineNotice   = "Session deadline: the runtime ends this session at %s, in %d seconds."
 )
 
-// defaultCompaction is the fraction of the context budget past which the conversation is compacted when
-// inference.compaction.threshold is not set.
-const defaultCompaction = 0.8
-
 // runAgent runs the agent loop for one task: the system prompt, the task text (fenced when untrusted)
 // and the staged tool array; then one inference call per turn, each turn's tool calls answered in order,
 // until the model ends a turn with no tool call. That turn's text is the answer, once keep_working and
@@ -297,39 +293,26 @@ func contextSnapshot(ch capsule.Choice, used int64, measured string) *runtimetoo
 	return cs
 }
 
-// compact shortens the conversation when the last check found it past the threshold of its budget:
-// the earlier tasks of its context (the first hist messages) go first; then the task's message stays,
-// the oldest turns after it go, and the model is told how many.
+// compact shortens the conversation when the last check found it past the threshold of its budget
+// (driver.CompactOver), and records what went.
 func (s *Session) compact(task string, req *driver.InferRequest, hist *int) {
 	s.mu.Lock()
 	cs := s.context
 	s.mu.Unlock()
-	if cs == nil || cs.WindowTokens == 0 || cs.BudgetTokens <= 0 {
+	if cs == nil || cs.WindowTokens == 0 {
 		return
 	}
-	threshold := defaultCompaction
-	if th := s.cfg.Capsule.Inference.Compaction.Threshold; th > 0 {
-		threshold = th
-	}
-	limit := int64(threshold * float64(cs.BudgetTokens))
-	if cs.UsedTokens <= limit {
+	c, ok := driver.CompactOver(req, hist, cs.UsedTokens, int64(cs.BudgetTokens), s.cfg.Capsule.Inference.Compaction.Threshold)
+	if !ok {
 		return
 	}
-	var removed int
-	if *hist > 0 {
-		removed = driver.CompactFront(req, *hist)
-		*hist = 0
-	} else if removed = driver.Compact(req); removed == 0 {
-		return
-	}
-	after := driver.EstimateInput(*req)
 	s.mu.Lock()
-	s.context = &runtimetools.ContextSnapshot{UsedTokens: after, WindowTokens: cs.WindowTokens,
+	s.context = &runtimetools.ContextSnapshot{UsedTokens: c.After, WindowTokens: cs.WindowTokens,
 		BudgetTokens: cs.BudgetTokens, BudgetBasis: cs.BudgetBasis, MeasuredBy: "estimate"}
 	s.mu.Unlock()
 	s.records.Write("compaction", task, map[string]any{
-		"tokens_before": cs.UsedTokens, "tokens_before_source": cs.MeasuredBy, "tokens_after": after,
-		"budget_tokens": cs.BudgetTokens, "threshold": threshold, "removed_messages": removed})
+		"tokens_before": cs.UsedTokens, "tokens_before_source": cs.MeasuredBy, "tokens_after": c.After,
+		"budget_tokens": cs.BudgetTokens, "threshold": c.Threshold, "removed_messages": c.Removed})
 }
 
 func lastLine(s string) string {

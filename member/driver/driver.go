@@ -314,3 +314,38 @@ func estimatedUsage(req InferRequest, resp InferResponse) Usage {
 	out := ChatMessage{Role: RoleAssistant, Text: resp.Text, Calls: resp.Calls}
 	return Usage{Input: EstimateInput(req), Output: EstimateTokens(out.ModelView()), Estimated: true}
 }
+
+// DefaultCompaction is the fraction of the context budget past which the conversation is compacted when
+// inference.compaction.threshold is not set.
+const DefaultCompaction = 0.8
+
+// Compaction is what one compaction did: the tokens before (as last measured) and after (estimated),
+// the budget and threshold it was measured against, and how many messages went.
+type Compaction struct {
+	Before, After, Budget int64
+	Threshold             float64
+	Removed               int
+}
+
+// CompactOver shortens req when used tokens are past threshold (DefaultCompaction when 0) of budget:
+// the earlier tasks of its context (the first *hist messages) go first; then the task's message stays,
+// the oldest turns after it go, and the model is told how many. ok is false when nothing went.
+func CompactOver(req *InferRequest, hist *int, used, budget int64, threshold float64) (c Compaction, ok bool) {
+	if budget <= 0 {
+		return c, false
+	}
+	if threshold <= 0 {
+		threshold = DefaultCompaction
+	}
+	if used <= int64(threshold*float64(budget)) {
+		return c, false
+	}
+	var removed int
+	if *hist > 0 {
+		removed = CompactFront(req, *hist)
+		*hist = 0
+	} else if removed = Compact(req); removed == 0 {
+		return c, false
+	}
+	return Compaction{Before: used, After: EstimateInput(*req), Budget: budget, Threshold: threshold, Removed: removed}, true
+}
