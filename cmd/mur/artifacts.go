@@ -57,13 +57,27 @@ func cmdPull(ctx context.Context, args []string, getenv func(string) string, std
 	}
 	lockPath := artifact.LockPath(c.Dir)
 	stores := artifact.Stores(proj, getenv, getenv("HOME"))
+	// A scope .murmur/sources.yaml maps to a GitHub source is fetched from it when no store holds the
+	// version asked for (or, without one, any version that fits), and the release is kept in the project
+	// store: the operator's pull installs, so that staging finds it without the network.
+	sources, err := artifact.ReadSources(artifact.SourcesPath(proj))
+	if err != nil {
+		return usageError{err}
+	}
+	finder := &artifact.Finder{Stores: stores, Sources: sources}
+	if len(sources) > 0 {
+		finder.Fetcher = &artifact.Fetcher{Base: artifact.GitHubBase(getenv)}
+	}
 	var pinned artifact.Pin
+	var kept string
 	err = artifact.UpdateLock(ctx, lockPath, func(l *artifact.Lock) error {
 		r := ref
 		if p, ok := l.Get(r.Name); ok && r.Version == "" {
 			r.Version = p.Version
 		}
-		a, notes, err := artifact.Resolve(stores, r)
+		f := *finder
+		f.Owners = l.Owners
+		found, notes, err := f.Find(ctx, r)
 		for _, n := range notes {
 			fmt.Fprintln(stderr, "mur: note:", n)
 		}
@@ -77,7 +91,20 @@ func cmdPull(ctx context.Context, args []string, getenv func(string) string, std
 			}
 			return err
 		}
-		pinned = a.Pin(artifact.OriginOperator)
+		defer found.Close()
+		pin := found.Pin(artifact.OriginOperator)
+		if err := l.Verify(pin); err != nil {
+			return err
+		}
+		if found.Owner != 0 {
+			// Fetched: checked like a stored artifact, now kept in the project store.
+			dir := artifact.Store{Place: artifact.ProjectStore, Dir: artifact.ProjectStoreDir(proj)}.Path(found.Ref())
+			if _, err := artifact.CopyTo(found.Artifact, dir); err != nil {
+				return fmt.Errorf("keeping %s in the project store: %w", found.Ref(), err)
+			}
+			kept = dir
+		}
+		pinned = pin
 		return l.Add(pinned)
 	})
 	if err != nil {
@@ -87,7 +114,11 @@ func cmdPull(ctx context.Context, args []string, getenv func(string) string, std
 		}
 		return usageError{err}
 	}
-	fmt.Fprintf(stdout, "pinned %s@%s (%s) from the %s in %s\n", pinned.Name, pinned.Version, pinned.Digest, pinned.Source, lockPath)
+	if kept != "" {
+		fmt.Fprintf(stdout, "pinned %s@%s (%s) from %s (owner id %d), kept in %s, in %s\n", pinned.Name, pinned.Version, pinned.Digest, pinned.Source, pinned.Owner, kept, lockPath)
+	} else {
+		fmt.Fprintf(stdout, "pinned %s@%s (%s) from the %s in %s\n", pinned.Name, pinned.Version, pinned.Digest, pinned.Source, lockPath)
+	}
 	if !declaresAt(c, pinned.Name) {
 		fmt.Fprintf(stdout, "%s is not declared in %s yet: add it under tools:, skills: or hooks: (by its role) to give it to the session\n", pinned.Name, c.Path)
 	}

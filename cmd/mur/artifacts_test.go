@@ -1,11 +1,19 @@
 package main
 
 import (
+	"archive/tar"
 	"bytes"
+	"compress/gzip"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -156,5 +164,151 @@ func TestCheckArtifacts(t *testing.T) {
 		if code != 2 || !strings.Contains(out, want) {
 			t.Errorf("check: %d lacks %q:\n%s", code, want, out)
 		}
+	}
+}
+
+// githubRelease serves, on loopback, what mur pull reads from a GitHub source acme/artifacts (GitHub
+// Enterprise Server's layout, as MUR_GITHUB_BASE makes the fetcher use): the repository's owner id, its
+// releases, and each release's artifact.tar.gz with its .sha256.
+func githubRelease(t *testing.T, owner int64, archives map[string][]byte) *httptest.Server {
+	t.Helper()
+	files := map[string][]byte{}
+	var releases []map[string]any
+	for tag, archive := range archives {
+		sum := sha256.Sum256(archive)
+		p := "/acme/artifacts/releases/download/" + tag + "/artifact.tar.gz"
+		files[p], files[p+".sha256"] = archive, []byte(hex.EncodeToString(sum[:])+"  artifact.tar.gz\n")
+		releases = append(releases, map[string]any{"tag_name": tag})
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/api/v3/repos/acme/artifacts":
+			fmt.Fprintf(w, `{"owner": {"login": "acme", "id": %d}}`, owner)
+		case "/api/v3/repos/acme/artifacts/releases":
+			json.NewEncoder(w).Encode(releases)
+		default:
+			if b, ok := files[r.URL.Path]; ok {
+				w.Write(b)
+				return
+			}
+			http.NotFound(w, r)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// releaseArchive is a release's artifact.tar.gz holding files (path -> body), under ./ as git archive
+// and tar -C DIR . write it.
+func releaseArchive(t *testing.T, files map[string]string, extra ...*tar.Header) []byte {
+	t.Helper()
+	var b bytes.Buffer
+	zw := gzip.NewWriter(&b)
+	tw := tar.NewWriter(zw)
+	tw.WriteHeader(&tar.Header{Name: "./", Typeflag: tar.TypeDir, Mode: 0o755})
+	names := make([]string, 0, len(files))
+	for n := range files {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	for _, n := range names {
+		tw.WriteHeader(&tar.Header{Name: "./" + n, Typeflag: tar.TypeReg, Mode: 0o644, Size: int64(len(files[n]))})
+		tw.Write([]byte(files[n]))
+	}
+	for _, h := range extra {
+		tw.WriteHeader(h)
+	}
+	tw.Close()
+	zw.Close()
+	return b.Bytes()
+}
+
+// mur pull fetches a version no store holds from the scope's GitHub source, checks it as a stored one,
+// keeps it in the project store and pins it with the source and its owner id; staging (mur check) then
+// finds it without the network. A source answering for another owner is E-REG-010, an archive with ..
+// or a link is refused, and neither writes anything.
+func TestPullFromGitHubSource(t *testing.T) {
+	_, capsule := artifactProject(t, plainCapsule)
+	tool := func(v string) map[string]string {
+		return map[string]string{
+			"murmur.yaml": fmt.Sprintf("name: acme/count\nversion: %s\nruntime: tool\nimplementation: wasm\nmodule: tool.wasm\n", v),
+			"tool.wasm":   "\x00asm\x01\x00\x00\x00count" + v,
+		}
+	}
+	srv := githubRelease(t, 4242, map[string][]byte{
+		"count-v1.0.0": releaseArchive(t, tool("1.0.0")),
+		"count-v1.2.0": releaseArchive(t, tool("1.2.0")),
+		"count-v2.0.0": releaseArchive(t, tool("2.0.0"), &tar.Header{Name: "../escape", Typeflag: tar.TypeReg, Mode: 0o644}),
+		"count-v3.0.0": releaseArchive(t, tool("3.0.0"), &tar.Header{Name: "./link", Typeflag: tar.TypeSymlink, Linkname: "/etc/passwd"}),
+	})
+	os.WriteFile(filepath.Join(capsule, ".murmur", "sources.yaml"), []byte("acme: github:acme/artifacts\n"), 0o644)
+	home := t.TempDir()
+	pull := func(args ...string) (int, string, string) {
+		var out, errb bytes.Buffer
+		env := envOf(map[string]string{"HOME": home, "MUR_GITHUB_BASE": srv.URL})
+		err := run(context.Background(), append([]string{"pull", "--capsule", capsule}, args...), env, &out, &errb)
+		return exitCodeFor(err, &errb), out.String(), errb.String()
+	}
+	lock := filepath.Join(capsule, "murmur.lock")
+	kept := filepath.Join(capsule, ".murmur/store/acme/count/1.2.0")
+
+	// The two bad releases first: refused, nothing written anywhere.
+	for _, tc := range []struct{ version, want string }{
+		{"2.0.0", `acme/count@2.0.0 from github:acme/artifacts: the archive was refused: entry "../escape" is not a plain path inside the artifact`},
+		{"3.0.0", `acme/count@3.0.0 from github:acme/artifacts: the archive was refused: entry "./link" is a symbolic link`},
+	} {
+		code, _, errs := pull("acme/count@" + tc.version)
+		if code != 2 || !strings.Contains(errs, tc.want) {
+			t.Errorf("pull %s: %d %s\nwant %s", tc.version, code, errs, tc.want)
+		}
+	}
+	if _, err := os.Stat(lock); err == nil {
+		t.Errorf("a refused pull wrote murmur.lock")
+	}
+	if _, err := os.Stat(filepath.Join(capsule, ".murmur/store/acme")); err == nil {
+		t.Errorf("a refused pull wrote into the project store")
+	}
+	if _, err := os.Stat(filepath.Join(filepath.Dir(capsule), "escape")); err == nil {
+		t.Errorf("the archive's ../escape was written")
+	}
+
+	code, out, errs := pull("acme/count@1.2.0")
+	if code != 0 {
+		t.Fatalf("pull: %d %s", code, errs)
+	}
+	digest, err := artifact.Digest(kept)
+	if err != nil {
+		t.Fatalf("the fetched release is not kept in the project store: %v", err)
+	}
+	want := "pinned acme/count@1.2.0 (" + digest + ") from github:acme/artifacts (owner id 4242), kept in " + kept + ", in " + lock + "\n"
+	if !strings.HasPrefix(out, want) {
+		t.Errorf("pull said\n%s\nwant\n%s", out, want)
+	}
+	l, err := artifact.ReadLock(lock)
+	if err != nil || len(l.Pins) != 1 {
+		t.Fatalf("lock %+v %v", l, err)
+	}
+	if p := l.Pins[0]; p.Source != "github:acme/artifacts" || p.Owner != 4242 || p.Origin != artifact.OriginOperator || p.Digest != digest || l.Owners["acme"] != 4242 {
+		t.Errorf("pin %+v owners %v", p, l.Owners)
+	}
+
+	// Declared, it stages from the project store with no source reachable.
+	os.WriteFile(filepath.Join(capsule, "murmur.yaml"), []byte(plainCapsule+"tools: [acme/count@1.2.0]\n"), 0o644)
+	srv.Close()
+	if code, out, _ := mur(t, "check", "--capsule", capsule); code != 0 || !strings.Contains(out, "0 error(s)") {
+		t.Errorf("check of the pulled tool: %d\n%s", code, out)
+	}
+
+	// The scope's source now answers for another owner: E-REG-010, the lock unchanged.
+	other := githubRelease(t, 9999, map[string][]byte{"count-v1.0.0": releaseArchive(t, tool("1.0.0"))})
+	before, _ := os.ReadFile(lock)
+	var o, e bytes.Buffer
+	err = run(context.Background(), []string{"pull", "--capsule", capsule, "acme/other@1.0.0"},
+		envOf(map[string]string{"HOME": home, "MUR_GITHUB_BASE": other.URL}), &o, &e)
+	if exitCodeFor(err, &e) != 2 || !strings.Contains(e.String(), "E-REG-010") {
+		t.Errorf("another owner: %v %s", err, e.String())
+	}
+	if after, _ := os.ReadFile(lock); !bytes.Equal(before, after) {
+		t.Errorf("a refused pull changed murmur.lock")
 	}
 }

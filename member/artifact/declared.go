@@ -140,7 +140,7 @@ func StageDeclared(ctx context.Context, stores []Store, lockPath string, d Decla
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
-	if pin {
+	if pin && !pinsAll(lock, out) {
 		err := UpdateLock(ctx, lockPath, func(l *Lock) error {
 			for _, a := range out {
 				if err := l.Add(a.Pin(OriginOperator)); err != nil {
@@ -158,4 +158,17 @@ func StageDeclared(ctx context.Context, stores []Store, lockPath string, d Decla
 		}
 	}
 	return out, nil
+}
+
+// pinsAll reports whether l already pins every one of arts as the operator, at its version and digest:
+// then staging has nothing to write, and a capsule on a read-only file system (a container's formation
+// mount, mur export's ConfigMap) stages without touching murmur.lock or taking its flock.
+func pinsAll(l *Lock, arts []*Artifact) bool {
+	for _, a := range arts {
+		p, ok := l.Get(a.Manifest.Name)
+		if !ok || p.Version != a.Manifest.Version || p.Digest != a.Digest || p.Origin != OriginOperator {
+			return false
+		}
+	}
+	return true
 }

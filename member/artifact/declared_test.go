@@ -104,3 +104,37 @@ func TestStageDeclaredRefusals(t *testing.T) {
 		})
 	}
 }
+
+// Staging a capsule whose murmur.lock already pins every declared artifact as the operator writes
+// nothing and takes no flock: a capsule on a read-only file system (a container's formation mount,
+// mur export's ConfigMap) stages. Here the flock's file cannot be opened (a directory stands in its
+// place, which stops root too); a lock that still needs a pin reports that, naming the file.
+func TestStageDeclaredReadOnlyLock(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	stores := []Store{{ProjectStore, filepath.Join(dir, "p")}}
+	lock := filepath.Join(dir, LockFile)
+	putTool(t, stores[0].Dir, "local/echo", "1.0.0", 1)
+	putSkill(t, stores[0].Dir, "local/style", "1.0.0", "Be brief.")
+	d := Declared{Tools: []string{"local/echo"}}
+	if _, err := StageDeclared(ctx, stores, lock, d, true); err != nil {
+		t.Fatal(err)
+	}
+	before, _ := os.ReadFile(lock)
+	os.Remove(flockPath(lock))
+	if err := os.Mkdir(flockPath(lock), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := StageDeclared(ctx, stores, lock, d, true); err != nil || len(got) != 1 {
+		t.Fatalf("staging with every pin in place: %v %v", got, err)
+	}
+	if after, _ := os.ReadFile(lock); string(after) != string(before) {
+		t.Errorf("murmur.lock was rewritten")
+	}
+	d.Skills = []string{"local/style@1.0.0"}
+	_, err := StageDeclared(ctx, stores, lock, d, true)
+	var de *DeclaredError
+	if !errors.As(err, &de) || de.Code != CodeLockInvalid || !strings.Contains(err.Error(), flockPath(lock)) {
+		t.Errorf("staging a new pin without a writable lock: %v", err)
+	}
+}
