@@ -310,3 +310,23 @@ func records(t *testing.T, dir, typ string) []map[string]any {
 	}
 	return out
 }
+
+// A message's parts together hold at most MaxMessageBytes, whatever the door's body limit: past it the
+// message is refused with invalid params naming message.parts, and nothing is stored.
+func TestMessagePartsTotalBounded(t *testing.T) {
+	f := startDoor(t, map[string]string{"murmur.yaml": echoAgent})
+	f.door.cfg.MaxBody = 4 << 20 // the default: the fixture's 64 KiB would refuse the body first
+	part := `{"text":"` + strings.Repeat("x", MaxMessageBytes/2) + `"}`
+	body := `{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"messageId":"m","role":"ROLE_USER","parts":[` +
+		part + "," + part + `,{"text":"y"}]}}}`
+	status, rep := f.post(body, nil)
+	if status != http.StatusOK || rep.Error == nil || rep.Error.Code != -32602 {
+		t.Fatalf("HTTP %d %+v, want invalid params", status, rep.Error)
+	}
+	if b, _ := json.Marshal(rep.Error); !strings.Contains(string(b), "message.parts") || !strings.Contains(string(b), "a message may hold at most 1048576") {
+		t.Errorf("error %s does not name message.parts and the limit", b)
+	}
+	if n := f.taskCount(); n != 0 {
+		t.Errorf("%d tasks stored, want none", n)
+	}
+}
