@@ -330,3 +330,59 @@ func TestMessagePartsTotalBounded(t *testing.T) {
 		t.Errorf("%d tasks stored, want none", n)
 	}
 }
+
+// A peer's push-config calls on a task it did not send answer as for a task that does not exist, and
+// change nothing: the operator's config is still the only one.
+func TestPeerPushConfigsScoped(t *testing.T) {
+	root := t.TempDir()
+	for p, body := range map[string]string{
+		"roster.yaml": "formation: f\nmembers:\n  - {name: worker, capsule: ./worker, listen: '127.0.0.1:0'}\n" +
+			"  - {name: caller, capsule: ./caller, listen: '127.0.0.1:0'}\nreach:\n  - {from: caller, to: [worker]}\n",
+		"worker/murmur.yaml": pushWorker,
+		"caller/murmur.yaml": "name: caller\nscript: {command: [cat]}\n",
+	} {
+		os.MkdirAll(filepath.Dir(filepath.Join(root, p)), 0o755)
+		os.WriteFile(filepath.Join(root, p), []byte(body), 0o644)
+	}
+	f := pushFormation(t, root, time.Millisecond)
+	defer shutdown(t, f)
+	defer os.WriteFile(filepath.Join(root, "worker", "go"), nil, 0o644)
+	hook := newWebhook(t, 2)
+	ctx := context.Background()
+	op := a2agoClient(t, f.Members[0].URL, "op")
+	peer := a2agoClient(t, f.Members[0].URL, peercred.NewKey("fm", "f").Credential("caller", peercred.Trusted))
+	res, err := op.SendMessage(ctx, &a2ago.SendMessageRequest{Message: userMessage("job"), Config: &a2ago.SendMessageConfig{ReturnImmediately: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	task := res.(*a2ago.Task)
+	cfg, err := op.CreateTaskPushConfig(ctx, &a2ago.PushConfig{TaskID: task.ID, URL: hook.srv.URL + "/hook"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, call := range map[string]func() error{
+		"Create": func() error {
+			_, err := peer.CreateTaskPushConfig(ctx, &a2ago.PushConfig{TaskID: task.ID, URL: hook.srv.URL + "/peer"})
+			return err
+		},
+		"Get": func() error {
+			_, err := peer.GetTaskPushConfig(ctx, &a2ago.GetTaskPushConfigRequest{TaskID: task.ID, ID: cfg.ID})
+			return err
+		},
+		"List": func() error {
+			_, err := peer.ListTaskPushConfigs(ctx, &a2ago.ListTaskPushConfigRequest{TaskID: task.ID})
+			return err
+		},
+		"Delete": func() error {
+			return peer.DeleteTaskPushConfig(ctx, &a2ago.DeleteTaskPushConfigRequest{TaskID: task.ID, ID: cfg.ID})
+		},
+	} {
+		if err := call(); !errors.Is(err, a2ago.ErrTaskNotFound) {
+			t.Errorf("%s of a push config of the operator's task by a peer: %v, want task not found", name, err)
+		}
+	}
+	list, err := op.ListTaskPushConfigs(ctx, &a2ago.ListTaskPushConfigRequest{TaskID: task.ID})
+	if err != nil || len(list) != 1 || list[0].ID != cfg.ID {
+		t.Errorf("the operator's configs after the peer's tries: %+v %v, want only %s", list, err, cfg.ID)
+	}
+}
