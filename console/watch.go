@@ -97,6 +97,13 @@ type memberWatch struct {
 	Name   string
 	URL    string
 	client *a2a.Client
+	token  string
+	wake   chan struct{} // asks the poller to read now
+
+	// following holds the tasks whose streams are open; refollow when a task whose stream broke may be
+	// streamed again. Both under mu.
+	following map[string]bool
+	refollow  map[string]time.Time
 
 	mu        sync.Mutex
 	up        bool
@@ -109,6 +116,14 @@ type memberWatch struct {
 	watermark time.Time
 	stale     bool      // the counts per state may be out of date
 	counted   time.Time // when they were last read
+}
+
+// wakeUp asks the member's poller to read the door now.
+func (m *memberWatch) wakeUp() {
+	select {
+	case m.wake <- struct{}{}:
+	default:
+	}
 }
 
 // countsEvery bounds how often the counts per state (8 small ListTasks calls) are read again.
