@@ -178,7 +178,9 @@ func (c *Console) pollLoop(m *memberWatch) {
 	defer t.Stop()
 	for {
 		changed, memberChanged := m.poll(c.ctx)
-		c.followLive(m)
+		if m.view().Up {
+			c.followLive(m)
+		}
 		for _, id := range changed {
 			c.hub.publish(Event{Kind: "task", Member: m.Name, Task: id})
 		}

@@ -114,6 +114,7 @@ type memberWatch struct {
 	counts    map[a2a.TaskState]int
 	total     int
 	watermark time.Time
+	polls     int       // how many polls began (the tests tell stream updates from polled ones)
 	stale     bool      // the counts per state may be out of date
 	counted   time.Time // when they were last read
 }
@@ -150,6 +151,7 @@ func (m *memberWatch) poll(ctx context.Context) ([]string, bool) {
 		req.StatusTimestampAfter = a2a.NewTimestamp(m.watermark.Add(-2 * time.Second))
 	}
 	wasUp, wasPolled := m.up, m.polled
+	m.polls++
 	m.mu.Unlock()
 	res, err := m.client.ListTasks(ctx, req)
 	// A busy member changes more than a page between polls: read on, up to maxPagesPerPoll pages.
