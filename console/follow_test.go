@@ -19,7 +19,7 @@ import (
 func (h *hello) sendAsk() a2a.TaskID {
 	h.t.Helper()
 	res, err := h.client("lead").SendMessage(context.Background(), &a2a.SendMessageRequest{
-		Message: &a2a.Message{MessageID: "m-ask", Role: a2a.RoleUser, Parts: []a2a.Part{a2a.TextPart("ask worker: 2 + 3")}},
+		Message:       &a2a.Message{MessageID: "m-ask", Role: a2a.RoleUser, Parts: []a2a.Part{a2a.TextPart("ask worker: 2 + 3")}},
 		Configuration: &a2a.SendMessageConfig{ReturnImmediately: true}})
 	if err != nil || res.Task == nil {
 		h.t.Fatalf("send to lead: %v", err)
