@@ -310,3 +310,79 @@ func records(t *testing.T, dir, typ string) []map[string]any {
 	}
 	return out
 }
+
+// A message's parts together hold at most MaxMessageBytes, whatever the door's body limit: past it the
+// message is refused with invalid params naming message.parts, and nothing is stored.
+func TestMessagePartsTotalBounded(t *testing.T) {
+	f := startDoor(t, map[string]string{"murmur.yaml": echoAgent})
+	f.door.cfg.MaxBody = 4 << 20 // the default: the fixture's 64 KiB would refuse the body first
+	part := `{"text":"` + strings.Repeat("x", MaxMessageBytes/2) + `"}`
+	body := `{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"messageId":"m","role":"ROLE_USER","parts":[` +
+		part + "," + part + `,{"text":"y"}]}}}`
+	status, rep := f.post(body, nil)
+	if status != http.StatusOK || rep.Error == nil || rep.Error.Code != -32602 {
+		t.Fatalf("HTTP %d %+v, want invalid params", status, rep.Error)
+	}
+	if b, _ := json.Marshal(rep.Error); !strings.Contains(string(b), "message.parts") || !strings.Contains(string(b), "a message may hold at most 1048576") {
+		t.Errorf("error %s does not name message.parts and the limit", b)
+	}
+	if n := f.taskCount(); n != 0 {
+		t.Errorf("%d tasks stored, want none", n)
+	}
+}
+
+// A peer's push-config calls on a task it did not send answer as for a task that does not exist, and
+// change nothing: the operator's config is still the only one.
+func TestPeerPushConfigsScoped(t *testing.T) {
+	root := t.TempDir()
+	for p, body := range map[string]string{
+		"roster.yaml": "formation: f\nmembers:\n  - {name: worker, capsule: ./worker, listen: '127.0.0.1:0'}\n" +
+			"  - {name: caller, capsule: ./caller, listen: '127.0.0.1:0'}\nreach:\n  - {from: caller, to: [worker]}\n",
+		"worker/murmur.yaml": pushWorker,
+		"caller/murmur.yaml": "name: caller\nscript: {command: [cat]}\n",
+	} {
+		os.MkdirAll(filepath.Dir(filepath.Join(root, p)), 0o755)
+		os.WriteFile(filepath.Join(root, p), []byte(body), 0o644)
+	}
+	f := pushFormation(t, root, time.Millisecond)
+	defer shutdown(t, f)
+	defer os.WriteFile(filepath.Join(root, "worker", "go"), nil, 0o644)
+	hook := newWebhook(t, 2)
+	ctx := context.Background()
+	op := a2agoClient(t, f.Members[0].URL, "op")
+	peer := a2agoClient(t, f.Members[0].URL, peercred.NewKey("fm", "f").Credential("caller", peercred.Trusted))
+	res, err := op.SendMessage(ctx, &a2ago.SendMessageRequest{Message: userMessage("job"), Config: &a2ago.SendMessageConfig{ReturnImmediately: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	task := res.(*a2ago.Task)
+	cfg, err := op.CreateTaskPushConfig(ctx, &a2ago.PushConfig{TaskID: task.ID, URL: hook.srv.URL + "/hook"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, call := range map[string]func() error{
+		"Create": func() error {
+			_, err := peer.CreateTaskPushConfig(ctx, &a2ago.PushConfig{TaskID: task.ID, URL: hook.srv.URL + "/peer"})
+			return err
+		},
+		"Get": func() error {
+			_, err := peer.GetTaskPushConfig(ctx, &a2ago.GetTaskPushConfigRequest{TaskID: task.ID, ID: cfg.ID})
+			return err
+		},
+		"List": func() error {
+			_, err := peer.ListTaskPushConfigs(ctx, &a2ago.ListTaskPushConfigRequest{TaskID: task.ID})
+			return err
+		},
+		"Delete": func() error {
+			return peer.DeleteTaskPushConfig(ctx, &a2ago.DeleteTaskPushConfigRequest{TaskID: task.ID, ID: cfg.ID})
+		},
+	} {
+		if err := call(); !errors.Is(err, a2ago.ErrTaskNotFound) {
+			t.Errorf("%s of a push config of the operator's task by a peer: %v, want task not found", name, err)
+		}
+	}
+	list, err := op.ListTaskPushConfigs(ctx, &a2ago.ListTaskPushConfigRequest{TaskID: task.ID})
+	if err != nil || len(list) != 1 || list[0].ID != cfg.ID {
+		t.Errorf("the operator's configs after the peer's tries: %+v %v, want only %s", list, err, cfg.ID)
+	}
+}
