@@ -19,6 +19,23 @@ import (
 // the console's browser, logged in, its CSRF token and a client of clerk's door.
 func startApprovals(t *testing.T) (*browser, string, *a2a.Client) {
 	t.Helper()
+	a := startApprovalsFormation(t)
+	b := newBrowser(t, a.base)
+	return b, b.login(a.console), a.clerk
+}
+
+// approvals is the approvals example's formation (clerk, whose ask-first hook asks before session-status
+// runs) with its console.
+type approvals struct {
+	console *Console
+	base    string
+	clerk   *a2a.Client
+}
+
+// startApprovalsFormation copies deploy/examples/approvals into a temporary directory, its door on port
+// 0, and starts it with a console.
+func startApprovalsFormation(t *testing.T) *approvals {
+	t.Helper()
 	root := t.TempDir()
 	src := "../deploy/examples/approvals"
 	err := filepath.WalkDir(src, func(p string, d os.DirEntry, err error) error {
@@ -59,8 +76,7 @@ func startApprovals(t *testing.T) (*browser, string, *a2a.Client) {
 	})
 	urls := map[string]string{f.Members[0].Name: f.Members[0].URL}
 	c, base := startConsoleFor(t, r, urls, records)
-	b := newBrowser(t, base)
-	return b, b.login(c), a2a.NewClient(f.Members[0].URL+"/a2a", testOperatorToken, nil)
+	return &approvals{console: c, base: base, clerk: a2a.NewClient(f.Members[0].URL+"/a2a", testOperatorToken, nil)}
 }
 
 // TestAnswerFromTheConsole: a task that waits for an approval shows the question, the tool and its input

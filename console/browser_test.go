@@ -293,3 +293,83 @@ fetch(%[1]q + "/send", {method: "POST", credentials: "include", mode: "no-cors",
 		}
 	})
 }
+
+// TestBrowserApproval: in headless Chromium, a message sent from the page to the approvals example's
+// clerk (whose ask-first hook asks before session-status runs) brings its task page to the question, with
+// the tool and Approve / Deny; the Approve click runs the tool and the task completes on the page. A
+// second task is denied with a reason, which the agent is told.
+func TestBrowserApproval(t *testing.T) {
+	chromiumPath(t)
+	a := startApprovalsFormation(t)
+	ctx := newChrome(t)
+	dir := shotDir(t)
+
+	ask := func(what string) {
+		t.Helper()
+		do(t, ctx, "send status to clerk from the formation page",
+			chromedp.Navigate(a.base+"/"),
+			chromedp.WaitVisible(`tr.member[data-member="clerk"]`),
+			chromedp.SetValue(`#send-member`, "clerk"),
+			chromedp.SendKeys(`#send-text`, "status"),
+			chromedp.Click(`#send-button`),
+			chromedp.WaitVisible(`#task-state`),
+		)
+		poll(t, ctx, what+": the question shown with Approve and Deny",
+			`!!document.querySelector('#question') && !!document.querySelector('#approve-button') && !!document.querySelector('#deny-button')`)
+		if q := text(t, ctx, "question", `#question`); q != "May clerk read its session status?" {
+			t.Errorf("%s: the question reads %q", what, q)
+		}
+		if tool := text(t, ctx, "tool", `#question-tool`); tool != "session-status" {
+			t.Errorf("%s: the tool asked about reads %q", what, tool)
+		}
+		if body := text(t, ctx, "page", `main`); strings.Contains(body, "not built yet") {
+			t.Errorf("%s: the waiting task's page says answering is not built yet:\n%s", what, body)
+		}
+		if st := get(t, ctx, "state", chromedp.Evaluate[string](`document.querySelector('#task-state').dataset.state`)); st != "input_required" {
+			t.Errorf("%s: the waiting task shows state %q", what, st)
+		}
+	}
+
+	do(t, ctx, "log in", chromedp.Navigate(a.console.LoginURL(a.base)), chromedp.WaitVisible(`tr.member[data-member="clerk"]`))
+	ask("approve")
+	page := get(t, ctx, "location", chromedp.Location())
+	shot(t, ctx, dir, "approval.png")
+	submit(t, ctx, "approve", `#approve-button`)
+	poll(t, ctx, "the approved task completes on its page", `document.querySelector('#task-state').dataset.state === 'completed' && !!document.querySelector('#task-answer')`)
+	if loc := get(t, ctx, "location", chromedp.Location()); loc != page {
+		t.Errorf("after approving, the browser is at %s, want the task's page %s", loc, page)
+	}
+	if ans := strings.TrimSpace(text(t, ctx, "answer", `#task-answer`)); !strings.HasPrefix(ans, "ok: {") {
+		t.Errorf("the approved task answered %q, want the tool's result", ans)
+	}
+	if q := get(t, ctx, "question gone", chromedp.Evaluate[bool](`!!document.querySelector('#answer-form')`)); q {
+		t.Errorf("the completed task still shows the answer form")
+	}
+	shot(t, ctx, dir, "approved.png")
+
+	ask("deny")
+	do(t, ctx, "give a reason", chromedp.SendKeys(`#answer-reason`, "not now"))
+	submit(t, ctx, "deny", `#deny-button`)
+	poll(t, ctx, "the denied task ends on its page", `document.querySelector('#task-state').dataset.state === 'completed' && !!document.querySelector('#task-answer')`)
+	if ans := text(t, ctx, "answer", `#task-answer`); !strings.Contains(ans, "denied by the task's sender") || !strings.Contains(ans, "not now") {
+		t.Errorf("the denied task answered %q, want the refusal with the reason", ans)
+	}
+}
+
+// submit clicks a form's button and waits until the page it leads to has loaded.
+func submit(t *testing.T, ctx context.Context, what, button string) {
+	t.Helper()
+	do(t, ctx, "mark the page", chromedp.Evaluate[chromedp.Void](`window.__before = true`))
+	do(t, ctx, what, chromedp.Click(button))
+	for deadline := time.Now().Add(80 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		loaded, err := chromedp.Run(sctx, chromedp.Evaluate[bool](`!window.__before && document.readyState === 'complete' && !!document.querySelector('#task-state')`))
+		cancel()
+		if err == nil && loaded {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: the next page did not load (%v)", what, err)
+		}
+	}
+}

@@ -57,12 +57,17 @@ type Console struct {
 	log     *slog.Logger
 	mux     *http.ServeMux
 
-	// wake asks every poller and the records loop to read at once (a page was opened).
-	wake    []chan struct{}
+	// stream is the client of the doors' streams: cfg.HTTPClient's transport without its timeout (a
+	// stream lasts as long as its task); followTask bounds how long one may stay silent.
+	stream *http.Client
+
+	// wake asks the records loop to read at once (a page was opened); each member has its own.
+	wake    chan struct{}
 	stop    context.CancelFunc
 	ctx     context.Context
 	wg      sync.WaitGroup
 	started bool
+	closed  bool // Close has begun: no more goroutines start
 	mu      sync.Mutex
 }
 
@@ -90,11 +95,13 @@ func New(cfg Config) (*Console, error) {
 	static, _ := fs.Sub(webFS, "web/static")
 	c := &Console{cfg: cfg, auth: newAuth(cfg.Token, time.Now), hub: newHub(), byName: map[string]*memberWatch{},
 		records: newIndex(cfg.RecordsRoot, cfg.Roster.Formation), tmpl: tmpl,
-		static: http.StripPrefix("/static/", http.FileServerFS(static)), log: cfg.Logger}
+		static: http.StripPrefix("/static/", http.FileServerFS(static)), log: cfg.Logger,
+		stream: &http.Client{Transport: cfg.HTTPClient.Transport, Jar: cfg.HTTPClient.Jar}, wake: make(chan struct{}, 1)}
 	for _, m := range cfg.Roster.Members {
 		url := strings.TrimRight(m.URL, "/")
-		mw := &memberWatch{Name: m.Name, URL: url, client: a2a.NewClient(url+"/a2a", cfg.Token, cfg.HTTPClient),
-			tasks: map[string]*TaskRow{}, counts: map[a2a.TaskState]int{}}
+		mw := &memberWatch{Name: m.Name, URL: url, client: a2a.NewClient(url+"/a2a", cfg.Token, cfg.HTTPClient), token: cfg.Token,
+			tasks: map[string]*TaskRow{}, counts: map[a2a.TaskState]int{}, wake: make(chan struct{}, 1),
+			following: map[string]bool{}, refollow: map[string]time.Time{}}
 		c.members = append(c.members, mw)
 		c.byName[m.Name] = mw
 	}
@@ -103,26 +110,26 @@ func New(cfg Config) (*Console, error) {
 	return c, nil
 }
 
-// Start begins polling the doors and tailing the records; Close stops it.
+// Start begins polling the doors, following their live tasks' streams and tailing the records; Close
+// stops it.
 func (c *Console) Start() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.started {
+	if c.started || c.closed {
 		return
 	}
 	c.started = true
 	for _, m := range c.members {
-		w := make(chan struct{}, 1)
-		c.wake = append(c.wake, w)
-		c.wg.Go(func() { c.pollLoop(m, w) })
+		c.wg.Go(func() { c.pollLoop(m) })
 	}
-	w := make(chan struct{}, 1)
-	c.wake = append(c.wake, w)
-	c.wg.Go(func() { c.recordsLoop(w) })
+	c.wg.Go(func() { c.recordsLoop(c.wake) })
 }
 
-// Close stops the pollers and ends every event stream.
+// Close stops the pollers and the doors' streams, ends every event stream and waits for them all.
 func (c *Console) Close() {
+	c.mu.Lock()
+	c.closed = true
+	c.mu.Unlock()
 	c.stop()
 	c.wg.Wait()
 }
@@ -138,13 +145,12 @@ func (c *Console) LoginURL(base string) string {
 
 // wakeAll makes every reader read now, so a page that was just opened shows the formation as it is.
 func (c *Console) wakeAll() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for _, w := range c.wake {
-		select {
-		case w <- struct{}{}:
-		default:
-		}
+	for _, m := range c.members {
+		m.wakeUp()
+	}
+	select {
+	case c.wake <- struct{}{}:
+	default:
 	}
 }
 
@@ -165,18 +171,23 @@ func (c *Console) tick(t *time.Ticker, wake <-chan struct{}) bool {
 	}
 }
 
-func (c *Console) pollLoop(m *memberWatch, wake <-chan struct{}) {
+// pollLoop reads a member's door: its tasks that changed, which finds the new ones, whose streams it then
+// follows, and whether the door answers at all.
+func (c *Console) pollLoop(m *memberWatch) {
 	t := time.NewTicker(c.cfg.Poll)
 	defer t.Stop()
 	for {
 		changed, memberChanged := m.poll(c.ctx)
+		if m.view().Up {
+			c.followLive(m)
+		}
 		for _, id := range changed {
 			c.hub.publish(Event{Kind: "task", Member: m.Name, Task: id})
 		}
 		if memberChanged || len(changed) > 0 {
 			c.hub.publish(Event{Kind: "member", Member: m.Name})
 		}
-		if !c.tick(t, wake) {
+		if !c.tick(t, m.wake) {
 			return
 		}
 	}

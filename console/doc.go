@@ -3,7 +3,8 @@
 // operator act on it (send a message, continue a context, cancel a task).
 //
 // It is a client of the formation, nothing more: it reads the doors through their A2A JSON-RPC interface
-// (ListTasks and GetTask, polled; CancelTask and SendMessage when the operator acts) with the operator
+// (ListTasks polled to find tasks, SubscribeToTask streams to follow each task that has not ended, GetTask;
+// CancelTask and SendMessage when the operator acts) with the operator
 // token, and the sessions' records by tailing the trace.jsonl files under the records root. It keeps no
 // state of its own beyond what it polled and read, and its login sessions.
 //

@@ -40,6 +40,7 @@ type hello struct {
 	records string
 	gate    string
 	f       *server.Formation
+	r       *roster.Roster
 	urls    map[string]string
 	console *Console
 	base    string // the console's base URL
@@ -85,7 +86,7 @@ func startHello(t testing.TB, gated bool) *hello {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.f = f
+	h.f, h.r = f, r
 	t.Cleanup(func() {
 		h.release()
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -107,11 +108,17 @@ func (h *hello) release() { os.WriteFile(h.gate, nil, 0o644) }
 // startConsoleFor serves a console for r with its doors at urls, on a loopback port.
 func startConsoleFor(t testing.TB, r *roster.Roster, urls map[string]string, records string) (*Console, string) {
 	t.Helper()
+	return startConsoleWith(t, r, urls, records, testPoll)
+}
+
+// startConsoleWith is startConsoleFor reading the doors every poll.
+func startConsoleWith(t testing.TB, r *roster.Roster, urls map[string]string, records string, poll time.Duration) (*Console, string) {
+	t.Helper()
 	r2, err := r.WithURLs(urls)
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := New(Config{Roster: r2, Token: testOperatorToken, RecordsRoot: records, Poll: testPoll})
+	c, err := New(Config{Roster: r2, Token: testOperatorToken, RecordsRoot: records, Poll: poll})
 	if err != nil {
 		t.Fatal(err)
 	}

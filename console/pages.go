@@ -664,6 +664,9 @@ func (c *Console) send(w http.ResponseWriter, r *http.Request, _ *loginSession) 
 		m.tasks[row.ID] = &row
 	}
 	m.mu.Unlock()
+	if !row.State.Terminal() {
+		c.follow(m, row.ID) // the task's page then changes as the door streams the task
+	}
 	c.hub.publish(Event{Kind: "task", Member: name, Task: row.ID})
 	http.Redirect(w, r, "/members/"+name+"/tasks/"+row.ID, http.StatusSeeOther)
 }
@@ -715,6 +718,7 @@ func (c *Console) answer(w http.ResponseWriter, r *http.Request, _ *loginSession
 		c.errorPage(w, r, http.StatusConflict, "The answer was not taken", fmt.Sprintf("Member %s's door refused the answer to %s: %s", name, id, describeDoorError(err)))
 		return
 	}
+	c.follow(m, id) // mostly followed already: a stream stays open while its task waits for input
 	c.hub.publish(Event{Kind: "task", Member: name, Task: id})
 	http.Redirect(w, r, "/members/"+name+"/tasks/"+id, http.StatusSeeOther)
 }

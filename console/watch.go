@@ -97,6 +97,13 @@ type memberWatch struct {
 	Name   string
 	URL    string
 	client *a2a.Client
+	token  string
+	wake   chan struct{} // asks the poller to read now
+
+	// following holds the tasks whose streams are open; refollow when a task whose stream broke may be
+	// streamed again. Both under mu.
+	following map[string]bool
+	refollow  map[string]time.Time
 
 	mu        sync.Mutex
 	up        bool
@@ -107,8 +114,17 @@ type memberWatch struct {
 	counts    map[a2a.TaskState]int
 	total     int
 	watermark time.Time
+	polls     int       // how many polls began (the tests tell stream updates from polled ones)
 	stale     bool      // the counts per state may be out of date
 	counted   time.Time // when they were last read
+}
+
+// wakeUp asks the member's poller to read the door now.
+func (m *memberWatch) wakeUp() {
+	select {
+	case m.wake <- struct{}{}:
+	default:
+	}
 }
 
 // countsEvery bounds how often the counts per state (8 small ListTasks calls) are read again.
@@ -135,6 +151,7 @@ func (m *memberWatch) poll(ctx context.Context) ([]string, bool) {
 		req.StatusTimestampAfter = a2a.NewTimestamp(m.watermark.Add(-2 * time.Second))
 	}
 	wasUp, wasPolled := m.up, m.polled
+	m.polls++
 	m.mu.Unlock()
 	res, err := m.client.ListTasks(ctx, req)
 	// A busy member changes more than a page between polls: read on, up to maxPagesPerPoll pages.
