@@ -17,6 +17,7 @@ import (
 	"github.com/murmur-run/murmur/member"
 	"github.com/murmur-run/murmur/member/capsule"
 	"github.com/murmur-run/murmur/member/events"
+	"github.com/murmur-run/murmur/member/push"
 	"github.com/murmur-run/murmur/member/store"
 	"github.com/murmur-run/murmur/roster"
 )
@@ -54,6 +55,20 @@ func startDoor(t testing.TB, files map[string]string) *fixture {
 // Its streams wait for a stalled client for minutes, not seconds: a test decides when a client reads.
 func startDoorBuffer(t testing.TB, files map[string]string, buffer int) *fixture {
 	t.Helper()
+	return startDoorWith(t, files, doorOptions{buffer: buffer})
+}
+
+// doorOptions are what startDoorWith may change in the fixture's door.
+type doorOptions struct {
+	buffer int // events per stream subscriber; 0: the default
+	// pushAllow, when not nil, gives the door push notification configs, with this webhook allowlist.
+	pushAllow []string
+}
+
+// startDoorWith is startDoor with options.
+func startDoorWith(t testing.TB, files map[string]string, opts doorOptions) *fixture {
+	t.Helper()
+	buffer := opts.buffer
 	root := t.TempDir()
 	dir := filepath.Join(root, "capsule")
 	for name, body := range files {
@@ -69,9 +84,22 @@ func startDoorBuffer(t testing.TB, files map[string]string, buffer int) *fixture
 	if err != nil {
 		t.Fatal(err)
 	}
-	store, err := store.OpenWith(filepath.Join(root, "data", "tasks.db"), store.Config{Retention: capsule.Store.Retention})
+	storePath := filepath.Join(root, "data", "tasks.db")
+	store, err := store.OpenWith(storePath, store.Config{Retention: capsule.Store.Retention})
 	if err != nil {
 		t.Fatal(err)
+	}
+	var configs PushConfigs
+	var notifier *push.Notifier
+	if opts.pushAllow != nil {
+		allow, err := push.NewAllowlist(opts.pushAllow)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if notifier, err = push.Open(push.Config{Path: storePath, Allow: allow, Settle: store.Settle}); err != nil {
+			t.Fatal(err)
+		}
+		configs = notifier
 	}
 	reg, wrapped := NewRegistry("solo")
 	metrics, err := member.NewMetrics(wrapped)
@@ -98,7 +126,7 @@ func startDoorBuffer(t testing.TB, files map[string]string, buffer int) *fixture
 		Card:     NewCard("solo", capsule.Description, "test", f.url, "test"),
 		MaxBody:  64 << 10,
 		Gatherer: reg, Registerer: wrapped, Events: hub, StreamWriteTimeout: 10 * time.Minute,
-		AnswersMessage: capsule.AnswersWithMessage(),
+		AnswersMessage: capsule.AnswersWithMessage(), Push: configs,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -115,6 +143,11 @@ func startDoorBuffer(t testing.TB, files map[string]string, buffer int) *fixture
 			t.Errorf("session close: %v", err)
 		}
 		f.srv.Close()
+		if notifier != nil {
+			if err := notifier.Close(); err != nil {
+				t.Errorf("push notifier close: %v", err)
+			}
+		}
 		if err := store.Close(); err != nil {
 			t.Errorf("store close: %v", err)
 		}

@@ -45,7 +45,13 @@ type fuzzDoor struct {
 
 func newFuzzDoor(f *testing.F) *fuzzDoor {
 	f.Helper()
-	fx := startDoor(f, map[string]string{"murmur.yaml": echoAgent})
+	return newFuzzDoorWith(f, doorOptions{})
+}
+
+// newFuzzDoorWith is newFuzzDoor with options for the fixture's door.
+func newFuzzDoorWith(f *testing.F, opts doorOptions) *fuzzDoor {
+	f.Helper()
+	fx := startDoorWith(f, map[string]string{"murmur.yaml": echoAgent}, opts)
 	d := &fuzzDoor{fixture: fx}
 
 	ctx := context.Background()
@@ -405,34 +411,43 @@ func fuzzParams(f *testing.F, method a2a.Method, seeds []string, check func(d *f
 	f.Add([]byte(seeds[0]), true)
 	f.Fuzz(func(t *testing.T, params []byte, peer bool) {
 		params = d.expand(params)
-		body, id := d.envelope(method, params)
-		token := testOperatorToken
-		if peer {
-			token = fuzzPeer
-		}
-		a := d.do(t, fuzzRequest{body: body, token: token, contentType: "application/json"})
-		if len(body) > fuzzMaxBody {
-			return
-		}
-		if string(a.id) != id {
-			// The envelope is valid whatever params are, unless they break the JSON around them.
-			if json.Valid(body) {
-				t.Fatalf("a valid request with id %s was answered with id %s: %s", id, a.id, a.raw)
-			}
-			if a.code != a2a.CodeParseError {
-				t.Fatalf("a body that is not JSON got error %d, want %d: %s", a.code, a2a.CodeParseError, a.raw)
-			}
-			return
-		}
-		switch {
-		case a.result != nil:
+		if a, ok := d.sendParams(t, method, params, peer); ok && a.result != nil {
 			check(d, t, params, a)
-		case a.code == a2a.CodeInternalError:
-			t.Fatalf("params made the door fail internally: %s", a.raw)
-		case a.code == a2a.CodeParseError || a.code == a2a.CodeInvalidRequest || a.code == a2a.CodeMethodNotFound:
-			t.Fatalf("valid JSON-RPC envelope answered %d: %s", a.code, a.raw)
 		}
 	})
+}
+
+// sendParams wraps params in a valid envelope for method, sends it with the operator's token or a
+// peer's, and checks what holds for any params. It reports false when there is nothing more to check:
+// an oversize body, or params that broke the JSON around them.
+func (d *fuzzDoor) sendParams(t *testing.T, method a2a.Method, params []byte, peer bool) (rpcAnswer, bool) {
+	t.Helper()
+	body, id := d.envelope(method, params)
+	token := testOperatorToken
+	if peer {
+		token = fuzzPeer
+	}
+	a := d.do(t, fuzzRequest{body: body, token: token, contentType: "application/json"})
+	if len(body) > fuzzMaxBody {
+		return a, false
+	}
+	if string(a.id) != id {
+		// The envelope is valid whatever params are, unless they break the JSON around them.
+		if json.Valid(body) {
+			t.Fatalf("a valid request with id %s was answered with id %s: %s", id, a.id, a.raw)
+		}
+		if a.code != a2a.CodeParseError {
+			t.Fatalf("a body that is not JSON got error %d, want %d: %s", a.code, a2a.CodeParseError, a.raw)
+		}
+		return a, false
+	}
+	switch a.code {
+	case a2a.CodeInternalError:
+		t.Fatalf("params made the door fail internally: %s", a.raw)
+	case a2a.CodeParseError, a2a.CodeInvalidRequest, a2a.CodeMethodNotFound:
+		t.Fatalf("valid JSON-RPC envelope answered %d: %s", a.code, a.raw)
+	}
+	return a, true
 }
 
 // FuzzSendMessageParams sends fuzzed SendMessage params.
