@@ -9,59 +9,51 @@ import (
 	"github.com/murmur-run/murmur/internal/kinderr"
 )
 
-// The failures of a peer-file handoff. Match them with errors.Is; an *Error carries one of them with the
+// The failures of a peer-file handoff, each with the reason a door or a record names it by and the HTTP
+// status a door answers it with. Match them with errors.Is; an *Error carries one of them with the
 // sentence that says what was wrong.
 var (
-	ErrUnauthenticated = errors.New("no formation token")
-	ErrForbidden       = errors.New("not the formation token")
-	ErrMalformed       = errors.New("not a peer-file handle")
-	ErrWrongFormation  = errors.New("minted in another formation")
-	ErrWrongMember     = errors.New("minted by another member")
-	ErrUnknownMember   = errors.New("minted by a member not in the roster")
-	ErrForged          = errors.New("the signature does not match")
-	ErrExpired         = errors.New("the handle has expired")
-	ErrNotExported     = errors.New("no export root")
-	ErrBadPath         = errors.New("not a path inside the root")
-	ErrNotFound        = errors.New("no such file")
-	ErrNotRegular      = errors.New("not a regular file")
-	ErrOutside         = errors.New("leads outside the root")
-	ErrUnreadable      = errors.New("cannot be read")
-	ErrChanged         = errors.New("the file changed")
-	ErrTooLarge        = errors.New("larger than the limit")
-	ErrDigestMismatch  = errors.New("the bytes do not match the digest")
-	ErrTargetExists    = errors.New("the target exists")
+	ErrUnauthenticated = failure("no formation token", "unauthenticated", http.StatusUnauthorized)
+	ErrForbidden       = failure("not the formation token", "forbidden", http.StatusForbidden)
+	ErrMalformed       = failure("not a peer-file handle", "malformed", http.StatusBadRequest)
+	ErrWrongFormation  = failure("minted in another formation", "wrong_formation", http.StatusForbidden)
+	ErrWrongMember     = failure("minted by another member", "wrong_member", http.StatusNotFound)
+	ErrUnknownMember   = failure("minted by a member not in the roster", "unknown_member", http.StatusNotFound)
+	ErrForged          = failure("the signature does not match", "forged", http.StatusForbidden)
+	ErrExpired         = failure("the handle has expired", "expired", http.StatusGone)
+	ErrNotExported     = failure("no export root", "not_exported", http.StatusNotFound)
+	ErrBadPath         = failure("not a path inside the root", "bad_path", http.StatusBadRequest)
+	ErrNotFound        = failure("no such file", "not_found", http.StatusNotFound)
+	ErrChanged         = failure("the file changed", "changed", http.StatusConflict)
+	ErrNotRegular      = failure("not a regular file", "not_regular", http.StatusConflict)
+	ErrOutside         = failure("leads outside the root", "outside", http.StatusConflict)
+	ErrUnreadable      = failure("cannot be read", "unreadable", http.StatusInternalServerError)
+	ErrTooLarge        = failure("larger than the limit", "too_large", http.StatusRequestEntityTooLarge)
+	ErrDigestMismatch  = failure("the bytes do not match the digest", "digest_mismatch", http.StatusBadGateway)
+	ErrTargetExists    = failure("the target exists", "target_exists", http.StatusConflict)
 )
+
+// wire is the one table from failures to the reason a door or a record names and the door's HTTP status,
+// in the order the failures are declared above; failure fills it.
+var wire []wireKind
+
+type wireKind struct {
+	err    error
+	reason string
+	status int
+}
+
+// failure declares one kind of failure and enters it in wire.
+func failure(text, reason string, status int) error {
+	err := errors.New(text)
+	wire = append(wire, wireKind{err, reason, status})
+	return err
+}
 
 // Error is a failure of one kind (a sentinel above) with the sentence that says what was wrong.
 type Error = kinderr.Error
 
 func fail(kind error, format string, args ...any) error { return kinderr.New(kind, format, args...) }
-
-// wire is the one table from failures to the reason a door or a record names and the door's HTTP status.
-var wire = []struct {
-	err    error
-	reason string
-	status int
-}{
-	{ErrUnauthenticated, "unauthenticated", http.StatusUnauthorized},
-	{ErrForbidden, "forbidden", http.StatusForbidden},
-	{ErrMalformed, "malformed", http.StatusBadRequest},
-	{ErrWrongFormation, "wrong_formation", http.StatusForbidden},
-	{ErrWrongMember, "wrong_member", http.StatusNotFound},
-	{ErrUnknownMember, "unknown_member", http.StatusNotFound},
-	{ErrForged, "forged", http.StatusForbidden},
-	{ErrExpired, "expired", http.StatusGone},
-	{ErrNotExported, "not_exported", http.StatusNotFound},
-	{ErrBadPath, "bad_path", http.StatusBadRequest},
-	{ErrNotFound, "not_found", http.StatusNotFound},
-	{ErrChanged, "changed", http.StatusConflict},
-	{ErrNotRegular, "not_regular", http.StatusConflict},
-	{ErrOutside, "outside", http.StatusConflict},
-	{ErrUnreadable, "unreadable", http.StatusInternalServerError},
-	{ErrTooLarge, "too_large", http.StatusRequestEntityTooLarge},
-	{ErrDigestMismatch, "digest_mismatch", http.StatusBadGateway},
-	{ErrTargetExists, "target_exists", http.StatusConflict},
-}
 
 // Reason names err's kind on the wire and in records: "expired", "forged", …; "internal" for any other.
 func Reason(err error) string {

@@ -46,8 +46,6 @@ type BackgroundCommand struct {
 	Recorder Recorder
 }
 
-var _ Tool = (*BackgroundCommand)(nil)
-
 // The bounds of wait.
 const (
 	DefaultWaitSecs = 600

@@ -34,38 +34,28 @@ type CallMember struct {
 	Members MemberCaller
 }
 
-var _ Tool = (*CallMember)(nil)
+// callMemberHandoff is call-member's manifest text and input.
+var callMemberHandoff = handoff{tool: "call-member", to: "member",
+	toDescription:   "the formation member to hand the task to",
+	taskDescription: "the whole of what the member is told",
+	description: "Hands one task to another member of this formation. The task text is the whole of what the member is told, so any file content it needs goes in the task text. " +
+		"The call returns at once with a call id: started when the member holds the task, or busy when it has no room, in which case the runtime keeps offering the task until the member takes it or the call's deadline passes. " +
+		"The member's answer arrives in this conversation, naming the call id, after you end your turn. " +
+		"A second call to a member before its answer has arrived is refused."}
 
 // Manifest has the callable members as the enum of its member field.
-func (t *CallMember) Manifest() Manifest {
-	schema, _ := json.Marshal(map[string]any{
-		"type": "object",
-		"properties": map[string]any{
-			"member": map[string]any{"type": "string", "enum": t.Members.Callable(), "description": "the formation member to hand the task to"},
-			"task":   map[string]any{"type": "string", "description": "the whole of what the member is told"},
-		},
-		"required": []string{"member", "task"},
-	})
-	return NativeManifest("call-member",
-		"Hands one task to another member of this formation. The task text is the whole of what the member is told, so any file content it needs goes in the task text. "+
-			"The call returns at once with a call id: started when the member holds the task, or busy when it has no room, in which case the runtime keeps offering the task until the member takes it or the call's deadline passes. "+
-			"The member's answer arrives in this conversation, naming the call id, after you end your turn. "+
-			"A second call to a member before its answer has arrived is refused.", schema)
-}
+func (t *CallMember) Manifest() Manifest { return callMemberHandoff.manifest(t.Members.Callable()) }
 
 // Run makes the call and renders its result: data fenced under tool:call-member, the note after it.
 func (t *CallMember) Run(ctx context.Context, call Call) (Result, error) {
-	var in struct {
-		Member *string `json:"member"`
-		Task   *string `json:"task"`
+	member, task, bad := callMemberHandoff.input(call.Input)
+	if bad != "" {
+		return Refused(bad), nil
 	}
-	if err := json.Unmarshal(call.Input, &in); err != nil || in.Member == nil || in.Task == nil {
-		return Refused(`'call-member' needs {"member": "<name>", "task": "<text>"}, both required.`), nil
+	if strings.TrimSpace(task) == "" {
+		return Refused("'call-member' needs a task: the whole of what " + member + " is told."), nil
 	}
-	if strings.TrimSpace(*in.Task) == "" {
-		return Refused("'call-member' needs a task: the whole of what " + *in.Member + " is told."), nil
-	}
-	st, err := t.Members.CallMember(ctx, call.Task, *in.Member, *in.Task)
+	st, err := t.Members.CallMember(ctx, call.Task, member, task)
 	if err != nil {
 		// SPEC's four refused calls: nothing was sent.
 		return Refused(err.Error()), nil
@@ -114,8 +104,6 @@ type NoAnswerEnder interface {
 type EndWithoutAnswer struct {
 	Ender NoAnswerEnder
 }
-
-var _ Tool = (*EndWithoutAnswer)(nil)
 
 // Manifest describes end-without-answer.
 func (t *EndWithoutAnswer) Manifest() Manifest {

@@ -29,34 +29,26 @@ type DelegateTask struct {
 	Delegator Delegator
 }
 
-var _ Tool = (*DelegateTask)(nil)
+// delegateTaskHandoff is delegate-task's manifest text and input.
+var delegateTaskHandoff = handoff{tool: "delegate-task", to: "capsule",
+	toDescription:   "the sub-capsule to hand the task to",
+	taskDescription: "the whole of what the sub-capsule is told",
+	description: "Hands one task to a sub-capsule, which the runtime starts as a sub-session of this one. The task text is the whole of what the sub-capsule is told. " +
+		"The call returns as soon as the sub-capsule holds the task, with a delegation id; its outcome arrives in this conversation, naming the delegation id, after you end your turn, " +
+		"together with the answers of any member calls still out."}
 
 // Manifest has spawn.allow's bare names as the enum of its capsule field.
 func (t *DelegateTask) Manifest() Manifest {
-	schema, _ := json.Marshal(map[string]any{
-		"type": "object",
-		"properties": map[string]any{
-			"capsule": map[string]any{"type": "string", "enum": t.Delegator.Capsules(), "description": "the sub-capsule to hand the task to"},
-			"task":    map[string]any{"type": "string", "description": "the whole of what the sub-capsule is told"},
-		},
-		"required": []string{"capsule", "task"},
-	})
-	return NativeManifest("delegate-task",
-		"Hands one task to a sub-capsule, which the runtime starts as a sub-session of this one. The task text is the whole of what the sub-capsule is told. "+
-			"The call returns as soon as the sub-capsule holds the task, with a delegation id; its outcome arrives in this conversation, naming the delegation id, after you end your turn, "+
-			"together with the answers of any member calls still out.", schema)
+	return delegateTaskHandoff.manifest(t.Delegator.Capsules())
 }
 
 // Run starts the delegation and renders its result: data fenced under tool:delegate-task, the note after.
 func (t *DelegateTask) Run(ctx context.Context, call Call) (Result, error) {
-	var in struct {
-		Capsule *string `json:"capsule"`
-		Task    *string `json:"task"`
+	capsule, task, bad := delegateTaskHandoff.input(call.Input)
+	if bad != "" {
+		return Refused(bad), nil
 	}
-	if err := json.Unmarshal(call.Input, &in); err != nil || in.Capsule == nil || in.Task == nil {
-		return Refused(`'delegate-task' needs {"capsule": "<name>", "task": "<text>"}, both required.`), nil
-	}
-	st, err := t.Delegator.Delegate(ctx, call.Task, *in.Capsule, *in.Task)
+	st, err := t.Delegator.Delegate(ctx, call.Task, capsule, task)
 	if err != nil {
 		return Refused(err.Error()), nil
 	}

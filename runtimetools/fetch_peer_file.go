@@ -40,8 +40,6 @@ type FetchPeerFile struct {
 	Recorder Recorder
 }
 
-var _ Tool = (*FetchPeerFile)(nil)
-
 // Manifest describes fetch-peer-file with the session's size limit.
 func (t *FetchPeerFile) Manifest() Manifest {
 	return NativeManifest("fetch-peer-file",

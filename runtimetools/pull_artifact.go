@@ -63,8 +63,6 @@ type PullArtifact struct {
 	Count func(runtime, result string)
 }
 
-var _ Tool = (*PullArtifact)(nil)
-
 // ArtifactSchema is the input of pull-artifact and remove-artifact.
 const ArtifactSchema = `{"type":"object","properties":{"artifact":{"type":"string"}},"required":["artifact"]}`
 

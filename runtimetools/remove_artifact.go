@@ -25,8 +25,6 @@ type RemoveArtifact struct {
 	Installer ArtifactRemover
 }
 
-var _ Tool = (*RemoveArtifact)(nil)
-
 // Manifest describes the input and what a removal does.
 func (t *RemoveArtifact) Manifest() Manifest {
 	return NativeManifest("remove-artifact",

@@ -90,8 +90,6 @@ type SessionStatus struct {
 	Recorder Recorder
 }
 
-var _ Tool = (*SessionStatus)(nil)
-
 // Manifest describes session-status: no input, one JSON object out.
 func (t *SessionStatus) Manifest() Manifest {
 	return NativeManifest("session-status",

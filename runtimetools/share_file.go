@@ -45,8 +45,6 @@ type ShareFile struct {
 	Recorder Recorder
 }
 
-var _ Tool = (*ShareFile)(nil)
-
 // Manifest names the export root and the handle's lifetime.
 func (t *ShareFile) Manifest() Manifest {
 	root, ttl := t.Sharer.ShareSettings()

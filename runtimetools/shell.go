@@ -37,8 +37,6 @@ type Shell struct {
 	Runner      ShellRunner
 }
 
-var _ Tool = (*Shell)(nil)
-
 // ShellSchema is the input of every shell binary: the arguments as an array, optional stdin.
 const ShellSchema = `{"type":"object","properties":{"args":{"type":"array","items":{"type":"string"},"description":"the arguments, one string each; there is no shell, so nothing is split, globbed or expanded"},"stdin":{"type":"string","description":"text written to the command's standard input"}},"additionalProperties":false}`
 

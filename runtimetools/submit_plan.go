@@ -16,8 +16,6 @@ type SubmitPlan struct {
 	Runner PlanRunner
 }
 
-var _ Tool = (*SubmitPlan)(nil)
-
 // planSchema is submit-plan's input: 1 to 32 steps, ids of [a-z0-9_-]+, on_error stop or continue.
 const planSchema = `{"type":"object","properties":{` +
 	`"steps":{"type":"array","minItems":1,"maxItems":32,"description":"the steps, run in order","items":{"type":"object","properties":{` +

@@ -34,8 +34,6 @@ type SwitchDriver struct {
 	Recorder Recorder
 }
 
-var _ Tool = (*SwitchDriver)(nil)
-
 func describe(c ChoiceInfo) string {
 	if c.Model == "" {
 		return fmt.Sprintf("%s (driver %s)", c.Name, c.Driver)

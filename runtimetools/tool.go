@@ -65,6 +65,22 @@ type Tool interface {
 	Run(ctx context.Context, call Call) (Result, error)
 }
 
+// Every tool of this package is a Tool: the runtime-provided ones in Gates' order, then a shell binary's.
+var (
+	_ Tool = (*ShareFile)(nil)
+	_ Tool = (*FetchPeerFile)(nil)
+	_ Tool = (*DelegateTask)(nil)
+	_ Tool = (*SubmitPlan)(nil)
+	_ Tool = (*SwitchDriver)(nil)
+	_ Tool = (*CallMember)(nil)
+	_ Tool = (*EndWithoutAnswer)(nil)
+	_ Tool = (*PullArtifact)(nil)
+	_ Tool = (*RemoveArtifact)(nil)
+	_ Tool = (*SessionStatus)(nil)
+	_ Tool = (*BackgroundCommand)(nil)
+	_ Tool = (*Shell)(nil)
+)
+
 // Registry holds the tools staged for one session, in inventory order.
 type Registry struct {
 	tools map[string]Tool

@@ -17,12 +17,7 @@ import (
 // Any other request is answered as a task that does not exist.
 func (d *Door) serveArtifact(w http.ResponseWriter, r *http.Request) {
 	refuse := func(status int, msg string) {
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		w.Header().Set("Cache-Control", "no-store")
-		if status == http.StatusUnauthorized {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="murmur"`)
-		}
-		w.WriteHeader(status)
+		writeRefusalHeader(w, "text/plain; charset=utf-8", status)
 		fmt.Fprintln(w, msg)
 	}
 	caller, why := d.auth.authenticate(r)
@@ -59,4 +54,15 @@ func (d *Door) serveArtifact(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Cache-Control", "private, no-store")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	http.ServeContent(w, r, "", info.ModTime(), f)
+}
+
+// writeRefusalHeader starts the answer of a file the door refuses to serve (a task's artifact, a peer
+// file): its content type, no caching, the bearer challenge for a 401, and the status.
+func writeRefusalHeader(w http.ResponseWriter, contentType string, status int) {
+	w.Header().Set("Content-Type", contentType)
+	w.Header().Set("Cache-Control", "no-store")
+	if status == http.StatusUnauthorized {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="murmur"`)
+	}
+	w.WriteHeader(status)
 }

@@ -21,32 +21,22 @@ import (
 // expiry; then the file is opened through os.Root on the export root and compared with the handle's
 // identity before a byte is sent.
 func (d *Door) servePeerFile(w http.ResponseWriter, r *http.Request) {
-	refuse := func(err error, detail string) {
-		d.cfg.Logger.Debug("peer file refused", "reason", peerfile.Reason(err), "detail", detail)
-		w.Header().Set("Content-Type", "application/json")
-		w.Header().Set("Cache-Control", "no-store")
-		if errors.Is(err, peerfile.ErrUnauthenticated) {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="murmur"`)
-		}
-		w.WriteHeader(peerfile.Status(err))
-		json.NewEncoder(w).Encode(map[string]string{"reason": peerfile.Reason(err), "message": detail})
-	}
 	caller, _ := d.auth.authenticate(r)
 	switch caller.Principal {
 	case Nobody:
-		refuse(peerfile.ErrUnauthenticated, "peer files are served to the members of this formation: present a member's peer credential as Authorization: Bearer")
+		d.refusePeerFile(w, peerfile.ErrUnauthenticated, "peer files are served to the members of this formation: present a member's peer credential as Authorization: Bearer")
 		return
 	case Operator:
-		refuse(peerfile.ErrForbidden, "peer files are served to the members of this formation only, with their peer credentials; the operator token does not redeem handles")
+		d.refusePeerFile(w, peerfile.ErrForbidden, "peer files are served to the members of this formation only, with their peer credentials; the operator token does not redeem handles")
 		return
 	}
 	if !d.isMember(caller.Member) {
-		refuse(peerfile.ErrForbidden, "the credential names "+caller.Member+", who is not a member of this formation")
+		d.refusePeerFile(w, peerfile.ErrForbidden, "the credential names "+caller.Member+", who is not a member of this formation")
 		return
 	}
 	h, err := peerfile.Decode(chi.URLParam(r, "handle"))
 	if err != nil {
-		refuse(err, err.Error())
+		d.refusePeerFile(w, err, err.Error())
 		return
 	}
 	formation := ""
@@ -55,30 +45,37 @@ func (d *Door) servePeerFile(w http.ResponseWriter, r *http.Request) {
 	}
 	switch {
 	case h.Formation != formation:
-		refuse(peerfile.ErrWrongFormation, fmt.Sprintf("the handle was minted in formation %q; this door belongs to formation %q", h.Formation, formation))
+		d.refusePeerFile(w, peerfile.ErrWrongFormation, fmt.Sprintf("the handle was minted in formation %q; this door belongs to formation %q", h.Formation, formation))
 	case h.Member != d.cfg.Member:
-		refuse(peerfile.ErrWrongMember, fmt.Sprintf("the handle was minted by %s; this is %s's door", h.Member, d.cfg.Member))
+		d.refusePeerFile(w, peerfile.ErrWrongMember, fmt.Sprintf("the handle was minted by %s; this is %s's door", h.Member, d.cfg.Member))
 	case h.Verify(d.cfg.Tokens.Formation) != nil:
-		refuse(peerfile.ErrForged, "the handle's signature does not match")
+		d.refusePeerFile(w, peerfile.ErrForged, "the handle's signature does not match")
 	case h.Expired(d.cfg.Now()):
-		refuse(peerfile.ErrExpired, "the handle expired at "+h.ExpiresAt().Format(time.RFC3339))
+		d.refusePeerFile(w, peerfile.ErrExpired, "the handle expired at "+h.ExpiresAt().Format(time.RFC3339))
 	case d.cfg.ExportRoot == "":
-		refuse(peerfile.ErrNotExported, d.cfg.Member+" exports no files")
+		d.refusePeerFile(w, peerfile.ErrNotExported, d.cfg.Member+" exports no files")
 	default:
-		d.sendPeerFile(w, r, h, refuse)
+		d.sendPeerFile(w, r, h)
 	}
 }
 
-func (d *Door) sendPeerFile(w http.ResponseWriter, r *http.Request, h *peerfile.Handle, refuse func(error, string)) {
+// refusePeerFile answers a peer-file request with err's status and {"reason", "message": detail}.
+func (d *Door) refusePeerFile(w http.ResponseWriter, err error, detail string) {
+	d.cfg.Logger.Debug("peer file refused", "reason", peerfile.Reason(err), "detail", detail)
+	writeRefusalHeader(w, "application/json", peerfile.Status(err)) // 401 for ErrUnauthenticated alone
+	json.NewEncoder(w).Encode(map[string]string{"reason": peerfile.Reason(err), "message": detail})
+}
+
+func (d *Door) sendPeerFile(w http.ResponseWriter, r *http.Request, h *peerfile.Handle) {
 	f, err := peerfile.Open(d.cfg.ExportRoot, h.File)
 	if err != nil {
 		var pe *peerfile.Error
 		if !errors.As(err, &pe) {
 			d.cfg.Logger.Error("peer file: the export root cannot be opened", "err", err)
-			refuse(err, "the file cannot be read")
+			d.refusePeerFile(w, err, "the file cannot be read")
 			return
 		}
-		refuse(err, pe.Detail)
+		d.refusePeerFile(w, err, pe.Detail)
 		return
 	}
 	defer f.Close()

@@ -13,11 +13,11 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/murmur-run/murmur/internal/mcpconfig"
 	"github.com/murmur-run/murmur/member/harness"
 )
 
@@ -106,10 +106,7 @@ func (t *ToolServer) Token() string { return t.token }
 // MCPConfig is the MCP config file's content: one server, named murmur, reached over HTTP with the
 // token as its Authorization header (the shape Claude Code's --mcp-config reads).
 func (t *ToolServer) MCPConfig() []byte {
-	cfg := map[string]any{"mcpServers": map[string]any{ToolServerName: map[string]any{
-		"type": "http", "url": t.URL(), "headers": map[string]string{"Authorization": "Bearer " + t.token}}}}
-	b, _ := json.MarshalIndent(cfg, "", "  ")
-	return append(b, '\n')
+	return mcpconfig.Encode(ToolServerName, t.URL(), t.token)
 }
 
 // WriteMCPConfig writes MCPConfig to path with mode 0600 (it holds the token), atomically: a harness
@@ -166,18 +163,13 @@ func (t *ToolServer) Close(ctx context.Context) error {
 // ParseMCPConfig reads the URL and token of the murmur server from an MCP config file's content, as a
 // harness would.
 func ParseMCPConfig(b []byte) (url, token string, err error) {
-	var cfg struct {
-		MCPServers map[string]struct {
-			URL     string            `json:"url"`
-			Headers map[string]string `json:"headers"`
-		} `json:"mcpServers"`
-	}
-	if err := json.Unmarshal(b, &cfg); err != nil {
+	servers, err := mcpconfig.Servers(b)
+	if err != nil {
 		return "", "", err
 	}
-	s, ok := cfg.MCPServers[ToolServerName]
+	s, ok := servers[ToolServerName]
 	if !ok {
 		return "", "", fmt.Errorf("no %q server in the MCP config", ToolServerName)
 	}
-	return s.URL, strings.TrimPrefix(s.Headers["Authorization"], "Bearer "), nil
+	return s.URL, s.Token, nil
 }

@@ -212,6 +212,12 @@ func cmdExport(args []string, getenv func(string) string, stdout, stderr io.Writ
 	return os.WriteFile(*out, data, 0o644)
 }
 
+// generatedBy opens a generated file's header: what the file is, then the command that generated it in
+// the file's directory.
+func generatedBy(what, cmdline string) []string {
+	return []string{what, "Generated in this directory by", "  " + cmdline}
+}
+
 // composeYAML is the compose file of l; outDir is the directory the file will be in, which its relative
 // paths start from.
 func composeYAML(l *layout, outDir, image string, monitoring bool) ([]byte, error) {
@@ -222,19 +228,17 @@ func composeYAML(l *layout, outDir, image string, monitoring bool) ([]byte, erro
 	if monitoring {
 		cmdline += " --monitoring"
 	}
-	header := []string{
-		fmt.Sprintf("The %s formation in containers: one service per member, each running mur member.", r.Formation),
-		"Generated in this directory by",
-		"  " + cmdline + " --out compose.yaml",
+	header := append(generatedBy(fmt.Sprintf("The %s formation in containers: one service per member, each running mur member.", r.Formation),
+		cmdline+" --out compose.yaml"),
 		"Regenerate it rather than edit it.",
 		"",
 		"MUR_FORMATION_TOKEN, MUR_OPERATOR_TOKEN  required: set them in the environment or in .env beside this file",
 		"MUR_CONTROL_TOKEN                        optional, the same way: opens each member's control surface (POST /control)",
-		"MUR_IMAGE                                the mur image (default " + image + ")",
+		"MUR_IMAGE                                the mur image (default "+image+")",
 		fmt.Sprintf("MUR_ENTRY_ADDR                           where %s's door is published (default 127.0.0.1:%d)", l.entry, entryPort),
 		"",
 		"  docker compose up -d                        start the members",
-	}
+	)
 	if monitoring {
 		header = append(header, "  docker compose --profile monitoring up -d   and Prometheus (127.0.0.1:9090) and Grafana (127.0.0.1:3000),")
 		header = append(header, "                                              whose images need a registry")
@@ -310,14 +314,12 @@ func composeYAML(l *layout, outDir, image string, monitoring bool) ([]byte, erro
 func prometheusYAML(l *layout, outDir string) ([]byte, error) {
 	r := l.r
 	rosterRel := strings.TrimPrefix(relSlash(outDir, r.Path), "./")
-	header := []string{
-		fmt.Sprintf("Prometheus scrape configuration for the %s formation: every member's door, by its service name.", r.Formation),
-		"Generated in this directory by",
-		"  mur export prometheus --roster " + rosterRel + " --out prometheus.yml",
+	header := append(generatedBy(fmt.Sprintf("Prometheus scrape configuration for the %s formation: every member's door, by its service name.", r.Formation),
+		"mur export prometheus --roster "+rosterRel+" --out prometheus.yml"),
 		"Regenerate it rather than edit it. A Prometheus outside the formation's network scrapes the address",
 		"each door is published on instead (README: Run a formation in containers).",
 		"",
-	}
+	)
 	var targets []any
 	for _, m := range r.Members {
 		targets = append(targets, fmt.Sprintf("%s:%d", m.Name, l.ports[m.Name]))

@@ -36,6 +36,8 @@ import (
 	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/murmur-run/murmur/internal/mcpconfig"
 )
 
 func main() {
@@ -234,21 +236,15 @@ func connect(ctx context.Context, path string) (*mcp.ClientSession, error) {
 	if err != nil {
 		return nil, err
 	}
-	var cfg struct {
-		MCPServers map[string]struct {
-			URL     string            `json:"url"`
-			Headers map[string]string `json:"headers"`
-		} `json:"mcpServers"`
-	}
-	if err := json.Unmarshal(b, &cfg); err != nil {
+	servers, err := mcpconfig.Servers(b)
+	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	s, ok := cfg.MCPServers["murmur"]
+	s, ok := servers["murmur"]
 	if !ok {
 		return nil, fmt.Errorf("%s: no murmur server", path)
 	}
-	token := strings.TrimPrefix(s.Headers["Authorization"], "Bearer ")
-	t := &mcp.StreamableClientTransport{Endpoint: s.URL, HTTPClient: &http.Client{Transport: bearerTransport{token}},
+	t := &mcp.StreamableClientTransport{Endpoint: s.URL, HTTPClient: &http.Client{Transport: bearerTransport{s.Token}},
 		DisableStandaloneSSE: true, MaxRetries: -1}
 	client := mcp.NewClient(&mcp.Implementation{Name: "fakeharness", Version: "1"}, nil)
 	return client.Connect(ctx, t, nil)

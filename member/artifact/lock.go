@@ -286,14 +286,18 @@ func (d *yamlDoc) pin(n *yaml.Node, path string) (Pin, bool) {
 		ok = ok && good
 		return s, good
 	}
+	// textField reads a field whose value is text: its line goes into got, and check sees the text.
+	textField := func(key string, check func(v *yaml.Node, s string)) yamldoc.Field {
+		return yamldoc.Field{Name: key, Fn: func(k, v *yaml.Node) {
+			got[key] = k.Line
+			if s, good := text(key, v); good {
+				check(v, s)
+			}
+		}}
+	}
 	var owner *yaml.Node
 	if !d.Fields(n, path, []yamldoc.Field{
-		{Name: "name", Fn: func(k, v *yaml.Node) {
-			got["name"] = k.Line
-			s, good := text("name", v)
-			if !good {
-				return
-			}
+		textField("name", func(v *yaml.Node, s string) {
 			if rerr := CheckReserved(s); rerr != nil {
 				bad(v.Line, rerr.Error(), "remove this pin: a runtime-provided tool is never pinned")
 			} else if name, err := ParseName(s); err != nil {
@@ -301,27 +305,21 @@ func (d *yamlDoc) pin(n *yaml.Node, path string) (Pin, bool) {
 			} else {
 				p.Name = name
 			}
-		}},
-		{Name: "version", Fn: func(k, v *yaml.Node) {
-			got["version"] = k.Line
-			if s, good := text("version", v); good {
-				if err := checkVersion(s); err != nil {
-					badName(v.Line, "version", err)
-				} else {
-					p.Version = s
-				}
+		}),
+		textField("version", func(v *yaml.Node, s string) {
+			if err := checkVersion(s); err != nil {
+				badName(v.Line, "version", err)
+			} else {
+				p.Version = s
 			}
-		}},
-		{Name: "digest", Fn: func(k, v *yaml.Node) {
-			got["digest"] = k.Line
-			if s, good := text("digest", v); good {
-				if !ValidDigest(s) {
-					bad(v.Line, fmt.Sprintf("digest %q is not a digest", s), "write sha256: and 64 lowercase hex digits, as mur wrote it (mur pull pins it again)")
-					return
-				}
-				p.Digest = s
+		}),
+		textField("digest", func(v *yaml.Node, s string) {
+			if !ValidDigest(s) {
+				bad(v.Line, fmt.Sprintf("digest %q is not a digest", s), "write sha256: and 64 lowercase hex digits, as mur wrote it (mur pull pins it again)")
+				return
 			}
-		}},
+			p.Digest = s
+		}),
 		{Name: "origin", Fn: func(k, v *yaml.Node) {
 			got["origin"] = k.Line
 			if s, good := d.Enum(v, path+".origin", string(OriginOperator), string(OriginAgent)); good {
@@ -330,18 +328,15 @@ func (d *yamlDoc) pin(n *yaml.Node, path string) (Pin, bool) {
 				ok = false
 			}
 		}},
-		{Name: "source", Fn: func(k, v *yaml.Node) {
-			got["source"] = k.Line
-			if s, good := text("source", v); good {
-				if s != string(ProjectStore) && s != string(GlobalStore) {
-					if _, err := ParseSource(s); err != nil {
-						bad(v.Line, fmt.Sprintf("source %q is not a place", s), "write source: project store, source: global store or source: github:<owner>/<repo>")
-						return
-					}
+		textField("source", func(v *yaml.Node, s string) {
+			if s != string(ProjectStore) && s != string(GlobalStore) {
+				if _, err := ParseSource(s); err != nil {
+					bad(v.Line, fmt.Sprintf("source %q is not a place", s), "write source: project store, source: global store or source: github:<owner>/<repo>")
+					return
 				}
-				p.Source = Place(s)
 			}
-		}},
+			p.Source = Place(s)
+		}),
 		{Name: "owner", Fn: func(k, v *yaml.Node) {
 			got["owner"] = k.Line
 			owner = v
