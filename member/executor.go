@@ -30,7 +30,7 @@ func (s *Session) execute(ctx context.Context, r *runningTask) {
 	t, err := s.cfg.Store.Get(store, r.id)
 	if err != nil {
 		s.log.Error("task vanished from the store before it ran", "task", r.id, "err", err)
-		s.admit.release()
+		s.admit.Release()
 		return
 	}
 	s.mu.Lock()
@@ -185,7 +185,7 @@ func (s *Session) endLocked(t *a2a.Task, state a2a.TaskState, text string, answe
 // caller writes, and counts (countEnded) when stored reports the end was stored. s.mu is held.
 func (s *Session) endedLocked(recs []records.Record, t *a2a.Task, state a2a.TaskState, text string, answer *taskAnswer, running []string, now time.Time, err error) (_ []records.Record, stored bool, _ error) {
 	// The task leaves the session whether or not its end was stored: it runs and waits no more.
-	s.admit.release()
+	s.admit.Release()
 	if err != nil {
 		return recs, false, err
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/murmur-run/murmur/a2a"
 	"github.com/murmur-run/murmur/internal/ids"
 	"github.com/murmur-run/murmur/internal/peercred"
+	"github.com/murmur-run/murmur/member/admit"
 	"github.com/murmur-run/murmur/member/artifact/staged"
 	"github.com/murmur-run/murmur/member/calls"
 	"github.com/murmur-run/murmur/member/capsule"
@@ -49,9 +50,6 @@ const (
 	DeadlineReject  = "task rejected: the session ended at its deadline, %s"
 	DeadlineFail    = "the session reached its deadline, %s, before the task finished"
 )
-
-// defaultQueueSize bounds the FIFO of task_acceptance: queue when the capsule sets no queue_size.
-const defaultQueueSize = 16
 
 // Origin says who sent a task and with which trust class.
 type Origin struct {
@@ -137,7 +135,7 @@ type Session struct {
 	commands *sandbox.Commands // shell calls and background commands
 
 	// admit decides, without mu, whether a new task enters; a rejection never waits for mu or the disk.
-	admit *admission
+	admit *admit.Gate
 
 	mu        sync.Mutex
 	running   *runningTask
@@ -215,7 +213,7 @@ func Start(cfg Config) (*Session, error) {
 		log:        cfg.Logger.With("member", cfg.Member),
 		submitted:  map[a2a.TaskID]time.Time{},
 		unstored:   map[a2a.TaskID]bool{},
-		admit:      newAdmission(cfg.Capsule),
+		admit:      admit.New(cfg.Capsule, BusyMessage),
 		kick:       make(chan struct{}, 1),
 		done:       make(chan struct{}),
 		waiter:     converse.NewWaiter(),
@@ -428,7 +426,7 @@ func (s *Session) Send(ctx context.Context, msg *a2a.Message, origin Origin) (*a
 		History:   []a2a.Message{in},
 		Metadata:  map[string]any{ids.Meta: meta},
 	}
-	refusal, ok := s.admit.take()
+	refusal, ok := s.admit.Take()
 	if !ok {
 		return s.reject(t, refusal, now), nil
 	}
@@ -436,8 +434,8 @@ func (s *Session) Send(ctx context.Context, msg *a2a.Message, origin Origin) (*a
 	if s.closed || s.expired {
 		// Close or the deadline came between take and here; the refusal they set says which.
 		s.mu.Unlock()
-		s.admit.release()
-		refusal, _ := s.admit.take()
+		s.admit.Release()
+		refusal, _ := s.admit.Take()
 		return s.reject(t, refusal, now), nil
 	}
 	// The task takes its place in the queue now, so the queue stays in order of admission; the executor
@@ -466,7 +464,7 @@ func (s *Session) Send(ctx context.Context, msg *a2a.Message, origin Origin) (*a
 		delete(s.submitted, id)
 		delete(s.continuing, id)
 		s.cfg.Metrics.TasksActive.Dec()
-		s.admit.release()
+		s.admit.Release()
 		s.kickLocked()
 		return nil, err
 	}
@@ -627,7 +625,7 @@ func (s *Session) Close(ctx context.Context) error {
 		return nil
 	}
 	s.closed = true
-	s.admit.refuse(ShutdownReject)
+	s.admit.Refuse(ShutdownReject)
 	expired := s.expired
 	if s.timer != nil {
 		s.timer.Stop()
@@ -682,7 +680,7 @@ func (s *Session) expire() {
 	}
 	s.expired = true
 	at := s.deadline.UTC().Format(time.RFC3339)
-	s.admit.refuse(fmt.Sprintf(DeadlineReject, at))
+	s.admit.Refuse(fmt.Sprintf(DeadlineReject, at))
 	ctx := context.Background()
 	queued, err := s.queuedLocked(ctx)
 	if err = errors.Join(err, s.finishAllLocked(ctx, queued, a2a.TaskStateFailed, fmt.Sprintf(DeadlineFail, at))); err != nil {
