@@ -15,6 +15,7 @@ import (
 	"github.com/murmur-run/murmur/member/converse"
 	"github.com/murmur-run/murmur/member/delegate"
 	"github.com/murmur-run/murmur/member/driver"
+	"github.com/murmur-run/murmur/member/events"
 	"github.com/murmur-run/murmur/member/records"
 	"github.com/murmur-run/murmur/runtimetools"
 )
@@ -238,8 +239,7 @@ func (s *Session) workingStatus(t *a2a.Task, text string) {
 	if err := s.cfg.Store.Update(context.Background(), t); err != nil {
 		s.log.Error("storing a working status", "task", t.ID, "err", err)
 	}
-	s.notifyLocked(t.ID)
-	s.publish(t)
+	s.changedLocked(t)
 }
 
 // originOf reads back who sent a task: its trust class, origin and calling member, as the session
@@ -339,8 +339,8 @@ func (s *Session) dispatchCall(ctx context.Context, task string, call driver.Too
 	if refusal, ok := s.checkHooks(ctx, task, call); !ok {
 		res = runtimetools.Refused(refusal)
 	} else if tool, ok := s.tools.Lookup(call.Name); ok {
-		s.toolProgress(task, call, "running")
-		defer func() { s.toolProgress(task, call, res.Status) }()
+		events.ToolProgress(s.cfg.Events, task, call.Name, call.ID, "running")
+		defer func() { events.ToolProgress(s.cfg.Events, task, call.Name, call.ID, res.Status) }()
 		r, err := tool.Run(ctx, runtimetools.Call{ID: call.ID, Name: call.Name, Input: call.Input, Task: task})
 		if err != nil {
 			r = runtimetools.Result{Status: runtimetools.StatusError, Output: err.Error()}

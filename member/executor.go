@@ -11,6 +11,7 @@ import (
 	"github.com/murmur-run/murmur/internal/ids"
 	"github.com/murmur-run/murmur/member/calls"
 	"github.com/murmur-run/murmur/member/converse"
+	"github.com/murmur-run/murmur/member/events"
 	"github.com/murmur-run/murmur/member/records"
 )
 
@@ -40,8 +41,7 @@ func (s *Session) execute(ctx context.Context, r *runningTask) {
 	// Working need not be durable before it is visible: a crash before its commit leaves the task
 	// submitted, which the restart ends failed just the same. It rides the store's next group commit.
 	s.cfg.Store.UpdateSoon(t)
-	s.notifyLocked(t.ID)
-	s.publish(t)
+	s.changedLocked(t)
 	s.mu.Unlock()
 	s.records.Write("task_start", string(t.ID), map[string]any{"origin": ids.Get(murmurMeta(t), ids.MetaOrigin), "trust": ids.Get(murmurMeta(t), ids.MetaTrust)})
 
@@ -189,8 +189,7 @@ func (s *Session) endedLocked(recs []records.Record, t *a2a.Task, state a2a.Task
 	if err != nil {
 		return recs, false, err
 	}
-	s.notifyLocked(t.ID)
-	s.publish(t)
+	s.changedLocked(t)
 	delete(s.continuing, t.ID)
 	if at, ok := s.submitted[t.ID]; ok {
 		s.cfg.Metrics.TaskDuration.WithLabelValues(string(state)).Observe(now.Sub(at).Seconds())
@@ -238,9 +237,10 @@ func (s *Session) setStatus(t *a2a.Task, state a2a.TaskState, text string, now t
 	}
 }
 
-// notifyLocked wakes the Waits of task id. s.mu is held.
-func (s *Session) notifyLocked(id a2a.TaskID) {
-	s.waiters.notify(id)
+// changedLocked tells t's Waits and streams of its stored change. s.mu is held.
+func (s *Session) changedLocked(t *a2a.Task) {
+	s.waiters.Notify(t.ID)
+	events.Publish(s.cfg.Events, t)
 }
 
 func murmurMeta(t *a2a.Task) map[string]any {

@@ -22,6 +22,7 @@ import (
 	"github.com/murmur-run/murmur/member/converse"
 	"github.com/murmur-run/murmur/member/delegate"
 	"github.com/murmur-run/murmur/member/driver"
+	"github.com/murmur-run/murmur/member/events"
 	"github.com/murmur-run/murmur/member/harness"
 	"github.com/murmur-run/murmur/member/records"
 	"github.com/murmur-run/murmur/member/sandbox"
@@ -103,7 +104,7 @@ type Config struct {
 	ConfineHelper string
 	// Events is told of every stored task change and of the agent loop's progress (the door's streams,
 	// push notifications); nil tells nobody.
-	Events Publisher
+	Events events.Publisher
 	// StartToolServer starts the loopback tool server of a session under transport: process
 	// (server.StartToolServer); a process capsule cannot start without it.
 	StartToolServer func(harness.ToolSet) (harness.ToolServer, error)
@@ -142,7 +143,7 @@ type Session struct {
 	queue     []a2a.TaskID        // in order of admission, including tasks still being stored
 	unstored  map[a2a.TaskID]bool // admitted tasks whose Create has not returned; the executor waits for them
 	storing   sync.WaitGroup      // Sends between admission and the end of their Create; Close waits for them
-	waiters   taskSignals         // wakes a task's Waits when it changes
+	waiters   events.Signals      // wakes a task's Waits when it changes
 	closed    bool
 	choice    string                   // the driver choice the next inference call uses
 	unapplied string                   // a choice switched to that no inference call has used yet
@@ -482,8 +483,7 @@ func (s *Session) Send(ctx context.Context, msg *a2a.Message, origin Origin) (*a
 		}
 		return t, nil
 	}
-	s.notifyLocked(t.ID)
-	s.publish(t)
+	s.changedLocked(t)
 	s.kickLocked()
 	return t, nil
 }
@@ -552,17 +552,17 @@ func TrimHistory(t *a2a.Task, n *int) {
 // as it then stands.
 func (s *Session) Wait(ctx context.Context, id a2a.TaskID) (*a2a.Task, error) {
 	for {
-		sg := s.waiters.watch(id)
+		sg := s.waiters.Watch(id)
 		t, err := s.cfg.Store.Get(ctx, id)
 		if err != nil || t.Status.State.Terminal() || t.Status.State.Interrupted() {
-			s.waiters.unwatch(id, sg)
+			s.waiters.Unwatch(id, sg)
 			return t, err
 		}
 		select {
-		case <-sg.ch:
-			s.waiters.unwatch(id, sg)
+		case <-sg.Changed():
+			s.waiters.Unwatch(id, sg)
 		case <-ctx.Done():
-			s.waiters.unwatch(id, sg)
+			s.waiters.Unwatch(id, sg)
 			return t, nil
 		}
 	}
