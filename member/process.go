@@ -17,15 +17,16 @@ import (
 )
 
 // startProcess starts the process transport (package harness): the tool server, the MCP config, the
-// harness runner. It runs in Start, after the tools are staged.
-func (s *Session) startProcess() (err error) {
+// harness runner. It runs in Start, after the tools are staged; confined says whether commands run
+// under their Landlock rules.
+func (s *Session) startProcess(confined bool) (err error) {
 	dir := ""
 	if s.cfg.RuntimeRoot != "" {
 		dir = filepath.Join(s.cfg.RuntimeRoot, s.id)
 	}
 	s.proc, err = harness.NewTransport(harness.TransportConfig{Capsule: s.cfg.Capsule, Member: s.cfg.Member,
 		Formation: s.cfg.Formation, Session: s.id, RuntimeDir: dir, Getenv: s.cfg.Getenv, Start: s.runner.Start,
-		Confined: s.confined(), Log: s.log, StartToolServer: s.cfg.StartToolServer, Tools: s.tools.Manifests,
+		Confined: confined, Log: s.log, StartToolServer: s.cfg.StartToolServer, Tools: s.tools.Manifests,
 		Dispatch: func(ctx context.Context, task, id, name string, input json.RawMessage) (string, bool) {
 			r := s.dispatch(ctx, task, driver.ToolCall{ID: id, Name: name, Input: input})
 			return r.Text, r.Status != runtimetools.StatusOK
