@@ -67,7 +67,7 @@ func (s *Session) runAgent(ctx context.Context, t *a2a.Task, text string) (strin
 		if applied {
 			s.records.Write("control_applied", task, map[string]any{"setting": string(ids.SettingInferenceDriver), "value": choice})
 		}
-		s.refreshTools(task, &req)
+		s.art.Refresh(task, s.tools.Manifests(), &req, s.systemPrompt)
 		s.compact(task, &req, &hist)
 		d := s.drivers[choice]
 		req.Turn = turns + 1
