@@ -13,8 +13,8 @@ import (
 	"github.com/murmur-run/murmur/member/calls"
 	"github.com/murmur-run/murmur/member/capsule"
 	"github.com/murmur-run/murmur/member/converse"
-	"github.com/murmur-run/murmur/member/delegate"
 	"github.com/murmur-run/murmur/member/driver"
+	"github.com/murmur-run/murmur/member/events"
 	"github.com/murmur-run/murmur/member/records"
 	"github.com/murmur-run/murmur/runtimetools"
 )
@@ -67,7 +67,7 @@ func (s *Session) runAgent(ctx context.Context, t *a2a.Task, text string) (strin
 		if applied {
 			s.records.Write("control_applied", task, map[string]any{"setting": string(ids.SettingInferenceDriver), "value": choice})
 		}
-		s.refreshTools(task, &req)
+		s.art.Refresh(task, s.tools.Manifests(), &req, s.systemPrompt)
 		s.compact(task, &req, &hist)
 		d := s.drivers[choice]
 		req.Turn = turns + 1
@@ -113,17 +113,13 @@ func (s *Session) runAgent(ctx context.Context, t *a2a.Task, text string) (strin
 		req.Messages = append(req.Messages, driver.ChatMessage{Role: driver.RoleAssistant, Text: answer})
 		// Calls or delegations still out, or ended and not yet delivered: with a turn left, wait for all
 		// of them and continue once, answers first (SPEC "How the answer arrives").
-		out, undelivered, _ := tc.Pending()
-		dout, dundelivered, _ := dt.Pending()
-		if out+undelivered+dout+dundelivered > 0 && (inf.MaxTurns == 0 || p.turns < inf.MaxTurns) {
-			if err := s.waitCalls(ctx, t, tc, dt); err != nil {
+		if calls.Outstanding(tc, dt) && (inf.MaxTurns == 0 || p.turns < inf.MaxTurns) {
+			text, answers, err := calls.Resume(ctx, tc, dt, func(text string) { s.workingStatus(t, text) })
+			if err != nil {
 				return "", err
 			}
-			round, latest := tc.Round()
-			outcomes := dt.Round()
-			s.continued(t, len(round), len(outcomes))
-			req.Messages = append(req.Messages, driver.ChatMessage{Role: driver.RoleUser, Text: calls.Continuation(round, latest, outcomes, tc.Caller())})
-			req.Answers = calls.AnswersData(round, outcomes)
+			req.Messages = append(req.Messages, driver.ChatMessage{Role: driver.RoleUser, Text: text})
+			req.Answers = answers
 			continue
 		}
 		if strings.TrimSpace(answer) == "" {
@@ -187,49 +183,6 @@ func (s *Session) runAgent(ctx context.Context, t *a2a.Task, text string) (strin
 	}
 }
 
-// waitCalls waits until every call and every delegation of the task has ended, showing the counts
-// while any is out.
-func (s *Session) waitCalls(ctx context.Context, t *a2a.Task, tc *calls.Tracker, dt *delegate.Tracker) error {
-	shown := ""
-	for {
-		out, _, changed := tc.Pending()
-		dout, _, dchanged := dt.Pending()
-		if out+dout == 0 {
-			return nil
-		}
-		var parts []string
-		if out > 0 {
-			parts = append(parts, fmt.Sprintf("waiting on call-member: %d call(s) outstanding", out))
-		}
-		if dout > 0 {
-			parts = append(parts, fmt.Sprintf("waiting on delegate-task: %d delegation(s) outstanding", dout))
-		}
-		if text := strings.Join(parts, "; "); text != shown {
-			s.workingStatus(t, text)
-			shown = text
-		}
-		select {
-		case <-changed:
-		case <-dchanged:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
-}
-
-// continued shows and records that the task continues with answers member answers and outcomes
-// delegation outcomes.
-func (s *Session) continued(t *a2a.Task, answers, outcomes int) {
-	status := fmt.Sprintf("continuing with %d member answer(s)", answers)
-	rec := map[string]any{"answers": answers}
-	if outcomes > 0 {
-		status += fmt.Sprintf(" and %d delegation outcome(s)", outcomes)
-		rec["delegations"] = outcomes
-	}
-	s.workingStatus(t, status)
-	s.records.Write("task_continued", string(t.ID), rec)
-}
-
 // workingStatus stores a WORKING status message for the running task, as its stream would show it.
 func (s *Session) workingStatus(t *a2a.Task, text string) {
 	s.mu.Lock()
@@ -238,8 +191,7 @@ func (s *Session) workingStatus(t *a2a.Task, text string) {
 	if err := s.cfg.Store.Update(context.Background(), t); err != nil {
 		s.log.Error("storing a working status", "task", t.ID, "err", err)
 	}
-	s.notifyLocked(t.ID)
-	s.publish(t)
+	s.changedLocked(t)
 }
 
 // originOf reads back who sent a task: its trust class, origin and calling member, as the session
@@ -339,8 +291,8 @@ func (s *Session) dispatchCall(ctx context.Context, task string, call driver.Too
 	if refusal, ok := s.checkHooks(ctx, task, call); !ok {
 		res = runtimetools.Refused(refusal)
 	} else if tool, ok := s.tools.Lookup(call.Name); ok {
-		s.toolProgress(task, call, "running")
-		defer func() { s.toolProgress(task, call, res.Status) }()
+		events.ToolProgress(s.cfg.Events, task, call.Name, call.ID, "running")
+		defer func() { events.ToolProgress(s.cfg.Events, task, call.Name, call.ID, res.Status) }()
 		r, err := tool.Run(ctx, runtimetools.Call{ID: call.ID, Name: call.Name, Input: call.Input, Task: task})
 		if err != nil {
 			r = runtimetools.Result{Status: runtimetools.StatusError, Output: err.Error()}

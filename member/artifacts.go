@@ -38,35 +38,7 @@ func (s *Session) checkHooks(ctx context.Context, task string, call driver.ToolC
 func (s *Session) toolSpecsNow() []driver.ToolSpec { return s.art.ToolSpecs(s.tools.Manifests()) }
 
 // inventory names every tool the model may call.
-func (s *Session) inventory() []string {
-	out := []string{}
-	for _, t := range s.toolSpecsNow() {
-		out = append(out, t.Name)
-	}
-	return out
-}
-
-// refreshTools re-reads the tool array and the system prompt before an inference call: after a pull or
-// removal (writing tools_refreshed), and every turn under inference.tool_refresh: every_turn.
-func (s *Session) refreshTools(task string, req *driver.InferRequest) {
-	added, removed := s.art.Changes()
-	changed := len(added)+len(removed) > 0
-	if !changed && !s.art.EveryTurn() {
-		return
-	}
-	req.Tools = s.toolSpecsNow()
-	req.System = s.systemPrompt()
-	if changed {
-		s.records.Write("tools_refreshed", task, map[string]any{"trigger": "agent", "added": nonNil(added), "removed": nonNil(removed)})
-	}
-}
-
-func nonNil(l []string) []string {
-	if l == nil {
-		return []string{}
-	}
-	return l
-}
+func (s *Session) inventory() []string { return s.art.Inventory(s.tools.Manifests()) }
 
 // taskEndHooks asks the on-task-end hooks whether a task that answered should be reopened; the message
 // to continue with when one asks, the reopen counted in p.

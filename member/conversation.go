@@ -85,8 +85,7 @@ func (s *Session) storeLocked(t *a2a.Task) {
 	if err := s.cfg.Store.Update(context.Background(), t); err != nil {
 		s.log.Error("storing a task's state", "task", t.ID, "state", t.Status.State, "err", err)
 	}
-	s.notifyLocked(t.ID)
-	s.publish(t)
+	s.changedLocked(t)
 }
 
 // artifactsRoot is where files too large to carry inline are kept for their URL.

@@ -11,6 +11,7 @@ import (
 	"github.com/murmur-run/murmur/internal/ids"
 	"github.com/murmur-run/murmur/member/calls"
 	"github.com/murmur-run/murmur/member/converse"
+	"github.com/murmur-run/murmur/member/events"
 	"github.com/murmur-run/murmur/member/records"
 )
 
@@ -30,7 +31,7 @@ func (s *Session) execute(ctx context.Context, r *runningTask) {
 	t, err := s.cfg.Store.Get(store, r.id)
 	if err != nil {
 		s.log.Error("task vanished from the store before it ran", "task", r.id, "err", err)
-		s.admit.release()
+		s.admit.Release()
 		return
 	}
 	s.mu.Lock()
@@ -40,8 +41,7 @@ func (s *Session) execute(ctx context.Context, r *runningTask) {
 	// Working need not be durable before it is visible: a crash before its commit leaves the task
 	// submitted, which the restart ends failed just the same. It rides the store's next group commit.
 	s.cfg.Store.UpdateSoon(t)
-	s.notifyLocked(t.ID)
-	s.publish(t)
+	s.changedLocked(t)
 	s.mu.Unlock()
 	s.records.Write("task_start", string(t.ID), map[string]any{"origin": ids.Get(murmurMeta(t), ids.MetaOrigin), "trust": ids.Get(murmurMeta(t), ids.MetaTrust)})
 
@@ -185,12 +185,11 @@ func (s *Session) endLocked(t *a2a.Task, state a2a.TaskState, text string, answe
 // caller writes, and counts (countEnded) when stored reports the end was stored. s.mu is held.
 func (s *Session) endedLocked(recs []records.Record, t *a2a.Task, state a2a.TaskState, text string, answer *taskAnswer, running []string, now time.Time, err error) (_ []records.Record, stored bool, _ error) {
 	// The task leaves the session whether or not its end was stored: it runs and waits no more.
-	s.admit.release()
+	s.admit.Release()
 	if err != nil {
 		return recs, false, err
 	}
-	s.notifyLocked(t.ID)
-	s.publish(t)
+	s.changedLocked(t)
 	delete(s.continuing, t.ID)
 	if at, ok := s.submitted[t.ID]; ok {
 		s.cfg.Metrics.TaskDuration.WithLabelValues(string(state)).Observe(now.Sub(at).Seconds())
@@ -238,9 +237,10 @@ func (s *Session) setStatus(t *a2a.Task, state a2a.TaskState, text string, now t
 	}
 }
 
-// notifyLocked wakes the Waits of task id. s.mu is held.
-func (s *Session) notifyLocked(id a2a.TaskID) {
-	s.waiters.notify(id)
+// changedLocked tells t's Waits and streams of its stored change. s.mu is held.
+func (s *Session) changedLocked(t *a2a.Task) {
+	s.waiters.Notify(t.ID)
+	events.Publish(s.cfg.Events, t)
 }
 
 func murmurMeta(t *a2a.Task) map[string]any {

@@ -227,7 +227,7 @@ func TestCloseEndsATaskStillBeingStored(t *testing.T) {
 	<-entered
 	closed := make(chan error, 1)
 	go func() { closed <- s.Close(context.Background()) }()
-	for s.admit.refusal.Load() == nil {
+	for !s.admit.Refused() {
 		time.Sleep(time.Millisecond) // until Close has begun
 	}
 	let()

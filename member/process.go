@@ -17,15 +17,16 @@ import (
 )
 
 // startProcess starts the process transport (package harness): the tool server, the MCP config, the
-// harness runner. It runs in Start, after the tools are staged.
-func (s *Session) startProcess() (err error) {
+// harness runner. It runs in Start, after the tools are staged; confined says whether commands run
+// under their Landlock rules.
+func (s *Session) startProcess(confined bool) (err error) {
 	dir := ""
 	if s.cfg.RuntimeRoot != "" {
 		dir = filepath.Join(s.cfg.RuntimeRoot, s.id)
 	}
 	s.proc, err = harness.NewTransport(harness.TransportConfig{Capsule: s.cfg.Capsule, Member: s.cfg.Member,
 		Formation: s.cfg.Formation, Session: s.id, RuntimeDir: dir, Getenv: s.cfg.Getenv, Start: s.runner.Start,
-		Confined: s.confined(), Log: s.log, StartToolServer: s.cfg.StartToolServer, Tools: s.tools.Manifests,
+		Confined: confined, Log: s.log, StartToolServer: s.cfg.StartToolServer, Tools: s.tools.Manifests,
 		Dispatch: func(ctx context.Context, task, id, name string, input json.RawMessage) (string, bool) {
 			r := s.dispatch(ctx, task, driver.ToolCall{ID: id, Name: name, Input: input})
 			return r.Text, r.Status != runtimetools.StatusOK
@@ -84,22 +85,17 @@ func (s *Session) runProcess(ctx context.Context, t *a2a.Task, text string) (str
 		s.mu.Lock()
 		turns := s.progress.turns
 		s.mu.Unlock()
-		out, undelivered, _ := tc.Pending()
-		dout, dundelivered, _ := dt.Pending()
-		if out+undelivered+dout+dundelivered > 0 && (inf.MaxTurns == 0 || turns < inf.MaxTurns) {
+		if calls.Outstanding(tc, dt) && (inf.MaxTurns == 0 || turns < inf.MaxTurns) {
 			if res.Session == "" {
 				return "", fmt.Errorf("the harness reported no session id, so it cannot be resumed with the answers of the members it called (dialect %s)", s.cfg.Capsule.Harness.Dialect)
 			}
 			if len(s.cfg.Capsule.Harness.Resume) == 0 {
 				return "", fmt.Errorf("the harness called members, but %s sets no harness.resume, so it cannot be resumed with their answers; add resume: [--resume, \"{session}\"] or what the harness takes", s.cfg.Capsule.Path)
 			}
-			if err := s.waitCalls(ctx, t, tc, dt); err != nil {
+			if prompt, _, err = calls.Resume(ctx, tc, dt, func(text string) { s.workingStatus(t, text) }); err != nil {
 				return "", err
 			}
-			round, latest := tc.Round()
-			outcomes := dt.Round()
-			s.continued(t, len(round), len(outcomes))
-			prompt, session = calls.Continuation(round, latest, outcomes, tc.Caller()), res.Session
+			session = res.Session
 			continue
 		}
 		if strings.TrimSpace(res.Answer) == "" {

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
-	"path/filepath"
 	"slices"
 	"sync"
 	"time"
@@ -15,15 +14,18 @@ import (
 	"github.com/murmur-run/murmur/a2a"
 	"github.com/murmur-run/murmur/internal/ids"
 	"github.com/murmur-run/murmur/internal/peercred"
+	"github.com/murmur-run/murmur/member/admit"
 	"github.com/murmur-run/murmur/member/artifact/staged"
 	"github.com/murmur-run/murmur/member/calls"
 	"github.com/murmur-run/murmur/member/capsule"
 	"github.com/murmur-run/murmur/member/converse"
 	"github.com/murmur-run/murmur/member/delegate"
 	"github.com/murmur-run/murmur/member/driver"
+	"github.com/murmur-run/murmur/member/events"
 	"github.com/murmur-run/murmur/member/harness"
 	"github.com/murmur-run/murmur/member/records"
 	"github.com/murmur-run/murmur/member/sandbox"
+	"github.com/murmur-run/murmur/member/setup"
 	"github.com/murmur-run/murmur/member/share"
 	"github.com/murmur-run/murmur/member/store"
 	"github.com/murmur-run/murmur/roster"
@@ -49,9 +51,6 @@ const (
 	DeadlineReject  = "task rejected: the session ended at its deadline, %s"
 	DeadlineFail    = "the session reached its deadline, %s, before the task finished"
 )
-
-// defaultQueueSize bounds the FIFO of task_acceptance: queue when the capsule sets no queue_size.
-const defaultQueueSize = 16
 
 // Origin says who sent a task and with which trust class.
 type Origin struct {
@@ -105,7 +104,7 @@ type Config struct {
 	ConfineHelper string
 	// Events is told of every stored task change and of the agent loop's progress (the door's streams,
 	// push notifications); nil tells nobody.
-	Events Publisher
+	Events events.Publisher
 	// StartToolServer starts the loopback tool server of a session under transport: process
 	// (server.StartToolServer); a process capsule cannot start without it.
 	StartToolServer func(harness.ToolSet) (harness.ToolServer, error)
@@ -137,14 +136,14 @@ type Session struct {
 	commands *sandbox.Commands // shell calls and background commands
 
 	// admit decides, without mu, whether a new task enters; a rejection never waits for mu or the disk.
-	admit *admission
+	admit *admit.Gate
 
 	mu        sync.Mutex
 	running   *runningTask
 	queue     []a2a.TaskID        // in order of admission, including tasks still being stored
 	unstored  map[a2a.TaskID]bool // admitted tasks whose Create has not returned; the executor waits for them
 	storing   sync.WaitGroup      // Sends between admission and the end of their Create; Close waits for them
-	waiters   taskSignals         // wakes a task's Waits when it changes
+	waiters   events.Signals      // wakes a task's Waits when it changes
 	closed    bool
 	choice    string                   // the driver choice the next inference call uses
 	unapplied string                   // a choice switched to that no inference call has used yet
@@ -215,126 +214,66 @@ func Start(cfg Config) (*Session, error) {
 		log:        cfg.Logger.With("member", cfg.Member),
 		submitted:  map[a2a.TaskID]time.Time{},
 		unstored:   map[a2a.TaskID]bool{},
-		admit:      newAdmission(cfg.Capsule),
+		admit:      admit.New(cfg.Capsule, BusyMessage),
 		kick:       make(chan struct{}, 1),
 		done:       make(chan struct{}),
 		waiter:     converse.NewWaiter(),
 		continuing: map[a2a.TaskID]bool{},
 	}
+	parts, err := setup.Build(setup.Config{Capsule: cfg.Capsule, Store: cfg.Store, Member: cfg.Member, Formation: cfg.Formation,
+		Session: s.id, RecordsRoot: cfg.RecordsRoot, DataDir: cfg.DataDir, WorkDir: cfg.WorkDir, Workdir: s.workdir(),
+		RuntimeRoot: cfg.RuntimeRoot, WasmCacheDir: cfg.WasmCacheDir, ProjectDir: cfg.ProjectDir, ConfineHelper: cfg.ConfineHelper,
+		FormationToken: cfg.FormationToken, Roster: cfg.Roster, CredKey: s.credKey(), HTTPClient: cfg.HTTPClient,
+		Getenv: cfg.Getenv, Now: cfg.Now, Log: s.log, Isolate: cfg.isolate,
+		Recovered: func(id a2a.TaskID) {
+			s.log.Warn("task was running when the member stopped; marked failed", "task", id)
+			cfg.Metrics.TasksTotal.WithLabelValues(string(a2a.TaskStateFailed)).Inc()
+		},
+		Moved: func() { cfg.Metrics.BackgroundCommands.WithLabelValues("running").Inc() }, Ended: s.backgroundEnded})
+	if err != nil {
+		return nil, err
+	}
+	s.drivers, s.iso, s.runner, s.commands, s.records = parts.Drivers, parts.Iso, parts.Runner, parts.Commands, parts.Records
+	s.art, s.files, s.spawn = parts.Art, parts.Files, parts.Spawn
 	if cfg.Capsule.IsAgent() && cfg.Capsule.Harness == nil {
-		drivers, err := driver.Build(cfg.Capsule, cfg.HTTPClient, cfg.Getenv)
-		if err != nil {
-			return nil, err
-		}
-		s.drivers = drivers
 		s.choice = cfg.Capsule.Inference.Driver
 	}
-	if cfg.Capsule.RunsCommands() {
-		if cfg.isolate == nil {
-			cfg.isolate = sandbox.Probe
-		}
-		s.iso = cfg.isolate()
-	}
-	s.runner = sandbox.NewRunner(sandbox.RunnerConfig{Capsule: cfg.Capsule, Isolation: s.iso, Landlock: s.confined(),
-		ConfineHelper: cfg.ConfineHelper, Workdir: s.workdir(), DataDir: cfg.DataDir, RecordsRoot: cfg.RecordsRoot,
-		Member: cfg.Member, Formation: cfg.Formation, Session: s.id, FormationToken: cfg.FormationToken, Log: s.log})
-	if cfg.Capsule.RunsCommands() {
-		s.runner.WarnSecretReads()
-	}
-	if cfg.WorkDir != "" {
-		if err := os.MkdirAll(cfg.WorkDir, 0o700); err != nil {
-			return nil, fmt.Errorf("member %s: workdir: %w", cfg.Member, err)
-		}
-	}
-	recovered, err := cfg.Store.Recover(context.Background(), cfg.Now())
-	if err != nil {
-		return nil, fmt.Errorf("member %s: recovering the task store: %w", cfg.Member, err)
-	}
-	for _, id := range recovered {
-		s.log.Warn("task was running when the member stopped; marked failed", "task", id)
-		cfg.Metrics.TasksTotal.WithLabelValues(string(a2a.TaskStateFailed)).Inc()
-	}
-	rec, err := records.Open(filepath.Join(cfg.RecordsRoot, s.id), s.id, cfg.Now)
-	if err != nil {
-		return nil, fmt.Errorf("member %s: %w", cfg.Member, err)
-	}
-	s.records = rec
 	s.peers = cfg.Peers
 	if s.peers == nil && cfg.Roster != nil {
 		s.peers = calls.DoorPeers(cfg.Roster, cfg.Member, s.credKey(), cfg.HTTPClient)
 	}
-	runtimeDir := filepath.Join(rec.Dir(), "runtime")
-	if cfg.RuntimeRoot != "" {
-		runtimeDir = filepath.Join(cfg.RuntimeRoot, s.id)
-	}
-	s.commands = sandbox.NewCommands(sandbox.CommandsConfig{Runner: s.runner, Grants: cfg.Capsule.Capabilities.Shell,
-		GraceSecs: cfg.Capsule.Lifecycle.ShellGraceSecs, LogDir: filepath.Join(rec.Dir(), "logs"),
-		Moved: func() { cfg.Metrics.BackgroundCommands.WithLabelValues("running").Inc() }, Ended: s.backgroundEnded})
-	s.art, err = staged.Stage(staged.Config{Capsule: cfg.Capsule, Member: cfg.Member, Session: s.id, ProjectDir: cfg.ProjectDir,
-		DataDir: cfg.DataDir, WasmCacheDir: cfg.WasmCacheDir, RuntimeDir: runtimeDir, Getenv: cfg.Getenv,
-		HTTPClient: cfg.HTTPClient, Recorder: rec, Runner: s.runner, Workdir: cfg.WorkDir, OutputLimit: s.commands.OutputLimit()})
-	if err != nil {
-		rec.Close()
-		return nil, err
-	}
-	s.files = share.New(share.Config{Capsule: cfg.Capsule, Roster: cfg.Roster, Member: cfg.Member,
-		FormationToken: cfg.FormationToken, CredKey: s.credKey(), HTTPClient: cfg.HTTPClient, Now: cfg.Now,
-		Log: s.log, Workdir: s.workdir()})
-	if s.spawn, err = delegate.ResolveFor(s.cfg.Capsule, s.cfg.Member, s.cfg.ProjectDir, s.cfg.Getenv); err != nil {
-		s.art.Close()
-		rec.Close()
-		return nil, err
-	}
-	if s.tools, err = s.stageTools(); err != nil {
-		s.art.Close()
-		rec.Close()
+	pulls := cfg.Metrics.ArtifactPulls
+	if s.tools, err = parts.Tools(cfg.Capsule, s, len(s.Callable()) > 0, func(rt, result string) { pulls.WithLabelValues(rt, result).Inc() }); err != nil {
+		parts.Close()
 		return nil, err
 	}
 	if cfg.RuntimeRoot != "" {
-		if err := s.art.WriteManifests(runtimeDir, s.tools.Manifests()); err != nil {
-			s.art.Close()
-			rec.Close()
+		if err := s.art.WriteManifests(parts.RuntimeDir, s.tools.Manifests()); err != nil {
+			parts.Close()
 			return nil, fmt.Errorf("member %s: %w", cfg.Member, err)
 		}
 	}
 	if cfg.Capsule.Harness != nil {
-		if err := s.startProcess(); err != nil {
-			rec.Close()
+		if err := s.startProcess(parts.Confined); err != nil {
+			s.records.Close()
 			return nil, err
 		}
 	}
-	if d := cfg.Capsule.Deadline; d > 0 {
-		s.deadline = s.started.Add(d)
-	}
-	if sub := cfg.Sub; sub != nil && !sub.Deadline.IsZero() && (s.deadline.IsZero() || sub.Deadline.Before(s.deadline)) {
-		s.deadline = sub.Deadline // the parent's effective deadline is earlier
-	}
-	start := map[string]any{
-		"member":         cfg.Member,
-		"formation":      cfg.Formation,
-		"capsule":        cfg.Capsule.Name,
-		"tools_declared": s.inventory(),
-	}
-	if !s.deadline.IsZero() {
-		start["deadline"] = s.deadline.UTC().Format(time.RFC3339)
-	}
-	if s.choice != "" {
-		start["driver"] = s.choice
-	}
-	if s.proc != nil {
-		start["transport"] = capsule.TransportProcess
-		start["harness"] = map[string]any{"command": cfg.Capsule.Harness.Command[0], "dialect": cfg.Capsule.Harness.Dialect}
-		start["tool_server"] = s.proc.URL()
-	}
+	start := setup.Start{Member: cfg.Member, Formation: cfg.Formation, Capsule: cfg.Capsule.Name, Tools: s.inventory(),
+		Driver: s.choice, Recovered: parts.Recovered}
+	var inherited time.Time
 	if sub := cfg.Sub; sub != nil {
-		start["parent"], start["delegation"], start["depth"] = sub.Parent, sub.Delegation, sub.Depth
+		inherited = sub.Deadline
+		start.Sub, start.Parent, start.Delegation, start.Depth = true, sub.Parent, sub.Delegation, sub.Depth
 	}
-	if len(recovered) > 0 {
-		start["recovered_tasks"] = recovered
+	s.deadline = setup.Deadline(s.started, cfg.Capsule.Deadline, inherited)
+	if s.proc != nil {
+		start.Harness, start.ToolServer = cfg.Capsule.Harness, s.proc.URL()
 	}
-	if err := rec.Write("session_start", "", start); err != nil {
+	start.Deadline = s.deadline
+	if err := s.records.Write("session_start", "", start.Fields()); err != nil {
 		s.proc.Close(context.Background())
-		rec.Close()
+		s.records.Close()
 		return nil, err
 	}
 	s.base, s.stopAll = context.WithCancel(context.Background())
@@ -428,7 +367,7 @@ func (s *Session) Send(ctx context.Context, msg *a2a.Message, origin Origin) (*a
 		History:   []a2a.Message{in},
 		Metadata:  map[string]any{ids.Meta: meta},
 	}
-	refusal, ok := s.admit.take()
+	refusal, ok := s.admit.Take()
 	if !ok {
 		return s.reject(t, refusal, now), nil
 	}
@@ -436,8 +375,8 @@ func (s *Session) Send(ctx context.Context, msg *a2a.Message, origin Origin) (*a
 	if s.closed || s.expired {
 		// Close or the deadline came between take and here; the refusal they set says which.
 		s.mu.Unlock()
-		s.admit.release()
-		refusal, _ := s.admit.take()
+		s.admit.Release()
+		refusal, _ := s.admit.Take()
 		return s.reject(t, refusal, now), nil
 	}
 	// The task takes its place in the queue now, so the queue stays in order of admission; the executor
@@ -466,7 +405,7 @@ func (s *Session) Send(ctx context.Context, msg *a2a.Message, origin Origin) (*a
 		delete(s.submitted, id)
 		delete(s.continuing, id)
 		s.cfg.Metrics.TasksActive.Dec()
-		s.admit.release()
+		s.admit.Release()
 		s.kickLocked()
 		return nil, err
 	}
@@ -484,8 +423,7 @@ func (s *Session) Send(ctx context.Context, msg *a2a.Message, origin Origin) (*a
 		}
 		return t, nil
 	}
-	s.notifyLocked(t.ID)
-	s.publish(t)
+	s.changedLocked(t)
 	s.kickLocked()
 	return t, nil
 }
@@ -554,17 +492,17 @@ func TrimHistory(t *a2a.Task, n *int) {
 // as it then stands.
 func (s *Session) Wait(ctx context.Context, id a2a.TaskID) (*a2a.Task, error) {
 	for {
-		sg := s.waiters.watch(id)
+		sg := s.waiters.Watch(id)
 		t, err := s.cfg.Store.Get(ctx, id)
 		if err != nil || t.Status.State.Terminal() || t.Status.State.Interrupted() {
-			s.waiters.unwatch(id, sg)
+			s.waiters.Unwatch(id, sg)
 			return t, err
 		}
 		select {
-		case <-sg.ch:
-			s.waiters.unwatch(id, sg)
+		case <-sg.Changed():
+			s.waiters.Unwatch(id, sg)
 		case <-ctx.Done():
-			s.waiters.unwatch(id, sg)
+			s.waiters.Unwatch(id, sg)
 			return t, nil
 		}
 	}
@@ -627,7 +565,7 @@ func (s *Session) Close(ctx context.Context) error {
 		return nil
 	}
 	s.closed = true
-	s.admit.refuse(ShutdownReject)
+	s.admit.Refuse(ShutdownReject)
 	expired := s.expired
 	if s.timer != nil {
 		s.timer.Stop()
@@ -682,7 +620,7 @@ func (s *Session) expire() {
 	}
 	s.expired = true
 	at := s.deadline.UTC().Format(time.RFC3339)
-	s.admit.refuse(fmt.Sprintf(DeadlineReject, at))
+	s.admit.Refuse(fmt.Sprintf(DeadlineReject, at))
 	ctx := context.Background()
 	queued, err := s.queuedLocked(ctx)
 	if err = errors.Join(err, s.finishAllLocked(ctx, queued, a2a.TaskStateFailed, fmt.Sprintf(DeadlineFail, at))); err != nil {

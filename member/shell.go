@@ -10,11 +10,6 @@ import (
 	"github.com/murmur-run/murmur/member/sandbox"
 )
 
-// confined reports whether commands run under their Landlock rules.
-func (s *Session) confined() bool {
-	return sandbox.Confines(s.cfg.Capsule.Capabilities.Shell.Confine, s.cfg.ConfineHelper)
-}
-
 // backgroundEnded accounts for a background command's exit: its gauge, and, under task_acceptance: queue
 // with after_task: sleep, a completion task unless background-command already returned the exit.
 func (s *Session) backgroundEnded(e sandbox.Ended) {

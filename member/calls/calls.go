@@ -78,7 +78,22 @@ type Peers interface {
 
 // Start returns the tracker of one attempt of task; ctx ends with the attempt.
 func Start(ctx context.Context, cfg Config, task string) *Tracker {
-	return &Tracker{cfg: cfg, task: task, ctx: ctx, changed: make(chan struct{})}
+	tc := &Tracker{cfg: cfg, task: task, ctx: ctx}
+	tc.book = NewLedger(LedgerConfig[*memberCall]{Task: task, Type: "member_call", Record: cfg.Record,
+		Fields: func(c *memberCall) map[string]any {
+			rec := map[string]any{"call_id": c.id, "member": c.member, "status": c.status, "delivered": c.delivered,
+				"offers": c.offers, "duration_secs": int64(time.Since(c.started) / time.Second)}
+			if c.taskID != "" {
+				rec["member_task"] = string(c.taskID)
+			}
+			return rec
+		},
+		Ended: func(c *memberCall) {
+			if cfg.Ended != nil {
+				cfg.Ended(c.member, c.status, time.Since(c.started))
+			}
+		}})
+	return tc
 }
 
 // Caller is the member that sent the task, "" for the operator's.
@@ -89,8 +104,8 @@ func (tc *Tracker) Trust() string { return tc.cfg.Trust }
 
 // NoAnswer returns the reason end-without-answer gave, if the model called it.
 func (tc *Tracker) NoAnswer() (string, bool) {
-	tc.mu.Lock()
-	defer tc.mu.Unlock()
+	tc.book.mu.Lock()
+	defer tc.book.mu.Unlock()
 	if tc.noAnswer == nil {
 		return "", false
 	}
@@ -105,22 +120,18 @@ type memberCall struct {
 	offers           int
 	taskID           a2a.TaskID // the member's task, once it holds it
 
-	ended     bool
-	status    string // completed, no_answer, failed, canceled, rejected, timed_out, unreachable, abandoned
-	output    string
-	below     []NoAnswer
-	delivered bool
-	recorded  bool
+	Mark
+	status string // completed, no_answer, failed, canceled, rejected, timed_out, unreachable, abandoned
+	output string
+	below  []NoAnswer
 }
 
 // Tracker holds the member calls of one running task. Their goroutines end when the task does.
 type Tracker struct {
 	cfg      Config
 	task     string
-	ctx      context.Context // ends with the calling task's attempt
-	mu       sync.Mutex
-	calls    []*memberCall
-	changed  chan struct{}
+	ctx      context.Context      // ends with the calling task's attempt
+	book     *Ledger[*memberCall] // the calls; its lock guards their fields and noAnswer
 	noAnswer *string
 	wg       sync.WaitGroup
 }
@@ -131,17 +142,17 @@ func (tc *Tracker) Call(ctx context.Context, member, text string) (runtimetools.
 	if !slices.Contains(callable, member) {
 		return runtimetools.CallStart{}, fmt.Errorf("'call-member' cannot call %q: the members this one may call are %s.", member, strings.Join(callable, ", "))
 	}
-	tc.mu.Lock()
+	tc.book.mu.Lock()
 	if tc.noAnswer != nil {
-		tc.mu.Unlock()
+		tc.book.mu.Unlock()
 		return runtimetools.CallStart{}, errors.New("'call-member' makes no call from a task that is ending without an answer.")
 	}
-	for _, c := range tc.calls {
+	for _, c := range tc.book.list {
 		if c.member != member || c.delivered {
 			continue
 		}
-		ended := c.ended // read under tc.mu, which guards every write of it (end)
-		tc.mu.Unlock()
+		ended := c.ended // read under the ledger's lock, which guards every write of it (End)
+		tc.book.mu.Unlock()
 		if !ended {
 			return runtimetools.CallStart{}, fmt.Errorf("%s has not yet answered call %s from this task, so nothing was sent. Its answer reaches you only after you end your turn: end your turn now by replying without calling a tool. Once that answer has arrived you may call %s again with new work.", member, c.id, member)
 		}
@@ -150,8 +161,8 @@ func (tc *Tracker) Call(ctx context.Context, member, text string) (runtimetools.
 	now := time.Now()
 	secs := tc.cfg.DeadlineSecs
 	c := &memberCall{id: ids.New("mcl_"), member: member, text: text, started: now, deadline: now.Add(time.Duration(secs) * time.Second)}
-	tc.calls = append(tc.calls, c)
-	tc.mu.Unlock()
+	tc.book.list = append(tc.book.list, c)
+	tc.book.mu.Unlock()
 
 	st := runtimetools.CallStart{CallID: c.id, Member: member, Caller: tc.cfg.Caller, DeadlineSecs: secs}
 	peer, _ := tc.cfg.Roster.Member(member)
@@ -208,9 +219,9 @@ func (tc *Tracker) busy(c *memberCall) {
 }
 
 func (tc *Tracker) held(c *memberCall, id a2a.TaskID) {
-	tc.mu.Lock()
+	tc.book.mu.Lock()
 	c.taskID = id
-	tc.mu.Unlock()
+	tc.book.mu.Unlock()
 	tc.cfg.Record("member_call_start", tc.task, map[string]any{"call_id": c.id, "member": c.member, "member_task": string(id), "offers": c.offers})
 }
 
@@ -366,93 +377,30 @@ func (tc *Tracker) below(meta map[string]any) []NoAnswer {
 
 // end records how a call ended. A call that ended in its own tool call is delivered at once.
 func (tc *Tracker) end(c *memberCall, status, output string, below []NoAnswer, inToolCall bool) {
-	tc.mu.Lock()
-	if c.ended {
-		tc.mu.Unlock()
-		return
-	}
-	c.ended, c.status, c.output, c.below = true, status, output, below
-	if inToolCall {
-		c.delivered = true
-	}
-	close(tc.changed)
-	tc.changed = make(chan struct{})
-	tc.mu.Unlock()
-	if tc.cfg.Ended != nil {
-		tc.cfg.Ended(c.member, status, time.Since(c.started))
-	}
-	if inToolCall {
-		tc.record(c)
-	}
+	tc.book.End(c, inToolCall, func() { c.status, c.output, c.below = status, output, below })
 }
 
-// record writes the call's member_call once it is accounted for.
-func (tc *Tracker) record(c *memberCall) {
-	tc.mu.Lock()
-	if c.recorded {
-		tc.mu.Unlock()
-		return
-	}
-	c.recorded = true
-	rec := map[string]any{"call_id": c.id, "member": c.member, "status": c.status, "delivered": c.delivered,
-		"offers": c.offers, "duration_secs": int64(time.Since(c.started) / time.Second)}
-	if c.taskID != "" {
-		rec["member_task"] = string(c.taskID)
-	}
-	tc.mu.Unlock()
-	tc.cfg.Record("member_call", tc.task, rec)
-}
+// Pending returns the calls still out and those ended but not yet delivered.
+func (tc *Tracker) Pending() (out, undelivered int, changed chan struct{}) { return tc.book.Pending() }
 
-// pending returns the calls still out and those ended but not yet delivered.
-func (tc *Tracker) Pending() (out, undelivered int, changed chan struct{}) {
-	tc.mu.Lock()
-	defer tc.mu.Unlock()
-	for _, c := range tc.calls {
-		switch {
-		case !c.ended:
-			out++
-		case !c.delivered:
-			undelivered++
-		}
-	}
-	return out, undelivered, tc.changed
-}
-
-// round takes the ended, undelivered calls, in call order, marks them delivered and returns them with
+// Round takes the ended, undelivered calls, in call order, marks them delivered and returns them with
 // every member's latest call.
 func (tc *Tracker) Round() (round, latest []CallOutcome) {
-	tc.mu.Lock()
-	var taken []*memberCall
-	for _, c := range tc.calls {
-		if c.ended && !c.delivered {
-			c.delivered = true
-			taken = append(taken, c)
-			round = append(round, outcome(c))
-		}
-	}
-	latest = tc.latestLocked()
-	tc.mu.Unlock()
+	taken, ended := tc.book.Round()
 	for _, c := range taken {
-		tc.record(c)
+		round = append(round, outcome(c))
 	}
-	return round, latest
+	return round, latestOf(ended)
 }
 
-func (tc *Tracker) Latest() []CallOutcome {
-	tc.mu.Lock()
-	defer tc.mu.Unlock()
-	return tc.latestLocked()
-}
+// Latest returns each member's latest ended call, in the order members were first called.
+func (tc *Tracker) Latest() []CallOutcome { return latestOf(tc.book.Ended()) }
 
-// latestLocked returns each member's latest ended call, in the order members were first called. tc.mu
-// is held.
-func (tc *Tracker) latestLocked() []CallOutcome {
+// latestOf returns each member's latest call of ended, in the order members were first called.
+func latestOf(ended []*memberCall) []CallOutcome {
 	var latest []CallOutcome
 	seen := map[string]int{}
-	for _, c := range tc.calls {
-		if !c.ended {
-			continue
-		}
+	for _, c := range ended {
 		if i, ok := seen[c.member]; ok {
 			latest[i] = outcome(c)
 		} else {
@@ -473,13 +421,7 @@ func outcome(c *memberCall) CallOutcome {
 func (tc *Tracker) Finish(cancel context.CancelFunc) {
 	cancel()
 	tc.wg.Wait()
-	tc.mu.Lock()
-	calls := slices.Clone(tc.calls)
-	tc.mu.Unlock()
-	for _, c := range calls {
-		tc.end(c, "abandoned", "the calling task ended", nil, false)
-		tc.record(c)
-	}
+	tc.book.Close(func(c *memberCall) { c.status, c.output, c.below = "abandoned", "the calling task ended", nil })
 }
 
 // EndWithoutAnswer accepts end-without-answer for the task (runtimetools.NoAnswerEnder), once the
@@ -489,9 +431,9 @@ func (tc *Tracker) EndWithoutAnswer(reason string) (string, error) {
 	if !tc.cfg.FromPeer || tc.cfg.Caller == "" {
 		return "", errors.New("'end-without-answer' ends only a task another formation member sent; no formation member sent this one. Reply in text, saying plainly which part has no answer.")
 	}
-	tc.mu.Lock()
-	defer tc.mu.Unlock()
-	for _, c := range tc.calls {
+	tc.book.mu.Lock()
+	defer tc.book.mu.Unlock()
+	for _, c := range tc.book.list {
 		if !c.delivered {
 			return "", fmt.Errorf("Call %s to %s is still out; its answer arrives after you end your turn. Call end-without-answer only when no call is left to wait for.", c.id, c.member)
 		}

@@ -73,9 +73,9 @@ func callSession(t *testing.T, peers Peers, delegationSecs int) (*testRecords, *
 }
 
 func onlyCall(tc *Tracker) *memberCall {
-	tc.mu.Lock()
-	defer tc.mu.Unlock()
-	return tc.calls[0]
+	tc.book.mu.Lock()
+	defer tc.book.mu.Unlock()
+	return tc.book.list[0]
 }
 
 func TestBusyMemberIsOfferedAgainWithBackoff(t *testing.T) {

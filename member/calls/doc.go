@@ -4,10 +4,14 @@
 // rounds, with the continuation message that tells the model what came back (ContinuationMessage) and
 // which members below ended without an answer. It also accepts end-without-answer. DoorPeers reaches
 // the other members' doors over HTTP with this member's peer credential. The session builds a Tracker
-// from a Config of plain values and callbacks; delegation outcomes will use the same continuation.
+// from a Config of plain values and callbacks; delegation outcomes use the same continuation. Ledger is
+// the bookkeeping both trackers keep (each entry ended once, delivered in rounds, recorded once):
+// package delegate uses it for its delegations. Resume is the wait that follows a turn that ended with
+// calls or delegations out, and the continuation that comes of it, for the agent loop and the process
+// transport alike.
 //
-// Concurrency: a Tracker is safe for concurrent use; its mutex guards every call's fields, which the
-// call's own goroutine (reoffer, poll) and the agent loop both touch. Finish stops the goroutines.
+// Concurrency: a Tracker is safe for concurrent use; its ledger's lock guards every call's fields, which
+// the call's own goroutine (reoffer, poll) and the agent loop both touch. Finish stops the goroutines.
 //
 // Imports: a2a, roster, runtimetools, internal/ids and internal/peercred; never member.
 package calls

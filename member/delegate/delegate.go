@@ -81,27 +81,37 @@ type delegation struct {
 	subTask     string
 	started     time.Time
 
-	ended     bool
-	status    string // completed, failed, canceled, timed_out, abandoned
-	output    string
-	delivered bool
-	recorded  bool
+	calls.Mark
+	status string // completed, failed, canceled, timed_out, abandoned
+	output string
 }
 
 // Tracker holds the delegations of one running task. Their goroutines end when the task does.
 type Tracker struct {
-	cfg     Config
-	task    string
-	ctx     context.Context // ends with the calling task's attempt
-	mu      sync.Mutex
-	list    []*delegation
-	changed chan struct{}
-	wg      sync.WaitGroup
+	cfg  Config
+	ctx  context.Context // ends with the calling task's attempt
+	book *calls.Ledger[*delegation]
+	wg   sync.WaitGroup
 }
 
 // Start returns the tracker of one attempt of task; ctx ends with the attempt.
 func Start(ctx context.Context, cfg Config, task string) *Tracker {
-	return &Tracker{cfg: cfg, task: task, ctx: ctx, changed: make(chan struct{})}
+	return &Tracker{cfg: cfg, ctx: ctx, book: calls.NewLedger(calls.LedgerConfig[*delegation]{
+		Task: task, Type: "delegation", Record: cfg.Record,
+		Fields: func(d *delegation) map[string]any {
+			rec := map[string]any{"delegation_id": d.id, "capsule": d.capsule, "status": d.status, "delivered": d.Delivered(),
+				"duration_secs": int64(time.Since(d.started) / time.Second)}
+			if d.sub != nil {
+				rec["sub_session"] = d.sub.ID()
+				rec["sub_task"] = d.subTask
+			}
+			return rec
+		},
+		Ended: func(d *delegation) {
+			if cfg.Ended != nil {
+				cfg.Ended(d.capsule, d.status)
+			}
+		}})}
 }
 
 // Delegate hands text to the sub-capsule named name (runtimetools.Delegator): it starts the sub-session,
@@ -125,9 +135,7 @@ func (tc *Tracker) Delegate(ctx context.Context, name, text string) (runtimetool
 	d := &delegation{id: ids.New(PrefixDelegation), capsule: name, started: time.Now()}
 	st := runtimetools.DelegationStart{ID: d.id, Capsule: name}
 	fail := func(why string) (runtimetools.DelegationStart, error) {
-		tc.mu.Lock()
-		tc.list = append(tc.list, d)
-		tc.mu.Unlock()
+		tc.book.Add(d)
 		tc.end(d, "failed", why, true)
 		st.Status, st.Output = "failed", why
 		return st, nil
@@ -146,10 +154,8 @@ func (tc *Tracker) Delegate(ctx context.Context, name, text string) (runtimetool
 		return fail(fmt.Sprintf("%s did not take the task: %v", name, err))
 	}
 	d.subTask = task
-	tc.mu.Lock()
-	tc.list = append(tc.list, d)
-	tc.mu.Unlock()
-	tc.cfg.Record("delegation_start", tc.task, map[string]any{"delegation_id": d.id, "capsule": name,
+	tc.book.Add(d)
+	tc.cfg.Record("delegation_start", tc.book.Task(), map[string]any{"delegation_id": d.id, "capsule": name,
 		"sub_session": sub.ID(), "sub_task": task, "depth": tc.cfg.Depth + 1})
 	tc.wg.Go(func() { tc.watch(d) })
 	st.Status = "started"
@@ -195,76 +201,20 @@ func (tc *Tracker) watch(d *delegation) {
 
 // end records how a delegation ended. One that ended in its own tool call is delivered at once.
 func (tc *Tracker) end(d *delegation, status, output string, inToolCall bool) {
-	tc.mu.Lock()
-	if d.ended {
-		tc.mu.Unlock()
-		return
-	}
-	d.ended, d.status, d.output = true, status, output
-	if inToolCall {
-		d.delivered = true
-	}
-	close(tc.changed)
-	tc.changed = make(chan struct{})
-	tc.mu.Unlock()
-	if tc.cfg.Ended != nil {
-		tc.cfg.Ended(d.capsule, status)
-	}
-	if inToolCall {
-		tc.record(d)
-	}
-}
-
-// record writes the delegation's delegation record once it is accounted for.
-func (tc *Tracker) record(d *delegation) {
-	tc.mu.Lock()
-	if d.recorded {
-		tc.mu.Unlock()
-		return
-	}
-	d.recorded = true
-	rec := map[string]any{"delegation_id": d.id, "capsule": d.capsule, "status": d.status, "delivered": d.delivered,
-		"duration_secs": int64(time.Since(d.started) / time.Second)}
-	if d.sub != nil {
-		rec["sub_session"] = d.sub.ID()
-		rec["sub_task"] = d.subTask
-	}
-	tc.mu.Unlock()
-	tc.cfg.Record("delegation", tc.task, rec)
+	tc.book.End(d, inToolCall, func() { d.status, d.output = status, output })
 }
 
 // Pending returns the delegations still out and those ended but not yet delivered, and a channel
 // closed at the next change.
-func (tc *Tracker) Pending() (out, undelivered int, changed chan struct{}) {
-	tc.mu.Lock()
-	defer tc.mu.Unlock()
-	for _, d := range tc.list {
-		switch {
-		case !d.ended:
-			out++
-		case !d.delivered:
-			undelivered++
-		}
-	}
-	return out, undelivered, tc.changed
-}
+func (tc *Tracker) Pending() (out, undelivered int, changed chan struct{}) { return tc.book.Pending() }
 
 // Round takes the ended, undelivered delegations, in the order they were made, and marks them
 // delivered.
 func (tc *Tracker) Round() []calls.DelegationOutcome {
-	tc.mu.Lock()
-	var taken []*delegation
+	taken, _ := tc.book.Round()
 	var round []calls.DelegationOutcome
-	for _, d := range tc.list {
-		if d.ended && !d.delivered {
-			d.delivered = true
-			taken = append(taken, d)
-			round = append(round, calls.DelegationOutcome{ID: d.id, Capsule: d.capsule, Status: d.status, Output: d.output})
-		}
-	}
-	tc.mu.Unlock()
 	for _, d := range taken {
-		tc.record(d)
+		round = append(round, calls.DelegationOutcome{ID: d.id, Capsule: d.capsule, Status: d.status, Output: d.output})
 	}
 	return round
 }
@@ -274,11 +224,5 @@ func (tc *Tracker) Round() []calls.DelegationOutcome {
 func (tc *Tracker) Finish(cancel context.CancelFunc) {
 	cancel()
 	tc.wg.Wait()
-	tc.mu.Lock()
-	list := slices.Clone(tc.list)
-	tc.mu.Unlock()
-	for _, d := range list {
-		tc.end(d, "abandoned", "the calling task ended", false)
-		tc.record(d)
-	}
+	tc.book.Close(func(d *delegation) { d.status, d.output = "abandoned", "the calling task ended" })
 }

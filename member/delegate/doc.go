@@ -8,9 +8,9 @@
 // imports member: it sees a sub-session only as the small Sub interface, which Session (session.go), a
 // sub-session's id and callbacks into it, implements. ResolveFor resolves a member's spawn list.
 //
-// Concurrency: a Tracker is safe for concurrent use; its mutex guards every delegation's fields, which
-// the delegation's own goroutine and the agent loop both touch. Finish stops the goroutines and closes
-// every sub-session.
+// Concurrency: a Tracker is safe for concurrent use; its ledger's lock (calls.Ledger) guards every
+// delegation's fields, which the delegation's own goroutine and the agent loop both touch. Finish stops
+// the goroutines and closes every sub-session.
 //
 // Imports: capsule, artifact, calls, runtimetools and internal/ids; never member.
 package delegate

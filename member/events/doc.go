@@ -20,5 +20,9 @@
 //   - Observers (Observe) are called synchronously by Publish, outside the hub's lock, for every stored
 //     change of every task; they must not block.
 //
+// Signals is the session's other half of telling a change: it wakes the Waits of one task (the door's
+// blocking SendMessage) at that task's change, and no other. Publisher is what the session core is
+// handed (a Hub, or nil); Publish and ToolProgress tell it, or nobody.
+//
 // All methods are safe for concurrent use. The package imports only a2a of ours, and never member.
 package events

@@ -80,3 +80,36 @@ func (sa *Set) WriteManifests(runtimeDir string, manifests []runtimetools.Manife
 	}
 	return nil
 }
+
+// Inventory names every tool the model may call, given the runtime-provided tools and shell binaries
+// (base): the names of ToolSpecs, in its order.
+func (sa *Set) Inventory(base []runtimetools.Manifest) []string {
+	out := []string{}
+	for _, t := range sa.ToolSpecs(base) {
+		out = append(out, t.Name)
+	}
+	return out
+}
+
+// Refresh re-reads the tool array and the system prompt (system) of req before an inference call:
+// after a pull or removal (writing tools_refreshed for task), and every turn under inference.tool_refresh:
+// every_turn.
+func (sa *Set) Refresh(task string, base []runtimetools.Manifest, req *driver.InferRequest, system func() string) {
+	added, removed := sa.Changes()
+	changed := len(added)+len(removed) > 0
+	if !changed && !sa.EveryTurn() {
+		return
+	}
+	req.Tools = sa.ToolSpecs(base)
+	req.System = system()
+	if changed {
+		sa.cfg.Recorder.Write("tools_refreshed", task, map[string]any{"trigger": "agent", "added": nonNil(added), "removed": nonNil(removed)})
+	}
+}
+
+func nonNil(l []string) []string {
+	if l == nil {
+		return []string{}
+	}
+	return l
+}
