@@ -600,7 +600,12 @@ func (s *Session) Cancel(ctx context.Context, id a2a.TaskID, scope store.Scope) 
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		}
-		return s.cfg.Store.Get(ctx, id)
+		t, err := s.cfg.Store.Get(ctx, id)
+		if err == nil && t.Status.State.Terminal() && t.Status.State != a2a.TaskStateCanceled {
+			// Its end was on its way to the disk already.
+			return nil, notCancelable(t)
+		}
+		return t, err
 	}
 	s.mu.Unlock()
 	t, err := s.cfg.Store.Get(ctx, id)
@@ -611,8 +616,7 @@ func (s *Session) Cancel(ctx context.Context, id a2a.TaskID, scope store.Scope) 
 	case t.Status.State == a2a.TaskStateCanceled:
 		return t, nil
 	case t.Status.State.Terminal():
-		return nil, a2a.ErrTaskNotCancelable.WithMeta("taskId", string(id)).With(fmt.Sprintf(
-			"task %s is already %s and cannot be canceled", id, t.Status.State))
+		return nil, notCancelable(t)
 	}
 	// Not queued, not running, not terminal: the worker is just taking it. Ask again once it has.
 	return s.Wait(ctx, id)
