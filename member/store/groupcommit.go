@@ -55,6 +55,16 @@ const (
 	updateSQL = `UPDATE tasks SET state = ?, status_ts = ?, task = ? WHERE id = ?`
 )
 
+// updateRow is the row of an update of t.
+func updateRow(t *a2a.Task) (*pendingWrite, error) {
+	body, err := json.Marshal(t)
+	if err != nil {
+		return nil, fmt.Errorf("member: storing task %s: %w", t.ID, err)
+	}
+	return &pendingWrite{op: opUpdate, id: t.ID, context: t.ContextID, state: string(t.Status.State),
+		ts: statusMillis(t), caller: taskCaller(t), body: body}, nil
+}
+
 // commit hands w to the committer and waits until the group holding it is durable. It does not give up
 // when ctx ends once w is handed over: the row may be committed all the same, and its caller must know.
 func (s *Store) commit(ctx context.Context, w *pendingWrite) error {
@@ -229,13 +239,7 @@ func (s *Store) UpdateAll(ctx context.Context, ts []*a2a.Task) []error {
 	errs := make([]error, len(ts))
 	writes := make([]*pendingWrite, len(ts))
 	for i, t := range ts {
-		body, err := json.Marshal(t)
-		if err != nil {
-			errs[i] = fmt.Errorf("member: storing task %s: %w", t.ID, err)
-			continue
-		}
-		writes[i] = &pendingWrite{op: opUpdate, id: t.ID, context: t.ContextID, state: string(t.Status.State),
-			ts: statusMillis(t), caller: taskCaller(t), body: body}
+		writes[i], errs[i] = updateRow(t)
 	}
 	var group []*pendingWrite
 	var at []int
@@ -263,14 +267,14 @@ func (s *Store) UpdateAll(ctx context.Context, ts []*a2a.Task) []error {
 // shows the change once it is committed; an Update or Create that follows is committed after it. A
 // failure is logged.
 func (s *Store) UpdateSoon(t *a2a.Task) {
-	body, err := json.Marshal(t)
+	w, err := updateRow(t)
 	if err != nil {
 		s.log.Error("the task store could not store a task's progress", "task", t.ID, "err", err)
 		return
 	}
 	s.soonMu.Lock()
-	s.soon = append(s.soon, &pendingWrite{op: opUpdate, id: t.ID, context: t.ContextID, state: string(t.Status.State),
-		ts: statusMillis(t), caller: taskCaller(t), body: body, seq: s.writeSeq.Add(1)})
+	w.seq = s.writeSeq.Add(1)
+	s.soon = append(s.soon, w)
 	s.soonMu.Unlock()
 	select {
 	case s.soonKick <- struct{}{}:
@@ -288,12 +292,11 @@ func (s *Store) UpdateLater(ctx context.Context, t *a2a.Task) (wait func() error
 	if err := ctx.Err(); err != nil {
 		return func() error { return fmt.Errorf("member: storing task %s: %w", t.ID, err) }
 	}
-	body, err := json.Marshal(t)
+	w, err := updateRow(t)
 	if err != nil {
-		return func() error { return fmt.Errorf("member: storing task %s: %w", t.ID, err) }
+		return func() error { return err }
 	}
-	w := &pendingWrite{op: opUpdate, id: t.ID, context: t.ContextID, state: string(t.Status.State),
-		ts: statusMillis(t), caller: taskCaller(t), body: body, done: make(chan error, 1)}
+	w.done = make(chan error, 1)
 	s.fg.begin()
 	s.soonMu.Lock()
 	w.seq = s.writeSeq.Add(1)

@@ -346,12 +346,11 @@ func (s *Store) hook(op string, rows int) {
 // Update replaces the stored task whose id is t's with t. The error wraps ErrNotFound (and so
 // a2a.ErrTaskNotFound) when the store has no such task.
 func (s *Store) Update(ctx context.Context, t *a2a.Task) error {
-	body, err := json.Marshal(t)
+	w, err := updateRow(t)
 	if err != nil {
-		return fmt.Errorf("member: storing task %s: %w", t.ID, err)
+		return err
 	}
-	return s.commit(ctx, &pendingWrite{op: opUpdate, id: t.ID, context: t.ContextID, state: string(t.Status.State),
-		ts: statusMillis(t), caller: taskCaller(t), body: body})
+	return s.commit(ctx, w)
 }
 
 // Get returns the stored task with the given id, a copy the caller may change. The error wraps
