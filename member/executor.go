@@ -60,8 +60,6 @@ func (s *Session) execute(ctx context.Context, r *runningTask) {
 	files := s.collectFiles(t, before)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	// The session is free the moment the end is stored: a client that has the answer may send at once.
-	s.running = nil
 	p := s.progress
 	s.progress = nil
 	if !r.canceled {
@@ -92,6 +90,8 @@ func (s *Session) execute(ctx context.Context, r *runningTask) {
 		}
 		err = s.finishLocked(store, t, a2a.TaskStateCompleted, answer, &taskAnswer{text: answer, data: p.data})
 	}
+	// The session is free the moment the end is stored: a client that has the answer may send at once.
+	s.running = nil
 	if err != nil {
 		s.log.Error("storing the task's end", "task", r.id, "err", err)
 	}
@@ -109,7 +109,7 @@ type taskAnswer struct {
 // data part, with a data artifact). s.mu is held.
 func (s *Session) finishLocked(ctx context.Context, t *a2a.Task, state a2a.TaskState, text string, answer *taskAnswer) error {
 	running, now := s.endLocked(t, state, text, answer)
-	recs, stored, err := s.endedLocked(nil, t, state, text, answer, running, now, s.cfg.Store.Update(ctx, t))
+	recs, stored, err := s.endedLocked(nil, t, state, text, answer, running, now, s.storeEndLocked(ctx, t))
 	if !stored {
 		return err
 	}

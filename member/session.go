@@ -538,7 +538,12 @@ func (s *Session) Cancel(ctx context.Context, id a2a.TaskID, scope store.Scope) 
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		}
-		return s.cfg.Store.Get(ctx, id)
+		t, err := s.cfg.Store.Get(ctx, id)
+		if err == nil && t.Status.State.Terminal() && t.Status.State != a2a.TaskStateCanceled {
+			// Its end was on its way to the disk already.
+			return nil, notCancelable(t)
+		}
+		return t, err
 	}
 	s.mu.Unlock()
 	t, err := s.cfg.Store.Get(ctx, id)
@@ -549,8 +554,7 @@ func (s *Session) Cancel(ctx context.Context, id a2a.TaskID, scope store.Scope) 
 	case t.Status.State == a2a.TaskStateCanceled:
 		return t, nil
 	case t.Status.State.Terminal():
-		return nil, a2a.ErrTaskNotCancelable.WithMeta("taskId", string(id)).With(fmt.Sprintf(
-			"task %s is already %s and cannot be canceled", id, t.Status.State))
+		return nil, notCancelable(t)
 	}
 	// Not queued, not running, not terminal: the worker is just taking it. Ask again once it has.
 	return s.Wait(ctx, id)
@@ -571,8 +575,7 @@ func (s *Session) Close(ctx context.Context) error {
 		s.timer.Stop()
 	}
 	var errs []error
-	queued, err := s.queuedLocked(ctx)
-	errs = append(errs, err, s.finishAllLocked(ctx, queued, a2a.TaskStateCanceled, ShutdownCancel))
+	errs = append(errs, s.endQueuedLocked(ctx, a2a.TaskStateCanceled, ShutdownCancel))
 	s.queue = nil
 	s.mu.Unlock()
 	s.storing.Wait()
@@ -601,13 +604,18 @@ func (s *Session) Close(ctx context.Context) error {
 // is left to that Send, which ends it once it is stored. A task it cannot read stays submitted in the
 // store, which the next start ends failed. s.mu is held.
 func (s *Session) queuedLocked(ctx context.Context) ([]*a2a.Task, error) {
+	return s.cfg.Store.GetAll(ctx, s.queuedIDsLocked())
+}
+
+// queuedIDsLocked returns the ids of the queued tasks that are stored. s.mu is held.
+func (s *Session) queuedIDsLocked() []a2a.TaskID {
 	ids := make([]a2a.TaskID, 0, len(s.queue))
 	for _, id := range s.queue {
 		if !s.unstored[id] {
 			ids = append(ids, id)
 		}
 	}
-	return s.cfg.Store.GetAll(ctx, ids)
+	return ids
 }
 
 // expire ends the session at its deadline: no new task is taken, queued tasks and the running one fail
@@ -622,8 +630,7 @@ func (s *Session) expire() {
 	at := s.deadline.UTC().Format(time.RFC3339)
 	s.admit.Refuse(fmt.Sprintf(DeadlineReject, at))
 	ctx := context.Background()
-	queued, err := s.queuedLocked(ctx)
-	if err = errors.Join(err, s.finishAllLocked(ctx, queued, a2a.TaskStateFailed, fmt.Sprintf(DeadlineFail, at))); err != nil {
+	if err := s.endQueuedLocked(ctx, a2a.TaskStateFailed, fmt.Sprintf(DeadlineFail, at)); err != nil {
 		s.log.Error("storing the ends of the queued tasks at the deadline", "err", err)
 	}
 	s.queue = nil

@@ -183,7 +183,7 @@ func (f *Formation) start(m roster.Member, ln net.Listener) (*RunningMember, err
 		store.Close()
 		return nil, err
 	}
-	hub.Observe(notifier.Changed)
+	hub.ObserveTasks(notifier.Changed, notifier.Watches)
 	url := m.URL
 	door, err := NewDoor(DoorConfig{
 		Member: m.Name, Roster: cfg.Roster, Executor: sess, Tokens: cfg.Tokens,

@@ -54,6 +54,7 @@ type Hub struct {
 	mu        sync.Mutex
 	topics    map[a2a.TaskID]*topic
 	observers []func(Change)
+	watching  []func(a2a.TaskID) bool // per observer: the tasks it wants; nil, every task
 }
 
 // topic is one watched task: its latest stored state and its subscribers.
@@ -81,9 +82,36 @@ func New(cfg Config) *Hub {
 // Observe adds fn to the functions every stored change is reported to. fn runs on the publisher's
 // goroutine and must not block.
 func (h *Hub) Observe(fn func(Change)) {
+	h.ObserveTasks(fn, nil)
+}
+
+// ObserveTasks is Observe for an observer that wants the changes of some tasks only: watches reports
+// whether task id is one (nil: every task). It must not block. Only Wants asks it: fn is still told of
+// every change published.
+func (h *Hub) ObserveTasks(fn func(Change), watches func(id a2a.TaskID) bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.observers = append(h.observers, fn)
+	h.watching = append(h.watching, watches)
+}
+
+// Wants reports whether a change of task id would reach anyone now: a subscriber of the task, or an
+// observer that wants it. A publisher ending thousands of tasks at once asks it, so that it builds
+// only the tasks someone wants; one that starts wanting the task after Wants answered reads the task
+// as the store has it (Subscribe's load, the push notifier's first read), so a change the store
+// committed before Wants was asked is not lost.
+func (h *Hub) Wants(id a2a.TaskID) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.topics[id] != nil {
+		return true
+	}
+	for _, w := range h.watching {
+		if w == nil || w(id) {
+			return true
+		}
+	}
+	return false
 }
 
 // Subscription is one subscriber's view of one task.

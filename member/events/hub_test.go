@@ -182,3 +182,36 @@ func BenchmarkFanout(b *testing.B) {
 		})
 	}
 }
+
+// TestWants: a task is wanted while it has a subscriber or an observer wants it; an observer added with
+// Observe wants every task, and one added with ObserveTasks is still told of every change.
+func TestWants(t *testing.T) {
+	h := New(Config{})
+	if h.Wants("tsk_1") {
+		t.Error("a hub with nobody wants a task")
+	}
+	var told []a2a.TaskID
+	h.ObserveTasks(func(c Change) { told = append(told, c.TaskID) }, func(id a2a.TaskID) bool { return id == "tsk_2" })
+	if h.Wants("tsk_1") || !h.Wants("tsk_2") {
+		t.Errorf("Wants(tsk_1) = %v, Wants(tsk_2) = %v; want only the observer's task", h.Wants("tsk_1"), h.Wants("tsk_2"))
+	}
+	_, sub, err := h.Subscribe("tsk_1", loader(task(a2a.TaskStateSubmitted, "")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !h.Wants("tsk_1") {
+		t.Error("a task with a subscriber is not wanted")
+	}
+	sub.Close()
+	if h.Wants("tsk_1") {
+		t.Error("a task whose subscriber left is still wanted")
+	}
+	h.Publish(task(a2a.TaskStateWorking, ""))
+	if len(told) != 1 {
+		t.Errorf("the observer was told of %v, want the change it does not watch too", told)
+	}
+	h.Observe(func(Change) {})
+	if !h.Wants("tsk_9") {
+		t.Error("an observer of every task does not want one")
+	}
+}

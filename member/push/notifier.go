@@ -296,6 +296,14 @@ func (n *Notifier) Changed(c events.Change) {
 	n.wake()
 }
 
+// Watches reports whether task id has (or may have) a config and has not ended: whether Changed would
+// queue a change of it. It is the notifier's interest for events.Hub.ObserveTasks.
+func (n *Notifier) Watches(id a2a.TaskID) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.watched[id]
+}
+
 func (n *Notifier) wake() {
 	select {
 	case n.kick <- struct{}{}:

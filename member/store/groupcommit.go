@@ -55,6 +55,16 @@ const (
 	updateSQL = `UPDATE tasks SET state = ?, status_ts = ?, task = ? WHERE id = ?`
 )
 
+// updateRow is the row of an update of t.
+func updateRow(t *a2a.Task) (*pendingWrite, error) {
+	body, err := json.Marshal(t)
+	if err != nil {
+		return nil, fmt.Errorf("member: storing task %s: %w", t.ID, err)
+	}
+	return &pendingWrite{op: opUpdate, id: t.ID, context: t.ContextID, state: string(t.Status.State),
+		ts: statusMillis(t), caller: taskCaller(t), body: body}, nil
+}
+
 // commit hands w to the committer and waits until the group holding it is durable. It does not give up
 // when ctx ends once w is handed over: the row may be committed all the same, and its caller must know.
 func (s *Store) commit(ctx context.Context, w *pendingWrite) error {
@@ -86,8 +96,9 @@ func (s *Store) committer(stop <-chan struct{}) {
 		case <-stop:
 			if rows := s.takeSoon(); len(rows) > 0 {
 				s.wmu.Lock()
-				s.applyGroup(rows)
+				errs := s.applyGroup(rows)
 				s.wmu.Unlock()
+				s.answer(rows, errs)
 			}
 			return
 		}
@@ -117,13 +128,18 @@ func (s *Store) committer(stop <-chan struct{}) {
 		}
 		errs := s.applyGroup(group)
 		s.wmu.Unlock()
-		for i, w := range group {
-			switch {
-			case w.done != nil:
-				w.done <- errs[i]
-			case errs[i] != nil:
-				s.log.Error("the task store could not store a task's progress", "task", w.id, "err", errs[i])
-			}
+		s.answer(group, errs)
+	}
+}
+
+// answer tells each row of a committed group its outcome: its waiter, or the log for UpdateSoon's rows.
+func (s *Store) answer(group []*pendingWrite, errs []error) {
+	for i, w := range group {
+		switch {
+		case w.done != nil:
+			w.done <- errs[i]
+		case errs[i] != nil:
+			s.log.Error("the task store could not store a task's progress", "task", w.id, "err", errs[i])
 		}
 	}
 }
@@ -223,13 +239,7 @@ func (s *Store) UpdateAll(ctx context.Context, ts []*a2a.Task) []error {
 	errs := make([]error, len(ts))
 	writes := make([]*pendingWrite, len(ts))
 	for i, t := range ts {
-		body, err := json.Marshal(t)
-		if err != nil {
-			errs[i] = fmt.Errorf("member: storing task %s: %w", t.ID, err)
-			continue
-		}
-		writes[i] = &pendingWrite{op: opUpdate, id: t.ID, context: t.ContextID, state: string(t.Status.State),
-			ts: statusMillis(t), caller: taskCaller(t), body: body}
+		writes[i], errs[i] = updateRow(t)
 	}
 	var group []*pendingWrite
 	var at []int
@@ -257,18 +267,59 @@ func (s *Store) UpdateAll(ctx context.Context, ts []*a2a.Task) []error {
 // shows the change once it is committed; an Update or Create that follows is committed after it. A
 // failure is logged.
 func (s *Store) UpdateSoon(t *a2a.Task) {
-	body, err := json.Marshal(t)
+	w, err := updateRow(t)
 	if err != nil {
 		s.log.Error("the task store could not store a task's progress", "task", t.ID, "err", err)
 		return
 	}
 	s.soonMu.Lock()
-	s.soon = append(s.soon, &pendingWrite{op: opUpdate, id: t.ID, context: t.ContextID, state: string(t.Status.State),
-		ts: statusMillis(t), caller: taskCaller(t), body: body, seq: s.writeSeq.Add(1)})
+	w.seq = s.writeSeq.Add(1)
+	s.soon = append(s.soon, w)
 	s.soonMu.Unlock()
 	select {
 	case s.soonKick <- struct{}{}:
 	default:
+	}
+}
+
+// UpdateLater hands t to the committer's next group as UpdateSoon does, at once and without waiting for
+// anything (not even for a group being committed), and returns what waits until t is durable and reports
+// its error as Update would: for a caller that must not hold its own lock across the disk's wait, yet
+// must hand over its write in the order of its other writes, and show the change only once it is
+// durable (a task's end). Get shows the change once it is committed; an Update or Create handed over
+// after it is committed after it. The wait must be called once.
+func (s *Store) UpdateLater(ctx context.Context, t *a2a.Task) (wait func() error) {
+	if err := ctx.Err(); err != nil {
+		return func() error { return fmt.Errorf("member: storing task %s: %w", t.ID, err) }
+	}
+	w, err := updateRow(t)
+	if err != nil {
+		return func() error { return err }
+	}
+	w.done = make(chan error, 1)
+	s.fg.begin()
+	s.soonMu.Lock()
+	w.seq = s.writeSeq.Add(1)
+	s.soon = append(s.soon, w)
+	s.soonMu.Unlock()
+	select {
+	case s.soonKick <- struct{}{}:
+	default:
+	}
+	return func() error {
+		defer s.fg.end()
+		select {
+		case err := <-w.done:
+			return err
+		case <-s.committerDone:
+			// The committer answers what its last group held before it returns.
+			select {
+			case err := <-w.done:
+				return err
+			default:
+				return fmt.Errorf("member: storing task %s: the task store is closed", w.id)
+			}
+		}
 	}
 }
 

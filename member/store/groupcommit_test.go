@@ -316,3 +316,76 @@ func TestGetAllReadsEveryStoredTask(t *testing.T) {
 		}
 	}
 }
+
+// TestUpdateLater: UpdateLater returns at once, even while the committer cannot write; Get shows the
+// change only once it is committed, when the wait returns; an Update handed over after it is committed
+// after it; a task the store does not hold is NotStored; a row handed over before Close is written, one
+// after it fails.
+func TestUpdateLater(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "tasks.db")
+	s, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for n := 1; n <= 2; n++ {
+		if err := s.Create(ctx, storeTask(n, "ctx", a2a.TaskStateWorking)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	unlock := s.LockWrites()
+	wait := s.UpdateLater(ctx, storeTask(1, "ctx", a2a.TaskStateCompleted)) // returns though nothing can be written
+	waited := make(chan error, 1)
+	go func() { waited <- wait() }()
+	select {
+	case err := <-waited:
+		t.Fatalf("the wait returned (%v) before its row could be written", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	if got, _ := s.Get(ctx, "tsk_01"); got.Status.State != a2a.TaskStateWorking {
+		t.Errorf("before its commit Get shows %s", got.Status.State)
+	}
+	unlock()
+	if err := <-waited; err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := s.Get(ctx, "tsk_01"); got.Status.State != a2a.TaskStateCompleted {
+		t.Errorf("once durable Get shows %s, want completed", got.Status.State)
+	}
+	// Order: the later Update wins.
+	wait = s.UpdateLater(ctx, storeTask(2, "ctx", a2a.TaskStateCompleted))
+	if err := s.Update(ctx, storeTask(2, "ctx", a2a.TaskStateFailed)); err != nil {
+		t.Fatal(err)
+	}
+	if err := wait(); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := s.Get(ctx, "tsk_02"); got.Status.State != a2a.TaskStateFailed {
+		t.Errorf("an Update after UpdateLater left %s, want failed", got.Status.State)
+	}
+	if err := s.UpdateLater(ctx, storeTask(9, "ctx", a2a.TaskStateCompleted))(); !errors.Is(err, ErrNotFound) {
+		t.Errorf("UpdateLater of a task not stored: %v, want ErrNotFound", err)
+	}
+	// Handed over, then Close: written; handed over after Close: refused.
+	unlock = s.LockWrites()
+	wait = s.UpdateLater(ctx, storeTask(1, "ctx", a2a.TaskStateCanceled))
+	closed := make(chan error, 1)
+	go func() { closed <- s.Close() }()
+	unlock()
+	if err := wait(); err != nil {
+		t.Errorf("a row handed over before Close: %v", err)
+	}
+	if err := <-closed; err != nil {
+		t.Fatal(err)
+	}
+	if err := s.UpdateLater(ctx, storeTask(1, "ctx", a2a.TaskStateFailed))(); err == nil {
+		t.Error("UpdateLater after Close reported success")
+	}
+	if s, err = Open(path); err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if got, _ := s.Get(ctx, "tsk_01"); got.Status.State != a2a.TaskStateCanceled {
+		t.Errorf("after reopening tsk_01 is %s, want the canceled handed over before Close", got.Status.State)
+	}
+}
