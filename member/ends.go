@@ -7,6 +7,7 @@ import (
 
 	"github.com/murmur-run/murmur/a2a"
 	"github.com/murmur-run/murmur/member/calls"
+	"github.com/murmur-run/murmur/member/events"
 	"github.com/murmur-run/murmur/member/records"
 )
 
@@ -26,7 +27,7 @@ func (s *Session) endQueuedLocked(ctx context.Context, state a2a.TaskState, text
 	ended, err := s.cfg.Store.EndAll(ctx, queued, state, text, now)
 	if err != nil {
 		for range queued {
-			s.admit.release() // they leave the session whether or not their end was stored
+			s.admit.Release() // they leave the session whether or not their end was stored
 		}
 		return err
 	}
@@ -34,13 +35,13 @@ func (s *Session) endQueuedLocked(ctx context.Context, state a2a.TaskState, text
 	recs := make([]records.Record, 0, len(ended))
 	word := calls.StateWord(state)
 	for _, id := range ended {
-		s.admit.release()
-		s.notifyLocked(id)
-		if s.wants(id) {
+		s.admit.Release()
+		s.waiters.Notify(id)
+		if events.Wants(s.cfg.Events, id) {
 			t, err := s.cfg.Store.Get(ctx, id)
 			errs = append(errs, err)
 			if err == nil {
-				s.publish(t)
+				events.Publish(s.cfg.Events, t)
 			}
 		}
 		delete(s.continuing, id)
@@ -61,16 +62,6 @@ func (s *Session) endQueuedLocked(ctx context.Context, state a2a.TaskState, text
 		errs = append(errs, s.records.WriteAll(recs))
 	}
 	return errors.Join(errs...)
-}
-
-// wants reports whether a change of task id reaches anyone: a publisher that can tell (member/events'
-// Hub) is asked; any other is told of every change.
-func (s *Session) wants(id a2a.TaskID) bool {
-	if s.cfg.Events == nil {
-		return false
-	}
-	w, ok := s.cfg.Events.(interface{ Wants(a2a.TaskID) bool })
-	return !ok || w.Wants(id)
 }
 
 // storeEndLocked stores t's end. The running task's end is handed to the store in order with the task's

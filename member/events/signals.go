@@ -22,6 +22,16 @@ func Publish(p Publisher, t *a2a.Task) {
 	}
 }
 
+// Wants reports whether a change of task id reaches anyone through p: a publisher that can tell (the
+// Hub) is asked; any other is told of every change; a nil p reaches nobody.
+func Wants(p Publisher, id a2a.TaskID) bool {
+	if p == nil {
+		return false
+	}
+	w, ok := p.(interface{ Wants(a2a.TaskID) bool })
+	return !ok || w.Wants(id)
+}
+
 // ToolProgress shows a tool call of a running task on its stream: "tool <name>: running" before the
 // call, "tool <name>: <status>" after it. A nil p tells nobody.
 func ToolProgress(p Publisher, task, tool, callID, status string) {
