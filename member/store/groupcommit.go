@@ -272,6 +272,12 @@ func (s *Store) UpdateSoon(t *a2a.Task) {
 		s.log.Error("the task store could not store a task's progress", "task", t.ID, "err", err)
 		return
 	}
+	s.handSoon(w)
+}
+
+// handSoon appends w, numbered in the order of all writes, to the committer's next group, and wakes the
+// committer.
+func (s *Store) handSoon(w *pendingWrite) {
 	s.soonMu.Lock()
 	w.seq = s.writeSeq.Add(1)
 	s.soon = append(s.soon, w)
@@ -298,14 +304,7 @@ func (s *Store) UpdateLater(ctx context.Context, t *a2a.Task) (wait func() error
 	}
 	w.done = make(chan error, 1)
 	s.fg.begin()
-	s.soonMu.Lock()
-	w.seq = s.writeSeq.Add(1)
-	s.soon = append(s.soon, w)
-	s.soonMu.Unlock()
-	select {
-	case s.soonKick <- struct{}{}:
-	default:
-	}
+	s.handSoon(w)
 	return func() error {
 		defer s.fg.end()
 		select {
