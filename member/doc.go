@@ -11,7 +11,8 @@
 // session_start record), delegate (sub-sessions); none of them imports member.
 //
 // Contract: a Session acknowledges a state change only after the store has committed it; tasks run one
-// at a time in submission order; Cancel ends a task's context and waits for the task to end canceled;
+// at a time in submission order, the next one starting while the previous one's end is committed (the
+// end is seen only once durable: settle); Cancel ends a task's context and waits for the task to end canceled;
 // Close cancels everything and returns once the executor goroutine has exited. The package never touches
 // an http.ResponseWriter: the server package maps its errors, which wrap a2a's protocol errors, to the
 // wire.

@@ -64,23 +64,6 @@ func (s *Session) endQueuedLocked(ctx context.Context, state a2a.TaskState, text
 	return errors.Join(errs...)
 }
 
-// storeEndLocked stores t's end. The running task's end is handed to the store in order with the task's
-// other writes, and its commit awaited with s.mu released, so that the sends and changes that come
-// meanwhile share the commit instead of queueing behind it; the end is visible only once durable all the
-// same (the store shows it once committed, and waiters and streams hear of it from the caller, s.mu held
-// again). The task stays s.running until then, so Cancel and the deadline find it running. Any other
-// task's end (one canceled in the queue, one the session ended while it was stored) is stored with s.mu
-// held. s.mu is held on entry and on return.
-func (s *Session) storeEndLocked(ctx context.Context, t *a2a.Task) error {
-	if r := s.running; r == nil || r.id != t.ID {
-		return s.cfg.Store.Update(ctx, t)
-	}
-	wait := s.cfg.Store.UpdateLater(ctx, t)
-	s.mu.Unlock()
-	defer s.mu.Lock()
-	return wait()
-}
-
 // notCancelable is Cancel's answer for t, which ended otherwise than canceled.
 func notCancelable(t *a2a.Task) error {
 	return a2a.ErrTaskNotCancelable.WithMeta("taskId", string(t.ID)).With(fmt.Sprintf(

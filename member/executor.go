@@ -15,23 +15,22 @@ import (
 	"github.com/murmur-run/murmur/member/records"
 )
 
-// execute runs one task to its end and stores every step. It owns r until it closes r.done.
+// execute runs one task to its end and stores every step. Its end is handed to the store and to the
+// settler (settle), and execute returns without waiting for the disk: the next task starts while the
+// end is committed. It owns r until it hands r to the settler, which closes r.done once the end is
+// durable.
 func (s *Session) execute(ctx context.Context, r *runningTask) {
-	defer func() {
-		r.cancel(nil)
-		s.mu.Lock()
-		if s.running == r {
-			s.running = nil
-		}
-		s.mu.Unlock()
-		close(r.done)
-	}()
+	defer r.cancel(nil)
 	// Store writes use a context of their own: a canceled task must still be recorded as canceled.
 	store := context.WithoutCancel(ctx)
 	t, err := s.cfg.Store.Get(store, r.id)
 	if err != nil {
 		s.log.Error("task vanished from the store before it ran", "task", r.id, "err", err)
 		s.admit.Release()
+		s.mu.Lock()
+		s.running = nil
+		s.mu.Unlock()
+		close(r.done)
 		return
 	}
 	s.mu.Lock()
@@ -59,43 +58,84 @@ func (s *Session) execute(ctx context.Context, r *runningTask) {
 	// The files it wrote are read (and large ones copied) before the lock: Send does not wait on disk.
 	files := s.collectFiles(t, before)
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	p := s.progress
 	s.progress = nil
 	if !r.canceled {
 		t.Artifacts = append(t.Artifacts, files...)
 	}
 	var timedOut *converse.InputTimeout
+	state, msg, ans := a2a.TaskStateFailed, "", (*taskAnswer)(nil)
 	switch {
 	case r.canceled:
-		err = s.finishLocked(store, t, a2a.TaskStateCanceled, CanceledMessage, nil)
+		state, msg = a2a.TaskStateCanceled, CanceledMessage
 	case errors.As(context.Cause(ctx), &timedOut):
-		err = s.finishLocked(store, t, a2a.TaskStateFailed, timedOut.Error(), nil)
+		msg = timedOut.Error()
 	case context.Cause(ctx) == errSessionDeadline:
-		err = s.finishLocked(store, t, a2a.TaskStateFailed, fmt.Sprintf(DeadlineFail, s.deadline.UTC().Format(time.RFC3339)), nil)
+		msg = fmt.Sprintf(DeadlineFail, s.deadline.UTC().Format(time.RFC3339))
 	case s.base.Err() != nil:
-		err = s.finishLocked(store, t, a2a.TaskStateCanceled, ShutdownCancel, nil)
+		state, msg = a2a.TaskStateCanceled, ShutdownCancel
 	case errors.As(err, new(*errNoAnswer)):
 		var na *errNoAnswer
 		errors.As(err, &na)
 		meta := murmurMeta(t)
 		ids.Set(meta, ids.MetaNoAnswer, true)
 		ids.Set(meta, ids.MetaNoAnswerBelow, calls.NoAnswerBelowMeta(na.below))
-		err = s.finishLocked(store, t, a2a.TaskStateFailed, na.reason, nil)
+		msg = na.reason
 	case err != nil:
-		err = s.finishLocked(store, t, a2a.TaskStateFailed, err.Error(), nil)
+		msg = err.Error()
 	default:
 		if s.cfg.Capsule.AnswersWithMessage() && p.turns <= 1 {
 			ids.Set(murmurMeta(t), ids.MetaOneTurn, true) // the door answers it with a Message
 		}
-		err = s.finishLocked(store, t, a2a.TaskStateCompleted, answer, &taskAnswer{text: answer, data: p.data})
+		state, msg, ans = a2a.TaskStateCompleted, answer, &taskAnswer{text: answer, data: p.data}
 	}
-	// The session is free the moment the end is stored: a client that has the answer may send at once.
+	e := &ending{r: r, t: t, state: state, text: msg, answer: ans}
+	e.running, e.now = s.endLocked(t, state, msg, ans)
+	e.wait = s.cfg.Store.UpdateLater(store, t)
+	// The session is free for the next task the moment the end is handed to the store; the end is
+	// visible, and its waiters told, only once it is durable (settle).
 	s.running = nil
-	if err != nil {
-		s.log.Error("storing the task's end", "task", r.id, "err", err)
+	s.ending[t.ID] = r
+	s.mu.Unlock()
+	s.ends <- e
+}
+
+// ending is the end of a task that ran, handed to the store and waiting for its commit.
+type ending struct {
+	r       *runningTask
+	t       *a2a.Task
+	state   a2a.TaskState
+	text    string
+	answer  *taskAnswer
+	running []string  // the background commands running when it ended
+	now     time.Time // when it ended
+	wait    func() error
+}
+
+// settle runs from Start until the executor's loop ends, taking the ends execute hands it in order:
+// once an end is durable, the task leaves the session (endedLocked: its place, waiters, streams,
+// duration, records) and its r.done closes, which Cancel waits for. A session that reached its deadline
+// writes its session_end once the last end is settled.
+func (s *Session) settle() {
+	defer close(s.settled)
+	for e := range s.ends {
+		err := e.wait()
+		s.mu.Lock()
+		recs, stored, err := s.endedLocked(nil, e.t, e.state, e.text, e.answer, e.running, e.now, err)
+		if stored {
+			s.countEnded(e.state, 1)
+			err = errors.Join(err, s.records.WriteAll(recs))
+		}
+		if err != nil {
+			s.log.Error("storing the task's end", "task", e.t.ID, "err", err)
+		}
+		delete(s.ending, e.t.ID)
+		if s.running == nil && len(s.ending) == 0 {
+			s.writeDeadlineEndLocked()
+		}
+		s.mu.Unlock()
+		close(e.r.done)
 	}
-	s.writeDeadlineEndLocked()
 }
 
 // taskAnswer is a task's answer: its text, and for a data answer the JSON value the text spells.
@@ -104,12 +144,13 @@ type taskAnswer struct {
 	data json.RawMessage
 }
 
-// finishLocked moves t to a terminal state, stores it, counts it and writes its record. With an answer,
+// finishLocked moves t, a task that is not running (canceled in the queue, ended by Close while it was
+// stored), to a terminal state, stores it, counts it and writes its record. With an answer,
 // the task gets its response artifact and the status message carries the answer (a data answer as a
 // data part, with a data artifact). s.mu is held.
 func (s *Session) finishLocked(ctx context.Context, t *a2a.Task, state a2a.TaskState, text string, answer *taskAnswer) error {
 	running, now := s.endLocked(t, state, text, answer)
-	recs, stored, err := s.endedLocked(nil, t, state, text, answer, running, now, s.storeEndLocked(ctx, t))
+	recs, stored, err := s.endedLocked(nil, t, state, text, answer, running, now, s.cfg.Store.Update(ctx, t))
 	if !stored {
 		return err
 	}

@@ -140,10 +140,11 @@ type Session struct {
 
 	mu        sync.Mutex
 	running   *runningTask
-	queue     []a2a.TaskID        // in order of admission, including tasks still being stored
-	unstored  map[a2a.TaskID]bool // admitted tasks whose Create has not returned; the executor waits for them
-	storing   sync.WaitGroup      // Sends between admission and the end of their Create; Close waits for them
-	waiters   events.Signals      // wakes a task's Waits when it changes
+	ending    map[a2a.TaskID]*runningTask // tasks that ran, whose ends wait for their commit (settle)
+	queue     []a2a.TaskID                // in order of admission, including tasks still being stored
+	unstored  map[a2a.TaskID]bool         // admitted tasks whose Create has not returned; the executor waits for them
+	storing   sync.WaitGroup              // Sends between admission and the end of their Create; Close waits for them
+	waiters   events.Signals              // wakes a task's Waits when it changes
 	closed    bool
 	choice    string                   // the driver choice the next inference call uses
 	unapplied string                   // a choice switched to that no inference call has used yet
@@ -178,6 +179,8 @@ type Session struct {
 	base    context.Context
 	stopAll context.CancelFunc
 	kick    chan struct{}
+	ends    chan *ending  // execute hands each end to settle, in order
+	settled chan struct{} // closed when settle returns
 	done    chan struct{}
 }
 
@@ -216,6 +219,9 @@ func Start(cfg Config) (*Session, error) {
 		unstored:   map[a2a.TaskID]bool{},
 		admit:      admit.New(cfg.Capsule, BusyMessage),
 		kick:       make(chan struct{}, 1),
+		ends:       make(chan *ending, maxEnding),
+		settled:    make(chan struct{}),
+		ending:     map[a2a.TaskID]*runningTask{},
 		done:       make(chan struct{}),
 		waiter:     converse.NewWaiter(),
 		continuing: map[a2a.TaskID]bool{},
@@ -280,6 +286,7 @@ func Start(cfg Config) (*Session, error) {
 	if !s.deadline.IsZero() {
 		s.timer = time.AfterFunc(s.deadline.Sub(cfg.Now()), s.expire)
 	}
+	go s.settle()
 	go s.loop()
 	return s, nil
 }
@@ -496,6 +503,9 @@ func (s *Session) Wait(ctx context.Context, id a2a.TaskID) (*a2a.Task, error) {
 		t, err := s.cfg.Store.Get(ctx, id)
 		if err != nil || t.Status.State.Terminal() || t.Status.State.Interrupted() {
 			s.waiters.Unwatch(id, sg)
+			if err == nil && t.Status.State.Terminal() {
+				s.awaitSettled(ctx, id)
+			}
 			return t, err
 		}
 		select {
@@ -504,6 +514,22 @@ func (s *Session) Wait(ctx context.Context, id a2a.TaskID) (*a2a.Task, error) {
 		case <-ctx.Done():
 			s.waiters.Unwatch(id, sg)
 			return t, nil
+		}
+	}
+}
+
+// awaitSettled returns once the end of task id, which the store shows, has been settled (settle): the task
+// has left the session, its records are written and its place is free. A waiter that read the end from
+// the store in the moment between its commit and its settling would otherwise see a session that still
+// holds the task.
+func (s *Session) awaitSettled(ctx context.Context, id a2a.TaskID) {
+	s.mu.Lock()
+	r := s.ending[id]
+	s.mu.Unlock()
+	if r != nil {
+		select {
+		case <-r.done:
+		case <-ctx.Done():
 		}
 	}
 }
@@ -528,9 +554,14 @@ func (s *Session) Cancel(ctx context.Context, id a2a.TaskID, scope store.Scope) 
 		}
 		return t, nil
 	}
-	if r := s.running; r != nil && r.id == id {
+	r := s.running
+	if r != nil && r.id == id {
 		r.canceled = true
 		r.cancel(context.Canceled)
+	} else {
+		r = s.ending[id] // it ran; its end is on its way to the disk
+	}
+	if r != nil && r.id == id {
 		done := r.done
 		s.mu.Unlock()
 		select {
@@ -557,7 +588,10 @@ func (s *Session) Cancel(ctx context.Context, id a2a.TaskID, scope store.Scope) 
 		return nil, notCancelable(t)
 	}
 	// Not queued, not running, not terminal: the worker is just taking it. Ask again once it has.
-	return s.Wait(ctx, id)
+	if t, err = s.Wait(ctx, id); err == nil && t.Status.State.Terminal() && t.Status.State != a2a.TaskStateCanceled {
+		return nil, notCancelable(t)
+	}
+	return t, err
 }
 
 // Close ends the session: no new task is taken, queued tasks end canceled, the running task is canceled
@@ -636,11 +670,13 @@ func (s *Session) expire() {
 	s.queue = nil
 	s.endAtDeadline = map[string]any{"reason": "deadline", "deadline": at}
 	if r := s.running; r != nil {
-		// The running task's end decides the exit status: session_end follows it.
+		// The running task's end decides the exit status: session_end follows it (settle).
 		r.cancel(errSessionDeadline)
 		return
 	}
-	s.writeDeadlineEndLocked()
+	if len(s.ending) == 0 {
+		s.writeDeadlineEndLocked() // else settle writes it after the last end
+	}
 }
 
 // writeDeadlineEndLocked writes the session_end of a session that reached its deadline, once no task
@@ -666,8 +702,16 @@ func (s *Session) exitStatusLocked() string {
 	return s.lastExit
 }
 
+// maxEnding bounds the ends that wait for their commit while the executor goes on: past it, the executor
+// waits for the disk.
+const maxEnding = 256
+
 func (s *Session) loop() {
-	defer close(s.done)
+	defer func() {
+		close(s.ends)
+		<-s.settled
+		close(s.done)
+	}()
 	for {
 		select {
 		case <-s.base.Done():
