@@ -44,10 +44,13 @@ var errDoorFull = errors.New("door full")
 // called more than once.
 func (a *admission) acquire(ctx context.Context, weight int64) (func(), error) {
 	weight = min(weight, a.budget)
-	ctx, cancel := context.WithTimeout(ctx, a.wait)
-	defer cancel()
-	if err := a.sem.Acquire(ctx, weight); err != nil {
-		return func() {}, fmt.Errorf("%w: this door is reading and running as many requests as its memory budget of %s allows; retry in a moment", errDoorFull, humanBytes(a.budget))
+	// Most requests find room at once: only one that waits pays for the timer of its wait.
+	if !a.sem.TryAcquire(weight) {
+		ctx, cancel := context.WithTimeout(ctx, a.wait)
+		defer cancel()
+		if err := a.sem.Acquire(ctx, weight); err != nil {
+			return func() {}, fmt.Errorf("%w: this door is reading and running as many requests as its memory budget of %s allows; retry in a moment", errDoorFull, humanBytes(a.budget))
+		}
 	}
 	released := false
 	return func() {

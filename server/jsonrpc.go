@@ -77,16 +77,15 @@ func writeResponse(w http.ResponseWriter, status int, resp response) {
 		resp.Result = nil
 	}
 	// A result that is already JSON (a stored task) is spliced in as it is.
+	// The pieces go to the response's own buffer: the task is not copied into one of ours first.
 	if raw, ok := resp.Result.(json.RawMessage); ok {
-		out := make([]byte, 0, len(raw)+len(resp.ID)+40)
-		out = append(out, `{"jsonrpc":"2.0","id":`...)
-		out = append(out, resp.ID...)
-		out = append(out, `,"result":`...)
-		out = append(out, raw...)
-		out = append(out, "}\n"...)
-		w.Header().Set("Content-Type", "application/json")
+		w.Header()["Content-Type"] = jsonContentType
 		w.WriteHeader(status)
-		w.Write(out)
+		io.WriteString(w, `{"jsonrpc":"2.0","id":`)
+		w.Write(resp.ID)
+		io.WriteString(w, `,"result":`)
+		w.Write(raw)
+		io.WriteString(w, "}\n")
 		return
 	}
 	var buf bytes.Buffer
@@ -97,10 +96,14 @@ func writeResponse(w http.ResponseWriter, status int, resp response) {
 		buf.Reset()
 		enc.Encode(resp)
 	}
-	w.Header().Set("Content-Type", "application/json")
+	w.Header()["Content-Type"] = jsonContentType
 	w.WriteHeader(status)
 	w.Write(buf.Bytes())
 }
+
+// jsonContentType is the Content-Type of every JSON-RPC answer, one slice shared by all (net/http only
+// reads it), so that setting it allocates nothing.
+var jsonContentType = []string{"application/json"}
 
 func knownMethod(m string) bool {
 	switch a2a.Method(m) {
@@ -691,8 +694,11 @@ func checkHistoryLength(field string, n *int) error {
 }
 
 func isJSON(ct string) bool {
-	if ct == "" {
+	switch ct {
+	case "":
 		return false
+	case "application/json":
+		return true // the common case, without parsing
 	}
 	mt, _, err := mime.ParseMediaType(ct)
 	if err != nil {
