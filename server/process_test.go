@@ -451,3 +451,25 @@ func TestProcessEndWithoutAnswerKeptGoing(t *testing.T) {
 		t.Errorf("%d task_failed records for a no_answer task", n)
 	}
 }
+
+// A harness that calls a tool the session does not offer gets the runtime's refusal, the http loop's
+// words through the session's one dispatch, as a tool error; not a protocol error of the MCP SDK's.
+func TestProcessUnknownToolRefused(t *testing.T) {
+	bin := fakeHarness(t)
+	fx := startFormation(t, map[string]string{
+		"roster.yaml":      "formation: f\nmembers:\n  - {name: lead, capsule: ./lead, listen: '127.0.0.1:0'}\n",
+		"lead/murmur.yaml": processCapsule(bin, "lead", "murmur-jsonl", "normal", ""),
+	}, Tokens{Operator: "operator-token-process-tests", Formation: "formation-secret-process-tests"})
+	task := fx.ask(t, "lead", "call nope {}\nsay done")
+	if task.Status.State != a2a.TaskStateCompleted {
+		t.Fatalf("lead's task %s: %s", task.Status.State, task.Status.Message.Text())
+	}
+	results := ofKind(harnessLog(t, fx, "lead"), "result")
+	if len(results) != 1 {
+		t.Fatalf("results: %v", results)
+	}
+	want := `no tool named "nope" in this session: a shell binary needs capabilities.shell.allow, an artifact needs tools: in murmur.yaml. Tools you can call: `
+	if text, _ := results[0]["text"].(string); results[0]["is_error"] != true || !strings.Contains(text, want) {
+		t.Errorf("the unknown tool's result: %v, want an error saying %q", results[0], want)
+	}
+}

@@ -50,22 +50,37 @@ func StartToolServer(set harness.ToolSet, log *slog.Logger) (*ToolServer, error)
 	}
 	token := hex.EncodeToString(b[:])
 	ms := mcp.NewServer(&mcp.Implementation{Name: ToolServerName, Version: "1"}, &mcp.ServerOptions{Logger: log})
+	call := func(ctx context.Context, name string, input json.RawMessage) *mcp.CallToolResult {
+		if len(input) == 0 || string(input) == "null" {
+			input = json.RawMessage("{}")
+		}
+		text, isError := set.CallTool(ctx, name, input)
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}, IsError: isError}
+	}
+	offered := map[string]bool{}
 	for _, t := range set.Tools() {
 		schema := t.InputSchema
 		if !objectSchema(schema) {
 			return nil, fmt.Errorf("tool %s: its input schema is not a JSON Schema object of type object", t.Name)
 		}
 		name := t.Name
+		offered[name] = true
 		ms.AddTool(&mcp.Tool{Name: name, Description: t.Description, InputSchema: schema},
 			func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-				input := req.Params.Arguments
-				if len(input) == 0 || string(input) == "null" {
-					input = json.RawMessage("{}")
-				}
-				text, isError := set.CallTool(ctx, name, input)
-				return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}, IsError: isError}, nil
+				return call(ctx, name, req.Params.Arguments), nil
 			})
 	}
+	// A call of a tool the session does not offer goes to the session's dispatch as well, which refuses it
+	// with the runtime's own words and records it, as the http loop does; the SDK would answer it with a
+	// protocol error of its own.
+	ms.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			if r, ok := req.(*mcp.CallToolRequest); ok && method == "tools/call" && r.Params != nil && !offered[r.Params.Name] {
+				return call(ctx, r.Params.Name, r.Params.Arguments), nil
+			}
+			return next(ctx, method, req)
+		}
+	})
 	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return ms }, &mcp.StreamableHTTPOptions{Logger: log})
 	mux := http.NewServeMux()
 	mux.Handle(toolServerPath, requireToken(token, h))
