@@ -13,8 +13,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/murmur-run/murmur/a2a"
 	"github.com/murmur-run/murmur/member"
 	"github.com/murmur-run/murmur/member/capsule"
+	"github.com/murmur-run/murmur/member/converse"
 	"github.com/murmur-run/murmur/member/events"
 	"github.com/murmur-run/murmur/member/harness"
 	"github.com/murmur-run/murmur/member/push"
@@ -139,8 +141,15 @@ func (f *Formation) start(m roster.Member, ln net.Listener) (*RunningMember, err
 	dir := filepath.Join(cfg.DataDir, "members", m.Name)
 	log := cfg.Logger.With("member", m.Name)
 	// The capsule's store.retention overrides the roster's, key by key; the store fills in the defaults.
+	// The files kept for the artifacts of the tasks retention removes go with them.
+	artifacts := filepath.Join(dir, "artifacts")
 	store, err := store.OpenWith(filepath.Join(dir, "tasks.db"), store.Config{
 		Retention: capsule.Store.Retention.Or(cfg.Roster.Store.Retention), Now: cfg.Now, Logger: log,
+		Removed: func(ids []a2a.TaskID) {
+			if err := converse.RemoveKept(artifacts, ids); err != nil {
+				log.Warn("deleting the kept artifact files of tasks retention removed", "err", err)
+			}
+		},
 	})
 	if err != nil {
 		ln.Close()
@@ -163,7 +172,7 @@ func (f *Formation) start(m roster.Member, ln net.Listener) (*RunningMember, err
 	sess, err := member.Start(member.Config{
 		Member: m.Name, Formation: cfg.Roster.Formation, Capsule: capsule, Store: store,
 		RecordsRoot: cfg.RecordsRoot, DataDir: cfg.DataDir, WorkDir: filepath.Join(dir, "work"), RuntimeRoot: filepath.Join(dir, "run"),
-		ProjectDir: cfg.Roster.Dir, DoorURL: m.URL, ArtifactsDir: filepath.Join(dir, "artifacts"),
+		ProjectDir: cfg.Roster.Dir, DoorURL: m.URL, ArtifactsDir: artifacts,
 		Metrics: metrics, Logger: cfg.Logger, Now: cfg.Now,
 		Roster: cfg.Roster, FormationToken: cfg.Tokens.Formation, ConfineHelper: cfg.ConfineHelper,
 		Events:          hub,

@@ -2,6 +2,8 @@ package server
 
 import (
 	"context"
+	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"testing"
@@ -9,6 +11,7 @@ import (
 
 	a2ago "github.com/a2aproject/a2a-go/v2/a2a"
 
+	"github.com/murmur-run/murmur/a2a"
 	"github.com/murmur-run/murmur/roster"
 )
 
@@ -64,5 +67,36 @@ func TestRejectedTaskIsFoundAtOnce(t *testing.T) {
 	got, err := c.GetTask(context.Background(), &a2ago.GetTaskRequest{ID: rejected.ID})
 	if err != nil || got.Status.State != a2ago.TaskStateRejected || statusText(got) != "task rejected: capsule is busy" {
 		t.Errorf("GetTask of the rejection: %+v %v", got, err)
+	}
+}
+
+// The files a formation keeps for the artifacts too large to carry inline go when retention removes
+// their task, and only then: the task it keeps keeps its file.
+func TestRetentionDeletesKeptArtifactFiles(t *testing.T) {
+	fx := startFormation(t, map[string]string{
+		"roster.yaml":       "formation: f\nmembers:\n  - {name: maker, capsule: ./maker, listen: '127.0.0.1:0'}\n",
+		"maker/murmur.yaml": "name: maker\nstore: {retention: {max_tasks: 1}}\nscript: {command: [sh, -c, 'mkdir -p out/artifacts; head -c 300000 /dev/zero > out/artifacts/big.bin; echo made']}\n",
+	}, Tokens{Operator: "op-retention", Formation: "fm-retention"})
+	kept := filepath.Join(fx.root, "data", "members", "maker", "artifacts")
+	var ids []string
+	for i := range 3 {
+		task := fx.ask(t, "maker", "make")
+		if task.Status.State != a2a.TaskStateCompleted {
+			t.Fatalf("task %d: %s", i, task.Status.State)
+		}
+		if _, err := os.Stat(filepath.Join(kept, string(task.ID), "big.bin")); err != nil {
+			t.Fatalf("task %d kept no file: %v", i, err)
+		}
+		ids = append(ids, string(task.ID))
+	}
+	removed, err := fx.f.Members[0].store.Sweep(context.Background())
+	if err != nil || removed != 2 {
+		t.Fatalf("Sweep removed %d (%v), want the 2 oldest tasks", removed, err)
+	}
+	for i, id := range ids {
+		_, err := os.Stat(filepath.Join(kept, id))
+		if gone := errors.Is(err, fs.ErrNotExist); gone != (i < 2) {
+			t.Errorf("task %d's kept files: %v, want them gone only for the 2 removed tasks", i, err)
+		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -230,4 +231,16 @@ func KeptFile(t *a2a.Task, root, name string) (string, string, error) {
 		}
 	}
 	return "", "", fmt.Errorf("task %s has no artifact %q served by URL: %w", t.ID, a2a.CutID(name), store.ErrNotFound)
+}
+
+// RemoveKept deletes, under root, the kept files of the tasks ids: what retention does with them once
+// the store has removed the tasks (store.Config.Removed). A task that kept nothing is no error.
+func RemoveKept(root string, ids []a2a.TaskID) error {
+	var errs []error
+	for _, id := range ids {
+		if name := string(id); name != "" && filepath.Base(name) == name && name != "." && name != ".." {
+			errs = append(errs, os.RemoveAll(filepath.Join(root, name)))
+		}
+	}
+	return errors.Join(errs...)
 }

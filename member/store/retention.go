@@ -123,6 +123,14 @@ func (s *Store) sweepChunk(ctx context.Context, choose func(tx *sql.Tx) (string,
 	if !s.awaitQuiet(ctx) {
 		return 0, ctx.Err()
 	}
+	// Config.Removed hears of the removed tasks after the write lock is let go: it may take its time
+	// (files to delete), and the writers need not wait for it.
+	var gone []a2a.TaskID
+	defer func() {
+		if s.removed != nil && len(gone) > 0 {
+			s.removed(gone)
+		}
+	}()
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
 	var ids []a2a.TaskID
@@ -155,5 +163,6 @@ func (s *Store) sweepChunk(ctx context.Context, choose func(tx *sql.Tx) (string,
 	for _, id := range ids {
 		s.cache.remove(id)
 	}
+	gone = ids
 	return len(ids), nil
 }

@@ -267,3 +267,34 @@ func (c *clock) advance(d time.Duration) {
 	c.now = c.now.Add(d)
 	c.mu.Unlock()
 }
+
+// Config.Removed hears of every task a sweep removed, and of no other, with the store's writers free:
+// a write from inside it does not wait for the sweep.
+func TestSweepTellsRemoved(t *testing.T) {
+	c := &clock{now: storeEpoch}
+	var s *Store
+	var heard []a2a.TaskID
+	s, err := OpenWith(filepath.Join(t.TempDir(), "tasks.db"), Config{Retention: roster.Retention{MaxAge: time.Hour, MaxTasks: 1000}, Now: c.Now,
+		Removed: func(ids []a2a.TaskID) {
+			heard = append(heard, ids...)
+			if err := s.Create(context.Background(), endedAt(100+len(heard), a2a.TaskStateSubmitted, storeEpoch)); err != nil {
+				t.Errorf("a write from Removed: %v", err)
+			}
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	old := storeEpoch.Add(-2 * time.Hour)
+	for i, state := range []a2a.TaskState{a2a.TaskStateCompleted, a2a.TaskStateWorking, a2a.TaskStateFailed} {
+		if err := s.Create(context.Background(), endedAt(i+1, state, old)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if removed, err := s.Sweep(context.Background()); err != nil || removed != 2 {
+		t.Fatalf("Sweep removed %d (%v), want 2", removed, err)
+	}
+	if diff := cmp.Diff([]a2a.TaskID{"tsk_01", "tsk_03"}, heard); diff != "" {
+		t.Errorf("Removed heard (-want +got):\n%s", diff)
+	}
+}

@@ -71,8 +71,9 @@ type Store struct {
 	fg        foreground // the writes someone waits for; background writes give way to them
 	batch     batcher    // tasks handed to CreateBatched, waiting for the batch writer
 	retention roster.Retention
-	arrivals  atomic.Int64  // tasks stored since the last sweep began
-	sweepKick chan struct{} // wakes the sweeper early; capacity 1
+	removed   func(ids []a2a.TaskID) // Config.Removed
+	arrivals  atomic.Int64           // tasks stored since the last sweep began
+	sweepKick chan struct{}          // wakes the sweeper early; capacity 1
 
 	stop      context.CancelFunc // ends the background goroutines: the batch writer drains and returns
 	closeOnce sync.Once
@@ -87,6 +88,10 @@ type Config struct {
 	Now func() time.Time
 	// Logger receives what the background writer and sweeper cannot return to anyone; nil discards it.
 	Logger *slog.Logger
+	// Removed, when set, is told the ids of the tasks each sweep removed, once they are gone from the
+	// file, with no lock of the store held: what is kept beside the store for them (the files of their
+	// artifacts) goes with them.
+	Removed func(ids []a2a.TaskID)
 }
 
 // cachedTasks and cachedBytes bound the tasks whose JSON the store keeps in memory, in number and in
@@ -198,7 +203,7 @@ func OpenWith(path string, cfg Config) (*Store, error) {
 	s := &Store{
 		write: write, read: read, now: cfg.Now, log: cfg.Logger, cache: newTaskCache(cachedTasks, cachedBytes),
 		batch:     newBatcher(),
-		retention: cfg.Retention.Or(roster.DefaultRetention),
+		retention: cfg.Retention.Or(roster.DefaultRetention), removed: cfg.Removed,
 		sweepKick: make(chan struct{}, 1),
 		writes:    make(chan *pendingWrite), committerDone: make(chan struct{}), stopCommits: make(chan struct{}),
 		soonKick: make(chan struct{}, 1),
