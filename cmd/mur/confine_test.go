@@ -96,6 +96,7 @@ members:
   - {name: lead, capsule: ., listen: '127.0.0.1:0'}
   - {name: worker, capsule: ./worker, listen: '127.0.0.1:0'}
   - {name: runner, capsule: ./runner, listen: '127.0.0.1:0'}
+  - {name: planner, capsule: ./planner, listen: '127.0.0.1:0'}
 reach:
   - {from: lead, to: [worker]}
   - {from: worker, to: [runner]}
@@ -158,6 +159,30 @@ capabilities:
       - say: should not be needed
 `,
 	"runner/murmur.yaml": "name: runner\nscript: {command: [sh, -c, 'read -r body; eval \"$body\"']}\n",
+	// planner runs the probe through the tools that came later: a plan's step, an on-tool-call hook
+	// (which answers a marked call with what it found, as its deny reason), and a delegated sub-capsule.
+	"planner/murmur.yaml": `name: planner
+inference:
+  driver: local
+  choices:
+    local: {driver: script, script: script.yaml}
+capabilities:
+  shell: {allow: [sh]}
+  plan: {submit: true}
+  spawn: {allow: [./sub]}
+hooks: [local/peek]
+`,
+	"planner/script.yaml": `rules:
+  - match: '^probe (?P<port>\d+)$'
+    turns:
+      - call: [{tool: submit-plan, input: {on_error: continue, steps: [{id: p1, tool: sh, input: {args: ['-c', '{{.probe}}']}}]}}]
+      - call: [{tool: sh, input: {args: ['-c', 'echo hook-probe {{.port}}']}}]
+      - call: [{tool: delegate-task, input: {capsule: sub, task: '{{.probe}}'}}]
+      - say: waiting
+      - say: '{{.transcript}}'
+`,
+	"planner/sub/murmur.yaml":                    "name: sub\nscript: {command: [sh, -c, 'read -r body; eval \"$body\"']}\n",
+	".murmur/store/local/peek/1.0.0/murmur.yaml": "name: local/peek\nversion: 1.0.0\nruntime: hook\nimplementation: command\ncommand: [./hook.sh]\nevents: [on-tool-call]\n",
 }
 
 // probe is a shell script that tries each secret and prints one line per try.
@@ -199,12 +224,20 @@ func TestCanaryTokenReachesNothing(t *testing.T) {
 	// task's text itself.
 	leadProbe := strings.ReplaceAll(probe(dataDir, records, home, "{{.port}}"), "'", "''")
 	for name, body := range canaryFiles {
-		body = strings.Replace(body, "{{.probe}}", leadProbe, 1)
+		body = strings.ReplaceAll(body, "{{.probe}}", leadProbe)
 		p := filepath.Join(proj, name)
 		os.MkdirAll(filepath.Dir(p), 0o755)
 		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
 			t.Fatal(err)
 		}
+	}
+	// The hook takes the door's port from the call it is asked about.
+	hook := "#!/bin/sh\nin=$(cat)\ncase \"$in\" in *hook-probe*) ;; *) echo '{\"decision\":\"allow\"}'; exit 0;; esac\n" +
+		"port=$(printf '%s' \"$in\" | grep -o 'hook-probe [0-9]*' | cut -d' ' -f2)\n" +
+		"found=$(" + probe(dataDir, records, home, "$port") + ")\n" +
+		"printf '{\"decision\":\"deny\",\"reason\":\"hook found: %s\"}' \"$(printf '%s' \"$found\" | tr '\\n' ';')\"\n"
+	if err := os.WriteFile(filepath.Join(proj, ".murmur/store/local/peek/1.0.0/hook.sh"), []byte(hook), 0o755); err != nil {
+		t.Fatal(err)
 	}
 	canaries := map[string]string{
 		"operator token": "mur_canaryop0123456789abcdef", "formation token": "mur_canaryfm0123456789abcdef",
@@ -219,7 +252,7 @@ func TestCanaryTokenReachesNothing(t *testing.T) {
 	urls, logs := startRun(t, filepath.Join(proj, "roster.yaml"), []string{
 		"HOME=" + home, "MUR_RECORDS_DIR=" + records,
 		"MUR_OPERATOR_TOKEN=" + canaries["operator token"], "MUR_FORMATION_TOKEN=" + canaries["formation token"],
-	}, 3)
+	}, 4)
 	port := urls["lead"][strings.LastIndexByte(urls["lead"], ':')+1:]
 	ctx := context.Background()
 	client := func(m string) *a2a.Client { return a2a.NewClient(urls[m]+"/a2a", canaries["operator token"], nil) }
@@ -278,11 +311,31 @@ func TestCanaryTokenReachesNothing(t *testing.T) {
 		t.Errorf("worker's end-without-answer did not reach lead: %s\n%s", giveUp.Status.State, answer(giveUp))
 	}
 
+	// planner's plan step, on-tool-call hook and delegated sub-capsule: each probe's every try refused.
+	planTask := ask("planner", "probe "+port)
+	planned := answer(planTask)
+	if planTask.Status.State != a2a.TaskStateCompleted {
+		t.Fatalf("planner: %s %+v\n%s", planTask.Status.State, planTask.Status.Message, planned)
+	}
+	for _, where := range []string{"<untrusted-content source=tool:submit-plan>", "hook found: ", "<untrusted-content source=capsule:sub>"} {
+		if !strings.Contains(planned, where) {
+			t.Errorf("planner's transcript has no %q:\n%s", where, planned)
+		}
+	}
+	for k, v := range refusedAll {
+		if n := strings.Count(planned, k+": "+v); n < 3 {
+			t.Errorf("planner: %q %d times, want it from the plan, the hook and the sub-capsule:\n%s", k+": "+v, n, planned)
+		}
+		if strings.Contains(planned, k+": read") {
+			t.Errorf("planner: %s was read:\n%s", k, planned)
+		}
+	}
+
 	// Everything a canary could have reached: the answers and histories at the doors, the records, the
 	// data directory (task stores, workdirs) but the planted files, and mur's log lines.
 	var places []string
 	seen := map[string]string{}
-	for _, m := range []string{"lead", "worker", "runner"} {
+	for _, m := range []string{"lead", "worker", "runner", "planner"} {
 		page, err := client(m).ListTasks(ctx, &a2a.ListTasksRequest{})
 		if err != nil {
 			t.Fatal(err)
