@@ -16,6 +16,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/murmur-run/murmur/member/artifact"
 	"github.com/murmur-run/murmur/member/stage"
 	"github.com/murmur-run/murmur/roster"
 	"github.com/murmur-run/murmur/server"
@@ -181,15 +182,22 @@ func cmdExport(args []string, getenv func(string) string, stdout, stderr io.Writ
 		}
 	}
 	var data []byte
+	var used []usedArtifact
+	if format != "prometheus" {
+		if used, err = usedArtifacts(l, getenv, stderr); err != nil {
+			return err
+		}
+	}
 	switch format {
 	case "compose":
+		globalOnly(used, l, stderr)
 		data, err = composeYAML(l, outDir, *image, *monitoring)
 	case "k8s":
 		outName := "FILE"
 		if *out != "" && *out != "-" {
 			outName = filepath.Base(*out)
 		}
-		data, err = k8sYAML(l, outDir, outName, *image, *secret, getenv)
+		data, err = k8sYAML(l, used, outDir, outName, *image, *secret, getenv)
 	case "prometheus":
 		data, err = prometheusYAML(l, outDir)
 	}
@@ -360,16 +368,20 @@ type formationFile struct {
 }
 
 // formationFiles reads the roster and every file under each capsule directory, skipping data
-// directories (.murmur) and .git, in path order.
-func formationFiles(l *layout) ([]formationFile, error) {
+// directories (.murmur) and .git, and the files of the artifacts the capsules declare, placed in the
+// project store beside the roster (wherever staging found them), in path order.
+func formationFiles(l *layout, used []usedArtifact) ([]formationFile, error) {
 	seen := map[string]bool{}
 	var out []formationFile
+	var addAs func(rel, path string) error
 	add := func(path string) error {
 		rel, err := filepath.Rel(l.root, path)
 		if err != nil {
 			return err
 		}
-		rel = filepath.ToSlash(rel)
+		return addAs(filepath.ToSlash(rel), path)
+	}
+	addAs = func(rel, path string) error {
 		if seen[rel] {
 			return nil
 		}
@@ -399,7 +411,7 @@ func formationFiles(l *layout) ([]formationFile, error) {
 				}
 				return nil
 			}
-			if !d.Type().IsRegular() {
+			if !d.Type().IsRegular() || d.Name() == artifact.FlockFile {
 				return nil
 			}
 			return add(path)
@@ -408,13 +420,19 @@ func formationFiles(l *layout) ([]formationFile, error) {
 			return nil, fmt.Errorf("reading capsule of member %s: %w", m.Name, err)
 		}
 	}
+	for _, u := range used {
+		dir := l.inProjectStore(u.a)
+		if err := artifactFiles(u.a, func(rel, path string) error { return addAs(dir+"/"+rel, path) }); err != nil {
+			return nil, fmt.Errorf("reading artifact %s of member %s: %w", u.a.Ref(), u.member, err)
+		}
+	}
 	slices.SortFunc(out, func(a, b formationFile) int { return strings.Compare(a.rel, b.rel) })
 	return out, nil
 }
 
 // k8sYAML is the Kubernetes manifests of l: a Secret with the tokens (unless withSecret is false), a
 // ConfigMap with the formation's files, and per member a Service and a StatefulSet.
-func k8sYAML(l *layout, outDir, outName, image string, withSecret bool, getenv func(string) string) ([]byte, error) {
+func k8sYAML(l *layout, used []usedArtifact, outDir, outName, image string, withSecret bool, getenv func(string) string) ([]byte, error) {
 	r := l.r
 	formation := k8sName(r.Formation)
 	secretName := formation + "-tokens"
@@ -478,7 +496,7 @@ func k8sYAML(l *layout, outDir, outName, image string, withSecret bool, getenv f
 		fmt.Sprintf("  kubectl -n %s port-forward svc/%s %d    # then the curl lines of the README, on 127.0.0.1", formation, l.entry, l.ports[l.entry]),
 		"")
 
-	files, err := formationFiles(l)
+	files, err := formationFiles(l, used)
 	if err != nil {
 		return nil, err
 	}

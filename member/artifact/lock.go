@@ -21,6 +21,10 @@ import (
 // LockFile is the name of the lock file beside a capsule's murmur.yaml.
 const LockFile = "murmur.lock"
 
+// FlockFile is the hidden sibling of a capsule's murmur.lock that UpdateLock takes its flock on: it holds
+// nothing, and a copy of the capsule leaves it out.
+const FlockFile = "." + LockFile + ".lock"
+
 // LockPath returns the murmur.lock of the capsule in dir.
 func LockPath(dir string) string { return filepath.Join(dir, LockFile) }
 
