@@ -18,6 +18,9 @@ type fakeOpenAI struct {
 	mu       sync.Mutex
 	requests []map[string]any
 	auth     []string
+	// tool and args are the call the first answer asks for, the arguments as the model would write
+	// them; "" asks for session-status with {}.
+	tool, args string
 }
 
 func (f *fakeOpenAI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -35,9 +38,16 @@ func (f *fakeOpenAI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	last := msgs[len(msgs)-1].(map[string]any)
 	w.Header().Set("Content-Type", "application/json")
 	if last["role"] != "tool" {
-		fmt.Fprint(w, `{"id":"chatcmpl-1","object":"chat.completion","created":1753193455,"model":"local-model",
-"choices":[{"index":0,"message":{"role":"assistant","content":null,"tool_calls":[{"id":"call_abc","type":"function","function":{"name":"session-status","arguments":"{}"}}]},"finish_reason":"tool_calls"}],
-"usage":{"prompt_tokens":91,"completion_tokens":14,"total_tokens":105,"prompt_tokens_details":{"cached_tokens":64}}}`)
+		f.mu.Lock()
+		tool, args := f.tool, f.args
+		f.mu.Unlock()
+		if tool == "" {
+			tool, args = "session-status", "{}"
+		}
+		quoted, _ := json.Marshal(args)
+		fmt.Fprintf(w, `{"id":"chatcmpl-1","object":"chat.completion","created":1753193455,"model":"local-model",
+"choices":[{"index":0,"message":{"role":"assistant","content":null,"tool_calls":[{"id":"call_abc","type":"function","function":{"name":%q,"arguments":%s}}]},"finish_reason":"tool_calls"}],
+"usage":{"prompt_tokens":91,"completion_tokens":14,"total_tokens":105,"prompt_tokens_details":{"cached_tokens":64}}}`, tool, quoted)
 		return
 	}
 	content, _ := json.Marshal("the tool said: " + last["content"].(string))
@@ -87,5 +97,30 @@ inference:
 	}
 	if fake.auth[0] != "Bearer sk-local-test-key" {
 		t.Errorf("Authorization %q", fake.auth[0])
+	}
+}
+
+// A model's own JSON reaches the tool as the model wrote it: background-command takes "wait_secs": 5.0
+// as five seconds (it goes on to look for the work id) and refuses 5.5, through a real driver's wire
+// format rather than the script driver, which writes its numbers itself.
+func TestModelNumbersReachTheToolAsWritten(t *testing.T) {
+	fake := &fakeOpenAI{tool: "background-command"}
+	llm := httptest.NewServer(fake)
+	defer llm.Close()
+	t.Setenv("MUR_TEST_LLM_KEY", "sk-local-test-key")
+	capsule := fmt.Sprintf("name: waiter\ninference:\n  driver: local\n  choices:\n    local: {driver: openai, model: local-model, base_url: %s/v1, credential: env:MUR_TEST_LLM_KEY}\n"+
+		"capabilities: {shell: {allow: [echo]}}\nlifecycle: {shell_grace_secs: 5}\n", llm.URL)
+	f := startDoor(t, map[string]string{"murmur.yaml": capsule})
+	for _, tc := range []struct{ args, want string }{
+		{`{"operation":"wait","work_id":"wrk_0123abcd","wait_secs":5.0}`, "no background command with work id `wrk_0123abcd` in this session"},
+		{`{"operation":"wait","work_id":"wrk_0123abcd","wait_secs":5.5}`, "wait_secs `5.5` is not a whole number of seconds"},
+	} {
+		fake.mu.Lock()
+		fake.args = tc.args
+		fake.mu.Unlock()
+		task := sendTask(t, f.client(testOperatorToken), "wait for it", false)
+		if got := responseText(task); task.Status.State != a2ago.TaskStateCompleted || !strings.Contains(got, tc.want) {
+			t.Errorf("arguments %s: task %s, answer %q, want it to carry %q", tc.args, task.Status.State, got, tc.want)
+		}
 	}
 }
