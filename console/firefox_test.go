@@ -115,6 +115,15 @@ func newFirefox(t *testing.T) *bidi {
 // fails the test.
 func (b *bidi) call(method string, params any, out any) {
 	b.t.Helper()
+	if err := b.callErr(method, params, out); err != nil {
+		b.t.Fatal(err)
+	}
+}
+
+// callErr is call that returns the browser's error answer instead of failing the test: for a command
+// that may meet a page being replaced. A broken connection still fails the test.
+func (b *bidi) callErr(method string, params any, out any) error {
+	b.t.Helper()
 	b.next++
 	id := b.next
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
@@ -142,14 +151,14 @@ func (b *bidi) call(method string, params any, out any) {
 			continue // an event, or an answer to nothing we wait for
 		}
 		if msg.Type == "error" {
-			b.t.Fatalf("%s: %s: %s", method, msg.Error, msg.Message)
+			return fmt.Errorf("%s: %s: %s", method, msg.Error, msg.Message)
 		}
 		if out != nil {
 			if err := json.Unmarshal(msg.Result, out); err != nil {
 				b.t.Fatalf("%s: %v: %s", method, err, msg.Result)
 			}
 		}
-		return
+		return nil
 	}
 }
 
@@ -286,4 +295,86 @@ func TestFirefox(t *testing.T) {
 		t.Errorf("at 390 px wide the task page is %v px wide in Firefox: it scrolls sideways", w)
 	}
 	b.shot(dir, "firefox-task-phone.png")
+}
+
+// pollLoad waits until a JavaScript expression is true in the tab while a page may be loading: an
+// evaluation that meets the page being replaced, or throws, counts as not yet.
+func (b *bidi) pollLoad(what, expr string) {
+	b.t.Helper()
+	for deadline := time.Now().Add(80 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		var res struct {
+			Type   string `json:"type"`
+			Result struct {
+				Value any `json:"value"`
+			} `json:"result"`
+		}
+		err := b.callErr("script.evaluate", map[string]any{"expression": "!!(" + expr + ")", "target": map[string]any{"context": b.tab},
+			"awaitPromise": true, "resultOwnership": "none"}, &res)
+		if err == nil && res.Type == "success" && res.Result.Value == true {
+			return
+		}
+		if time.Now().After(deadline) {
+			b.t.Fatalf("%s: still not so after 80 s (%s; last error %v)", what, expr, err)
+		}
+	}
+}
+
+// TestFirefoxApproval walks the approval in Firefox as TestBrowserApproval does in Chromium: a message
+// to the approvals example's clerk brings its task page to the question with Approve and Deny; Approve
+// runs the tool and the task completes on its page; a second task is denied with a reason, which the
+// agent is told.
+func TestFirefoxApproval(t *testing.T) {
+	firefoxPath(t)
+	a := startApprovalsFormation(t)
+	b := newFirefox(t)
+	dir := shotDir(t)
+
+	ask := func(what string) {
+		t.Helper()
+		b.navigate(a.base + "/")
+		b.poll(what+": the formation page lists clerk", `document.querySelector('tr.member[data-member="clerk"]')`)
+		b.eval(`window.__before = true;
+			document.querySelector('#send-member').value = 'clerk';
+			document.querySelector('#send-text').value = 'status';
+			document.querySelector('#send-button').click()`)
+		b.pollLoad(what+": the question shown with Approve and Deny",
+			`!window.__before && document.querySelector('#question') && document.querySelector('#approve-button') && document.querySelector('#deny-button')`)
+		if q := b.text(`#question`); q != "May clerk read its session status?" {
+			t.Errorf("%s: the question reads %q in Firefox", what, q)
+		}
+		if tool := b.text(`#question-tool`); tool != "session-status" {
+			t.Errorf("%s: the tool asked about reads %q in Firefox", what, tool)
+		}
+		if st := b.eval(`document.querySelector('#task-state').dataset.state`); st != "input_required" {
+			t.Errorf("%s: the waiting task shows state %v in Firefox", what, st)
+		}
+	}
+	submit := func(what, button string) {
+		t.Helper()
+		b.eval(`window.__before = true; document.querySelector(` + fmt.Sprintf("%q", button) + `).click()`)
+		b.pollLoad(what+": the task page after the answer", `!window.__before && document.readyState === 'complete' && document.querySelector('#task-state')`)
+	}
+
+	b.navigate(a.console.LoginURL(a.base))
+	b.poll("logged in", `document.querySelector('tr.member[data-member="clerk"]')`)
+	ask("approve")
+	page := b.eval(`location.href`)
+	b.shot(dir, "firefox-approval.png")
+	submit("approve", "#approve-button")
+	b.pollLoad("the approved task completes on its page", `document.querySelector('#task-state').dataset.state === 'completed' && document.querySelector('#task-answer')`)
+	if loc := b.eval(`location.href`); loc != page {
+		t.Errorf("after approving, Firefox is at %v, want the task's page %v", loc, page)
+	}
+	if ans := strings.TrimSpace(b.text(`#task-answer`)); !strings.HasPrefix(ans, "ok: {") {
+		t.Errorf("the approved task answered %q in Firefox, want the tool's result", ans)
+	}
+	b.shot(dir, "firefox-approved.png")
+
+	ask("deny")
+	b.eval(`document.querySelector('#answer-reason').value = 'not now'`)
+	submit("deny", "#deny-button")
+	b.pollLoad("the denied task ends on its page", `document.querySelector('#task-state').dataset.state === 'completed' && document.querySelector('#task-answer')`)
+	if ans := b.text(`#task-answer`); !strings.Contains(ans, "denied by the task's sender") || !strings.Contains(ans, "not now") {
+		t.Errorf("the denied task answered %q in Firefox, want the refusal with the reason", ans)
+	}
 }
