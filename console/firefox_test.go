@@ -349,9 +349,11 @@ func TestFirefoxApproval(t *testing.T) {
 			t.Errorf("%s: the waiting task shows state %v in Firefox", what, st)
 		}
 	}
-	submit := func(what, button string) {
+	// submit fills the form and clicks in one evaluation, so that no live update of the page can come
+	// between the two.
+	submit := func(what, fill, button string) {
 		t.Helper()
-		b.eval(`window.__before = true; document.querySelector(` + fmt.Sprintf("%q", button) + `).click()`)
+		b.eval(fill + `; window.__before = true; document.querySelector(` + fmt.Sprintf("%q", button) + `).click()`)
 		b.pollLoad(what+": the task page after the answer", `!window.__before && document.readyState === 'complete' && document.querySelector('#task-state')`)
 	}
 
@@ -360,7 +362,7 @@ func TestFirefoxApproval(t *testing.T) {
 	ask("approve")
 	page := b.eval(`location.href`)
 	b.shot(dir, "firefox-approval.png")
-	submit("approve", "#approve-button")
+	submit("approve", "", "#approve-button")
 	b.pollLoad("the approved task completes on its page", `document.querySelector('#task-state').dataset.state === 'completed' && document.querySelector('#task-answer')`)
 	if loc := b.eval(`location.href`); loc != page {
 		t.Errorf("after approving, Firefox is at %v, want the task's page %v", loc, page)
@@ -371,8 +373,7 @@ func TestFirefoxApproval(t *testing.T) {
 	b.shot(dir, "firefox-approved.png")
 
 	ask("deny")
-	b.eval(`document.querySelector('#answer-reason').value = 'not now'`)
-	submit("deny", "#deny-button")
+	submit("deny", `document.querySelector('#answer-reason').value = 'not now'`, "#deny-button")
 	b.pollLoad("the denied task ends on its page", `document.querySelector('#task-state').dataset.state === 'completed' && document.querySelector('#task-answer')`)
 	if ans := b.text(`#task-answer`); !strings.Contains(ans, "denied by the task's sender") || !strings.Contains(ans, "not now") {
 		t.Errorf("the denied task answered %q in Firefox, want the refusal with the reason", ans)
