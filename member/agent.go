@@ -11,7 +11,6 @@ import (
 	"github.com/murmur-run/murmur/internal/ids"
 	"github.com/murmur-run/murmur/member/artifact"
 	"github.com/murmur-run/murmur/member/calls"
-	"github.com/murmur-run/murmur/member/capsule"
 	"github.com/murmur-run/murmur/member/converse"
 	"github.com/murmur-run/murmur/member/driver"
 	"github.com/murmur-run/murmur/member/events"
@@ -49,9 +48,8 @@ func (s *Session) runAgent(ctx context.Context, t *a2a.Task, text string) (strin
 	tc, dt, endCalls := s.beginCalls(ctx, t)
 	defer endCalls()
 	for {
+		turns, spend := s.meter.Used()
 		s.mu.Lock()
-		p := s.progress
-		turns, spend := p.turns, s.spend
 		choice := s.choice
 		applied := s.unapplied == choice
 		if applied {
@@ -68,7 +66,7 @@ func (s *Session) runAgent(ctx context.Context, t *a2a.Task, text string) (strin
 			s.records.Write("control_applied", task, map[string]any{"setting": string(ids.SettingInferenceDriver), "value": choice})
 		}
 		s.art.Refresh(task, s.tools.Manifests(), &req, s.systemPrompt)
-		s.compact(task, &req, &hist)
+		s.meter.Compact(task, &req, &hist)
 		d := s.drivers[choice]
 		req.Turn = turns + 1
 		resp, err := d.Infer(ctx, req)
@@ -78,7 +76,7 @@ func (s *Session) runAgent(ctx context.Context, t *a2a.Task, text string) (strin
 			}
 			return "", fmt.Errorf("inference (driver choice %s): %w", choice, err)
 		}
-		s.account(task, choice, req, resp)
+		s.meter.Account(task, choice, req, resp)
 
 		if resp.Ask != "" {
 			req.Messages = append(req.Messages, driver.ChatMessage{Role: driver.RoleAssistant, Text: resp.Ask})
@@ -113,7 +111,7 @@ func (s *Session) runAgent(ctx context.Context, t *a2a.Task, text string) (strin
 		req.Messages = append(req.Messages, driver.ChatMessage{Role: driver.RoleAssistant, Text: answer})
 		// Calls or delegations still out, or ended and not yet delivered: with a turn left, wait for all
 		// of them and continue once, answers first (SPEC "How the answer arrives").
-		if calls.Outstanding(tc, dt) && (inf.MaxTurns == 0 || p.turns < inf.MaxTurns) {
+		if calls.Outstanding(tc, dt) && s.meter.TurnsLeft() {
 			text, answers, err := calls.Resume(ctx, tc, dt, func(text string) { s.workingStatus(t, text) })
 			if err != nil {
 				return "", err
@@ -123,12 +121,8 @@ func (s *Session) runAgent(ctx context.Context, t *a2a.Task, text string) (strin
 			continue
 		}
 		if strings.TrimSpace(answer) == "" {
-			if kw := c.Lifecycle.KeepWorking; kw != nil && p.keepWorking < kw.Limit {
-				s.mu.Lock()
-				p.keepWorking++
-				used := p.keepWorking
-				s.mu.Unlock()
-				s.records.Write("keep_working", task, map[string]any{"used": used, "left": kw.Limit - used})
+			if used, left, ok := s.meter.KeepWorking(); ok {
+				s.records.Write("keep_working", task, map[string]any{"used": used, "left": left})
 				req.Messages = append(req.Messages, driver.ChatMessage{Role: driver.RoleUser, Text: keepWorkingNudge})
 				continue
 			}
@@ -144,19 +138,11 @@ func (s *Session) runAgent(ctx context.Context, t *a2a.Task, text string) (strin
 				if err != nil {
 					detail = "could not run: " + err.Error()
 				}
-				limitLeft := p.doneCheck < dc.Limit
-				if mr := c.Lifecycle.MaxTaskReopens; mr != nil && p.reopens >= *mr {
-					limitLeft = false
-				}
-				if !limitLeft {
+				used, ok := s.meter.CheckFailed()
+				if !ok {
 					return "", fmt.Errorf("lifecycle.done_check `%s` %s after %d reopen(s); the task ends unverified: %s",
-						strings.Join(dc.Command, " "), detail, p.doneCheck, lastLine(out))
+						strings.Join(dc.Command, " "), detail, used, lastLine(out))
 				}
-				s.mu.Lock()
-				p.doneCheck++
-				p.reopens++
-				used := p.doneCheck
-				s.mu.Unlock()
 				s.records.Write("task_reopened", task, map[string]any{
 					"reason": "done_check", "command": dc.Command, "exit_code": code, "used": used, "left": dc.Limit - used})
 				req.Messages = append(req.Messages, driver.ChatMessage{Role: driver.RoleUser, Text: fmt.Sprintf(
@@ -167,7 +153,7 @@ func (s *Session) runAgent(ctx context.Context, t *a2a.Task, text string) (strin
 		}
 		// SPEC: a task that answers in text while a member it called gave no answer completes, and names
 		// those members in metadata.murmur.noAnswerBelow, so its caller reads the answer with a gap line.
-		if msg, ok := s.taskEndHooks(ctx, task, "completed", answer, p); ok {
+		if msg, ok := s.taskEndHooks(ctx, task, "completed", answer); ok {
 			req.Messages = append(req.Messages, driver.ChatMessage{Role: driver.RoleUser, Text: msg})
 			continue
 		}
@@ -175,9 +161,7 @@ func (s *Session) runAgent(ctx context.Context, t *a2a.Task, text string) (strin
 			ids.Set(murmurMeta(t), ids.MetaNoAnswerBelow, calls.NoAnswerBelowMeta(below))
 		}
 		if resp.Data != nil {
-			s.mu.Lock()
-			p.data = resp.Data
-			s.mu.Unlock()
+			s.meter.SetData(resp.Data)
 		}
 		return answer, nil
 	}
@@ -214,57 +198,6 @@ func (s *Session) systemPrompt() string {
 		prompt = strings.TrimLeft(prompt, "\n")
 	}
 	return artifact.AppendSkills(prompt, s.art.Skills())
-}
-
-// account adds one inference call to the session's numbers, its metrics and its records.
-func (s *Session) account(task, choice string, req driver.InferRequest, resp driver.InferResponse) {
-	u := resp.Usage
-	ch := s.cfg.Capsule.Inference.Choices[choice]
-	in, out, used, measured := driver.Measure(req, resp)
-	s.mu.Lock()
-	s.progress.turns++
-	// The spend ceilings count every call, an estimate where the provider reported nothing; the token
-	// sums of session-status hold only what providers reported.
-	s.spend += in + out
-	s.tokens.Add(u.Reported, u.CacheReported, in, out, u.Cached, u.CacheWrite)
-	s.context = contextSnapshot(ch, used, measured)
-	s.mu.Unlock()
-
-	s.countInference(choice, u)
-	rec := map[string]any{"driver": choice, "model": ch.Model, "turn": req.Turn, "measured_by": measured}
-	if u.Reported {
-		rec["tokens"] = map[string]any{"input": in, "output": out, "cached": u.Cached, "cache_write": u.CacheWrite}
-	}
-	s.records.Write("inference", task, rec)
-}
-
-// contextSnapshot is the budget check of SPEC's context fields for one choice.
-func contextSnapshot(ch capsule.Choice, used int64, measured string) *runtimetools.ContextSnapshot {
-	cs := &runtimetools.ContextSnapshot{UsedTokens: used, WindowTokens: ch.ContextWindow, MeasuredBy: measured}
-	cs.BudgetTokens, cs.BudgetBasis = ch.Budget()
-	return cs
-}
-
-// compact shortens the conversation when the last check found it past the threshold of its budget
-// (driver.CompactOver), and records what went.
-func (s *Session) compact(task string, req *driver.InferRequest, hist *int) {
-	s.mu.Lock()
-	cs := s.context
-	s.mu.Unlock()
-	if cs == nil || cs.WindowTokens == 0 {
-		return
-	}
-	c, ok := driver.CompactOver(req, hist, cs.UsedTokens, int64(cs.BudgetTokens), s.cfg.Capsule.Inference.Compaction.Threshold)
-	if !ok {
-		return
-	}
-	s.mu.Lock()
-	s.context = &runtimetools.ContextSnapshot{UsedTokens: c.After, WindowTokens: cs.WindowTokens,
-		BudgetTokens: cs.BudgetTokens, BudgetBasis: cs.BudgetBasis, MeasuredBy: "estimate"}
-	s.mu.Unlock()
-	s.records.Write("compaction", task, map[string]any{
-		"tokens_before": cs.UsedTokens, "tokens_before_source": cs.MeasuredBy, "tokens_after": c.After,
-		"budget_tokens": cs.BudgetTokens, "threshold": c.Threshold, "removed_messages": c.Removed})
 }
 
 func lastLine(s string) string {
@@ -358,18 +291,4 @@ func (s *Session) deadlineNotice(task string) string {
 	s.mu.Unlock()
 	s.records.Write("deadline_notice", task, map[string]any{"at": at, "left_secs": left})
 	return fmt.Sprintf(deadlineNotice, at, left)
-}
-
-// countInference counts a call in the metrics, and the tokens its provider reported.
-func (s *Session) countInference(driver string, u driver.Usage) {
-	m := s.cfg.Metrics
-	m.InferenceCalls.WithLabelValues(driver).Inc()
-	if !u.Reported {
-		return
-	}
-	for kind, n := range map[string]int64{"input": u.Input, "output": u.Output, "cached": u.Cached, "cache_write": u.CacheWrite} {
-		if n > 0 {
-			m.InferenceTokens.WithLabelValues(driver, kind).Add(float64(n))
-		}
-	}
 }

@@ -31,27 +31,8 @@ func (s *Session) startProcess(confined bool) (err error) {
 			r := s.dispatch(ctx, task, driver.ToolCall{ID: id, Name: name, Input: input})
 			return r.Text, r.Status != runtimetools.StatusOK
 		},
-		Record: s.records.Write, Turn: s.harnessTurn})
+		Record: s.records.Write, Turn: s.meter.HarnessTurn})
 	return err
-}
-
-// harnessTurn counts one closed turn of the harness as an inference call: the task's turns, the
-// session's spend and token sums, the metrics.
-func (s *Session) harnessTurn(task string, u harness.Usage) (int, int64) {
-	s.mu.Lock()
-	turn := 0
-	if s.progress != nil {
-		s.progress.turns++
-		turn = s.progress.turns
-	}
-	if u.Reported {
-		s.spend += u.Input + u.Output
-	}
-	s.tokens.Add(u.Reported, u.CacheReported, u.Input, u.Output, u.Cached, u.CacheWrite)
-	spend := s.spend
-	s.mu.Unlock()
-	s.countInference(harness.DriverName, driver.Usage{Input: u.Input, Output: u.Output, Cached: u.Cached, CacheWrite: u.CacheWrite, Reported: u.Reported})
-	return turn, spend
 }
 
 // runProcess runs one task under transport: process: the harness with the task text as its prompt;
@@ -59,7 +40,6 @@ func (s *Session) harnessTurn(task string, u harness.Usage) (int, int64) {
 // arrives") and resumes the harness's same session with the continuation message as the prompt. A
 // harness that called end-without-answer and kept going ends the task the same way once it finishes.
 func (s *Session) runProcess(ctx context.Context, t *a2a.Task, text string) (string, error) {
-	inf := s.cfg.Capsule.Inference
 	if ids.Get(murmurMeta(t), ids.MetaTrust) == TrustUntrusted {
 		text = driver.Fence("task", text, "")
 	}
@@ -82,10 +62,7 @@ func (s *Session) runProcess(ctx context.Context, t *a2a.Task, text string) (str
 		if err != nil {
 			return "", err
 		}
-		s.mu.Lock()
-		turns := s.progress.turns
-		s.mu.Unlock()
-		if calls.Outstanding(tc, dt) && (inf.MaxTurns == 0 || turns < inf.MaxTurns) {
+		if calls.Outstanding(tc, dt) && s.meter.TurnsLeft() {
 			if res.Session == "" {
 				return "", fmt.Errorf("the harness reported no session id, so it cannot be resumed with the answers of the members it called (dialect %s)", s.cfg.Capsule.Harness.Dialect)
 			}

@@ -23,6 +23,7 @@ import (
 	"github.com/murmur-run/murmur/member/driver"
 	"github.com/murmur-run/murmur/member/events"
 	"github.com/murmur-run/murmur/member/harness"
+	"github.com/murmur-run/murmur/member/meter"
 	"github.com/murmur-run/murmur/member/records"
 	"github.com/murmur-run/murmur/member/sandbox"
 	"github.com/murmur-run/murmur/member/setup"
@@ -157,13 +158,9 @@ type Session struct {
 	deadline   time.Time // zero: none
 	expired    bool      // the deadline has passed: the session has ended
 
-	// What session-status reports; guarded by mu.
-	progress   *taskProgress // the running task's; nil outside a task
-	tokens     runtimetools.TokenTotals
-	spend      int64
-	context    *runtimetools.ContextSnapshot
-	noticeSent bool
-	lastExit   string // the exit_status of the latest task that decides session_end's; "" before one
+	meter      *meter.Meter // what session-status reports; it has its own lock
+	noticeSent bool         // the deadline notice went out
+	lastExit   string       // the exit_status of the latest task that decides session_end's; "" before one
 	// endAtDeadline is the session_end the deadline writes once the task it stopped has ended.
 	endAtDeadline map[string]any
 	timer         *time.Timer
@@ -241,6 +238,8 @@ func Start(cfg Config) (*Session, error) {
 	}
 	s.drivers, s.iso, s.runner, s.commands, s.records = parts.Drivers, parts.Iso, parts.Runner, parts.Commands, parts.Records
 	s.art, s.files, s.spawn = parts.Art, parts.Files, parts.Spawn
+	s.meter = meter.New(meter.Config{Capsule: cfg.Capsule, Now: cfg.Now, Started: s.started, Record: s.records.Write,
+		Calls: cfg.Metrics.InferenceCalls, Tokens: cfg.Metrics.InferenceTokens})
 	if cfg.Capsule.IsAgent() && cfg.Capsule.Harness == nil {
 		s.choice = cfg.Capsule.Inference.Driver
 	}

@@ -1,58 +1,16 @@
 package member
 
 import (
-	"encoding/json"
 	"errors"
-	"time"
 
 	"github.com/murmur-run/murmur/member/driver"
 	"github.com/murmur-run/murmur/runtimetools"
 )
 
-// taskProgress is what the running task has used of its limits; session-status reads it.
-type taskProgress struct {
-	start       time.Time
-	turns       int
-	keepWorking int
-	doneCheck   int
-	reopens     int
-	data        json.RawMessage // a data answer (the script driver's data: turn); nil for text
-}
-
-// StatusSnapshot reports the session's numbers at this moment (runtimetools.StatusSource).
+// StatusSnapshot reports the session's numbers at this moment (runtimetools.StatusSource). The deadline
+// is set once, in Start.
 func (s *Session) StatusSnapshot() runtimetools.StatusSnapshot {
-	c := s.cfg.Capsule
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	snap := runtimetools.StatusSnapshot{
-		Now:          s.cfg.Now(),
-		SessionStart: s.started,
-		Deadline:     s.deadline,
-		Tokens:       s.tokens,
-		SpendTokens:  s.spend,
-	}
-	if inf := c.Inference; inf != nil {
-		snap.TurnsCap = inf.MaxTurns
-		snap.SpendCeiling = inf.MaxSessionTokens
-	}
-	var p taskProgress
-	if s.progress != nil {
-		p = *s.progress
-		snap.TaskStart = p.start
-		snap.TurnsUsed = p.turns
-	}
-	if kw := c.Lifecycle.KeepWorking; kw != nil {
-		snap.KeepWorking = &runtimetools.Counter{Used: p.keepWorking, Limit: kw.Limit}
-	}
-	if dc := c.Lifecycle.DoneCheck; dc != nil {
-		snap.DoneCheck = &runtimetools.Counter{Used: p.doneCheck, Limit: dc.Limit}
-	}
-	if s.context != nil {
-		cs := *s.context
-		snap.Context = &cs
-	}
-	snap.Quota = s.proc.Quota()
-	return snap
+	return s.meter.Snapshot(s.deadline, s.proc.Quota())
 }
 
 // Choices lists the declared driver choices in declaration order (runtimetools.DriverControl).
