@@ -31,9 +31,7 @@ const (
 func (s *Session) runAgent(ctx context.Context, t *a2a.Task, text string) (string, error) {
 	c := s.cfg.Capsule
 	inf := c.Inference
-	if ids.Get(murmurMeta(t), ids.MetaTrust) == TrustUntrusted {
-		text = driver.Fence("task", text, "")
-	}
+	text = fenceUntrusted(t, "task", text)
 	// A task in an existing context starts with that conversation (DESIGN §15); hist counts its messages,
 	// which compaction removes first.
 	earlier := s.history(ctx, t)
@@ -84,10 +82,7 @@ func (s *Session) runAgent(ctx context.Context, t *a2a.Task, text string) (strin
 			if err != nil {
 				return "", err
 			}
-			if ids.Get(murmurMeta(t), ids.MetaTrust) == TrustUntrusted {
-				reply.Text = driver.Fence("input", reply.Text, "")
-			}
-			req.Messages = append(req.Messages, driver.ChatMessage{Role: driver.RoleUser, Text: reply.Text})
+			req.Messages = append(req.Messages, driver.ChatMessage{Role: driver.RoleUser, Text: fenceUntrusted(t, "input", reply.Text)})
 			continue
 		}
 
@@ -101,8 +96,8 @@ func (s *Session) runAgent(ctx context.Context, t *a2a.Task, text string) (strin
 				results = append(results, s.dispatch(ctx, task, call))
 			}
 			req.Messages = append(req.Messages, driver.ChatMessage{Role: driver.RoleTool, Results: results})
-			if reason, ok := tc.NoAnswer(); ok {
-				return "", &errNoAnswer{reason: reason, below: calls.NoAnswerBelow(tc.Latest())}
+			if err := noAnswer(tc); err != nil {
+				return "", err
 			}
 			continue
 		}
@@ -112,7 +107,7 @@ func (s *Session) runAgent(ctx context.Context, t *a2a.Task, text string) (strin
 		// Calls or delegations still out, or ended and not yet delivered: with a turn left, wait for all
 		// of them and continue once, answers first (SPEC "How the answer arrives").
 		if calls.Outstanding(tc, dt) && s.meter.TurnsLeft() {
-			text, answers, err := calls.Resume(ctx, tc, dt, func(text string) { s.workingStatus(t, text) })
+			text, answers, err := s.resume(ctx, t, tc, dt)
 			if err != nil {
 				return "", err
 			}
@@ -157,9 +152,7 @@ func (s *Session) runAgent(ctx context.Context, t *a2a.Task, text string) (strin
 			req.Messages = append(req.Messages, driver.ChatMessage{Role: driver.RoleUser, Text: msg})
 			continue
 		}
-		if below := calls.NoAnswerBelow(tc.Latest()); len(below) > 0 {
-			ids.Set(murmurMeta(t), ids.MetaNoAnswerBelow, calls.NoAnswerBelowMeta(below))
-		}
+		markNoAnswerBelow(t, tc)
 		if resp.Data != nil {
 			s.meter.SetData(resp.Data)
 		}
