@@ -168,10 +168,9 @@ type Session struct {
 	delegations   *delegate.Tracker // the running agent task's delegations
 	callsTask     string            // the task calls and delegations belong to
 	spawn         []delegate.Entry  // capabilities.spawn.allow, resolved at Start
-	subIso        sync.Once         // probes the host once for sub-sessions, when this session did not
 	peers         calls.Peers
-	iso           sandbox.Isolation  // what this host puts around commands; set at Start
-	proc          *harness.Transport // transport: process; nil under http
+	hostIso       func() sandbox.Isolation // what this host puts around commands, for sub-sessions
+	proc          *harness.Transport       // transport: process; nil under http
 
 	base    context.Context
 	stopAll context.CancelFunc
@@ -236,7 +235,7 @@ func Start(cfg Config) (*Session, error) {
 	if err != nil {
 		return nil, err
 	}
-	s.drivers, s.iso, s.runner, s.commands, s.records = parts.Drivers, parts.Iso, parts.Runner, parts.Commands, parts.Records
+	s.drivers, s.hostIso, s.runner, s.commands, s.records = parts.Drivers, parts.HostIsolation, parts.Runner, parts.Commands, parts.Records
 	s.art, s.files, s.spawn = parts.Art, parts.Files, parts.Spawn
 	s.meter = meter.New(meter.Config{Capsule: cfg.Capsule, Now: cfg.Now, Started: s.started, Record: s.records.Write,
 		Calls: cfg.Metrics.InferenceCalls, Tokens: cfg.Metrics.InferenceTokens})

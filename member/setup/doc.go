@@ -5,7 +5,8 @@
 // session_start record. The session core calls it from member.Start and keeps what it returns.
 //
 // Concurrency: Build and Tools run once, in Start, before the session is shared; they keep no state.
-// What they return carries its own contract (sandbox, records, staged, share).
+// What they return carries its own contract (sandbox, records, staged, share); Parts.HostIsolation
+// probes the host at most once, for a session that runs no command, and is safe for concurrent use.
 //
 // Imports: the member/... leaves and middle packages it assembles (capsule, driver, sandbox, store,
 // records, artifact/staged, share, delegate), runtimetools and a2a; never member.

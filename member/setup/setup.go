@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/murmur-run/murmur/a2a"
@@ -56,17 +57,20 @@ type Config struct {
 
 // Parts is what Build made.
 type Parts struct {
-	Drivers    map[string]driver.Driver // an agent capsule's, under transport: http; nil otherwise
-	Iso        sandbox.Isolation        // what this host puts around commands; zero when none run
-	Confined   bool                     // commands run under their Landlock rules
-	Runner     *sandbox.Runner
-	Commands   *sandbox.Commands
-	Records    *records.Writer
-	Recovered  []a2a.TaskID
-	RuntimeDir string // the session's runtime directory (tool manifests)
-	Art        *staged.Set
-	Files      *share.Files
-	Spawn      []delegate.Entry // capabilities.spawn.allow, resolved
+	Drivers map[string]driver.Driver // an agent capsule's, under transport: http; nil otherwise
+	Iso     sandbox.Isolation        // what this host puts around commands; zero when none run
+	// HostIsolation is what this host puts around commands, for a sub-session: Iso when the session
+	// runs commands, else one probe made at the first call.
+	HostIsolation func() sandbox.Isolation
+	Confined      bool // commands run under their Landlock rules
+	Runner        *sandbox.Runner
+	Commands      *sandbox.Commands
+	Records       *records.Writer
+	Recovered     []a2a.TaskID
+	RuntimeDir    string // the session's runtime directory (tool manifests)
+	Art           *staged.Set
+	Files         *share.Files
+	Spawn         []delegate.Entry // capabilities.spawn.allow, resolved
 }
 
 // Build makes a session's parts. On an error nothing it opened stays open.
@@ -80,11 +84,12 @@ func Build(cfg Config) (*Parts, error) {
 		}
 		p.Drivers = drivers
 	}
+	if cfg.Isolate == nil {
+		cfg.Isolate = sandbox.Probe
+	}
+	p.HostIsolation = sync.OnceValue(cfg.Isolate)
 	if c.RunsCommands() {
-		if cfg.Isolate == nil {
-			cfg.Isolate = sandbox.Probe
-		}
-		p.Iso = cfg.Isolate()
+		p.Iso = p.HostIsolation()
 	}
 	p.Runner = sandbox.NewRunner(sandbox.RunnerConfig{Capsule: c, Isolation: p.Iso, Landlock: p.Confined,
 		ConfineHelper: cfg.ConfineHelper, Workdir: cfg.Workdir, DataDir: cfg.DataDir, RecordsRoot: cfg.RecordsRoot,
