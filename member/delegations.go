@@ -10,6 +10,7 @@ import (
 	"github.com/murmur-run/murmur/a2a"
 	"github.com/murmur-run/murmur/member/calls"
 	"github.com/murmur-run/murmur/member/delegate"
+	"github.com/murmur-run/murmur/member/metrics"
 	"github.com/murmur-run/murmur/member/store"
 	"github.com/murmur-run/murmur/runtimetools"
 )
@@ -66,14 +67,14 @@ func (s *Session) Delegate(ctx context.Context, task, capsule, text string) (run
 // (delegate.Open), and the earlier of its own deadline and this session's (set once, in Start).
 func (s *Session) startSub(spec delegate.StartSpec) (delegate.Sub, error) {
 	return delegate.Open(s.records.Dir(), spec, func(st *store.Store) (*delegate.Session, error) {
-		metrics, err := NewMetrics(prometheus.NewRegistry()) // a sub-session's own series are on no door
+		series, err := metrics.New(prometheus.NewRegistry()) // a sub-session's own series are on no door
 		if err != nil {
 			return nil, err
 		}
 		sub, err := Start(Config{
 			Member: s.cfg.Member, Formation: s.cfg.Formation, Capsule: spec.Entry.Capsule, Store: st,
 			RecordsRoot: s.cfg.RecordsRoot, DataDir: s.cfg.DataDir, WorkDir: spec.Workdir, RuntimeRoot: s.cfg.RuntimeRoot,
-			WasmCacheDir: s.cfg.WasmCacheDir, ProjectDir: s.cfg.ProjectDir, Metrics: metrics, Logger: s.log,
+			WasmCacheDir: s.cfg.WasmCacheDir, ProjectDir: s.cfg.ProjectDir, Metrics: series, Logger: s.log,
 			Now: s.cfg.Now, Getenv: s.cfg.Getenv, HTTPClient: s.cfg.HTTPClient, ConfineHelper: s.cfg.ConfineHelper,
 			StartToolServer: s.cfg.StartToolServer, isolate: s.hostIso,
 			Sub: &SubSession{Parent: s.id, Delegation: spec.Delegation, Depth: spec.Depth, Deadline: s.deadline},

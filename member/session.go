@@ -24,6 +24,7 @@ import (
 	"github.com/murmur-run/murmur/member/events"
 	"github.com/murmur-run/murmur/member/harness"
 	"github.com/murmur-run/murmur/member/meter"
+	"github.com/murmur-run/murmur/member/metrics"
 	"github.com/murmur-run/murmur/member/records"
 	"github.com/murmur-run/murmur/member/sandbox"
 	"github.com/murmur-run/murmur/member/setup"
@@ -83,7 +84,7 @@ type Config struct {
 	// ProjectDir is where the project store is (.murmur/store/ in it): the roster's directory; "" means
 	// the capsule's.
 	ProjectDir string
-	Metrics    *Metrics
+	Metrics    *metrics.Series
 	Logger     *slog.Logger
 	Now        func() time.Time
 	// Getenv resolves env: credentials; nil means os.Getenv.
