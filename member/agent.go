@@ -47,13 +47,7 @@ func (s *Session) runAgent(ctx context.Context, t *a2a.Task, text string) (strin
 	defer endCalls()
 	for {
 		turns, spend := s.meter.Used()
-		s.mu.Lock()
-		choice := s.choice
-		applied := s.unapplied == choice
-		if applied {
-			s.unapplied = ""
-		}
-		s.mu.Unlock()
+		choice, applied := s.choice.Next()
 		if inf.MaxTurns > 0 && turns >= inf.MaxTurns {
 			return "", fmt.Errorf("the task used all %d turns of inference.max_turns without an answer", inf.MaxTurns)
 		}

@@ -18,6 +18,7 @@ import (
 	"github.com/murmur-run/murmur/member/artifact/staged"
 	"github.com/murmur-run/murmur/member/calls"
 	"github.com/murmur-run/murmur/member/capsule"
+	"github.com/murmur-run/murmur/member/control"
 	"github.com/murmur-run/murmur/member/converse"
 	"github.com/murmur-run/murmur/member/delegate"
 	"github.com/murmur-run/murmur/member/driver"
@@ -148,10 +149,9 @@ type Session struct {
 	storing   sync.WaitGroup              // Sends between admission and the end of their Create; Close waits for them
 	waiters   events.Signals              // wakes a task's Waits when it changes
 	closed    bool
-	choice    string                   // the driver choice the next inference call uses
-	unapplied string                   // a choice switched to that no inference call has used yet
 	submitted map[a2a.TaskID]time.Time // when each unfinished task arrived, for mur_task_duration_seconds
 	tools     *runtimetools.Registry
+	choice    *control.Choice  // the driver choice of the next inference call; its own lock
 	art       *staged.Set      // declared and pulled artifacts, hooks; set at Start
 	waiter    *converse.Waiter // the running task's question to its sender, while it waits
 	// continuing holds the unfinished tasks sent into an existing context: only they read its history.
@@ -238,17 +238,21 @@ func Start(cfg Config) (*Session, error) {
 	}
 	s.drivers, s.hostIso, s.runner, s.commands, s.records = parts.Drivers, parts.HostIsolation, parts.Runner, parts.Commands, parts.Records
 	s.art, s.files, s.spawn = parts.Art, parts.Files, parts.Spawn
+	initial := ""
+	if cfg.Capsule.IsAgent() && cfg.Capsule.Harness == nil {
+		initial = cfg.Capsule.Inference.Driver
+	}
+	s.choice = control.NewChoice(initial, cfg.Capsule.Inference, func(name string) error {
+		return driver.CheckChoice(cfg.Capsule.Inference, s.drivers, name, cfg.Getenv)
+	})
 	s.meter = meter.New(meter.Config{Capsule: cfg.Capsule, Now: cfg.Now, Started: s.started, Record: s.records.Write,
 		Calls: cfg.Metrics.InferenceCalls, Tokens: cfg.Metrics.InferenceTokens})
-	if cfg.Capsule.IsAgent() && cfg.Capsule.Harness == nil {
-		s.choice = cfg.Capsule.Inference.Driver
-	}
 	s.peers = cfg.Peers
 	if s.peers == nil && cfg.Roster != nil {
 		s.peers = calls.DoorPeers(cfg.Roster, cfg.Member, s.credKey(), cfg.HTTPClient)
 	}
 	pulls := cfg.Metrics.ArtifactPulls
-	if s.tools, err = parts.Tools(cfg.Capsule, s, len(s.Callable()) > 0, func(rt, result string) { pulls.WithLabelValues(rt, result).Inc() }); err != nil {
+	if s.tools, err = parts.Tools(cfg.Capsule, s, s.choice, len(s.Callable()) > 0, func(rt, result string) { pulls.WithLabelValues(rt, result).Inc() }); err != nil {
 		parts.Close()
 		return nil, err
 	}
@@ -265,7 +269,7 @@ func Start(cfg Config) (*Session, error) {
 		}
 	}
 	start := setup.Start{Member: cfg.Member, Formation: cfg.Formation, Capsule: cfg.Capsule.Name, Tools: s.inventory(),
-		Driver: s.choice, Recovered: parts.Recovered}
+		Driver: initial, Recovered: parts.Recovered}
 	var inherited time.Time
 	if sub := cfg.Sub; sub != nil {
 		inherited = sub.Deadline
