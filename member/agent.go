@@ -2,7 +2,6 @@ package member
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -18,19 +17,12 @@ import (
 	"github.com/murmur-run/murmur/runtimetools"
 )
 
-// The runtime's own messages to the model.
-const (
-	keepWorkingNudge = "[runtime] You ended your turn without an answer. Keep working on the task, and end your turn with your answer as text when you have it."
-	deadlineNotice   = "Session deadline: the runtime ends this session at %s, in %d seconds."
-)
-
 // runAgent runs the agent loop for one task: the system prompt, the task text (fenced when untrusted)
 // and the staged tool array; then one inference call per turn, each turn's tool calls answered in order,
 // until the model ends a turn with no tool call. That turn's text is the answer, once keep_working and
 // done_check (when the capsule sets them) have had their say.
 func (s *Session) runAgent(ctx context.Context, t *a2a.Task, text string) (string, error) {
-	c := s.cfg.Capsule
-	inf := c.Inference
+	inf := s.cfg.Capsule.Inference
 	text = fenceUntrusted(t, "task", text)
 	// A task in an existing context starts with that conversation (DESIGN §15); hist counts its messages,
 	// which compaction removes first.
@@ -109,36 +101,19 @@ func (s *Session) runAgent(ctx context.Context, t *a2a.Task, text string) (strin
 			req.Answers = answers
 			continue
 		}
+		// An empty answer gets keep_working's nudge, an answer done_check's verdict (package lifecycle).
+		var reopen string
 		if strings.TrimSpace(answer) == "" {
-			if used, left, ok := s.meter.KeepWorking(); ok {
-				s.records.Write("keep_working", task, map[string]any{"used": used, "left": left})
-				req.Messages = append(req.Messages, driver.ChatMessage{Role: driver.RoleUser, Text: keepWorkingNudge})
-				continue
-			}
-			return "", errors.New("the model ended its turn without an answer")
+			reopen, err = s.rules.Nudge(task)
+		} else {
+			reopen, err = s.rules.Check(ctx, task)
 		}
-		if dc := c.Lifecycle.DoneCheck; dc != nil {
-			out, code, err := s.runner.RunCheck(ctx, dc.Command)
-			if ctx.Err() != nil {
-				return "", ctx.Err()
-			}
-			if err != nil || code != 0 {
-				detail := fmt.Sprintf("exited with status %d", code)
-				if err != nil {
-					detail = "could not run: " + err.Error()
-				}
-				used, ok := s.meter.CheckFailed()
-				if !ok {
-					return "", fmt.Errorf("lifecycle.done_check `%s` %s after %d reopen(s); the task ends unverified: %s",
-						strings.Join(dc.Command, " "), detail, used, lastLine(out))
-				}
-				s.records.Write("task_reopened", task, map[string]any{
-					"reason": "done_check", "command": dc.Command, "exit_code": code, "used": used, "left": dc.Limit - used})
-				req.Messages = append(req.Messages, driver.ChatMessage{Role: driver.RoleUser, Text: fmt.Sprintf(
-					"[runtime] The task is not done: its check `%s` %s.\n%s\nKeep working until the check passes, then answer again.",
-					strings.Join(dc.Command, " "), detail, driver.Fence("done_check", out, ""))})
-				continue
-			}
+		if err != nil {
+			return "", err
+		}
+		if reopen != "" {
+			req.Messages = append(req.Messages, driver.ChatMessage{Role: driver.RoleUser, Text: reopen})
+			continue
 		}
 		// SPEC: a task that answers in text while a member it called gave no answer completes, and names
 		// those members in metadata.murmur.noAnswerBelow, so its caller reads the answer with a gap line.
@@ -185,14 +160,6 @@ func (s *Session) systemPrompt() string {
 		prompt = strings.TrimLeft(prompt, "\n")
 	}
 	return artifact.AppendSkills(prompt, s.art.Skills())
-}
-
-func lastLine(s string) string {
-	s = strings.TrimSpace(s)
-	if i := strings.LastIndexByte(s, '\n'); i >= 0 {
-		return s[i+1:]
-	}
-	return s
 }
 
 // dispatch answers one tool call through the session's registry. A name that was not staged is refused
@@ -248,7 +215,7 @@ func (s *Session) dispatchCall(ctx context.Context, task string, call driver.Too
 	}
 	note := res.Note
 	if notice && ran && res.Status != runtimetools.StatusRefused {
-		if line := s.deadlineNotice(task); line != "" {
+		if line := s.rules.Notice(task); line != "" {
 			note = strings.TrimPrefix(note+"\n"+line, "\n")
 		}
 	}
@@ -260,22 +227,4 @@ func (s *Session) dispatchCall(ctx context.Context, task string, call driver.Too
 		Data:   res.Data,
 		Text:   driver.Fence("tool:"+call.Name, res.Output, note),
 	}
-}
-
-// deadlineNotice returns SPEC's notice line once per session, for the first tool result inside the
-// margin, and writes its record; otherwise "".
-func (s *Session) deadlineNotice(task string) string {
-	margin := s.cfg.Capsule.NoticeMargin()
-	now := s.cfg.Now()
-	s.mu.Lock()
-	if s.deadline.IsZero() || margin <= 0 || s.noticeSent || s.deadline.Sub(now) > margin {
-		s.mu.Unlock()
-		return ""
-	}
-	s.noticeSent = true
-	at := s.deadline.UTC().Format(time.RFC3339)
-	left := max(int64(s.deadline.Sub(now)/time.Second), 0)
-	s.mu.Unlock()
-	s.records.Write("deadline_notice", task, map[string]any{"at": at, "left_secs": left})
-	return fmt.Sprintf(deadlineNotice, at, left)
 }

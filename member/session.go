@@ -24,6 +24,7 @@ import (
 	"github.com/murmur-run/murmur/member/driver"
 	"github.com/murmur-run/murmur/member/events"
 	"github.com/murmur-run/murmur/member/harness"
+	"github.com/murmur-run/murmur/member/lifecycle"
 	"github.com/murmur-run/murmur/member/meter"
 	"github.com/murmur-run/murmur/member/metrics"
 	"github.com/murmur-run/murmur/member/records"
@@ -152,6 +153,7 @@ type Session struct {
 	submitted map[a2a.TaskID]time.Time // when each unfinished task arrived, for mur_task_duration_seconds
 	tools     *runtimetools.Registry
 	choice    *control.Choice  // the driver choice of the next inference call; its own lock
+	rules     *lifecycle.Rules // keep_working, done_check, the deadline notice; set at Start
 	art       *staged.Set      // declared and pulled artifacts, hooks; set at Start
 	waiter    *converse.Waiter // the running task's question to its sender, while it waits
 	// continuing holds the unfinished tasks sent into an existing context: only they read its history.
@@ -159,9 +161,8 @@ type Session struct {
 	deadline   time.Time // zero: none
 	expired    bool      // the deadline has passed: the session has ended
 
-	meter      *meter.Meter // what session-status reports; it has its own lock
-	noticeSent bool         // the deadline notice went out
-	lastExit   string       // the exit_status of the latest task that decides session_end's; "" before one
+	meter    *meter.Meter // what session-status reports; it has its own lock
+	lastExit string       // the exit_status of the latest task that decides session_end's; "" before one
 	// endAtDeadline is the session_end the deadline writes once the task it stopped has ended.
 	endAtDeadline map[string]any
 	timer         *time.Timer
@@ -276,6 +277,8 @@ func Start(cfg Config) (*Session, error) {
 		start.Sub, start.Parent, start.Delegation, start.Depth = true, sub.Parent, sub.Delegation, sub.Depth
 	}
 	s.deadline = setup.Deadline(s.started, cfg.Capsule.Deadline, inherited)
+	s.rules = lifecycle.New(lifecycle.Config{Capsule: cfg.Capsule, Deadline: s.deadline, Now: cfg.Now, Meter: s.meter,
+		RunCheck: s.runner.RunCheck, Record: s.records.Write})
 	if s.proc != nil {
 		start.Harness, start.ToolServer = cfg.Capsule.Harness, s.proc.URL()
 	}
