@@ -94,18 +94,19 @@ func (s *Session) Callable() []string {
 	return s.cfg.Roster.Reachable(s.cfg.Member)
 }
 
-func (s *Session) currentCalls(task string) *calls.Tracker {
+// current returns the call and delegation trackers of task while it runs; nil, nil otherwise.
+func (s *Session) current(task string) (*calls.Tracker, *delegate.Tracker) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.calls == nil || s.callsTask != task {
-		return nil
+	if s.callsTask != task {
+		return nil, nil
 	}
-	return s.calls
+	return s.calls, s.delegations
 }
 
 // CallMember makes one call-member call for the running task (runtimetools.MemberCaller).
 func (s *Session) CallMember(ctx context.Context, task, member, text string) (runtimetools.CallStart, error) {
-	tc := s.currentCalls(task)
+	tc, _ := s.current(task)
 	if tc == nil {
 		return runtimetools.CallStart{}, errors.New("'call-member' is answered only while a task runs; this session is running none")
 	}
@@ -118,7 +119,7 @@ func (s *Session) EndWithoutAnswer(task, reason string) (string, error) {
 	if len(s.Callable()) == 0 {
 		return "", errors.New("'end-without-answer' is answered only for a formation member that roster.yaml lets call another; this session is not one")
 	}
-	tc := s.currentCalls(task)
+	tc, _ := s.current(task)
 	if tc == nil {
 		return "", errors.New("'end-without-answer' is answered only while a task runs; this session is running none")
 	}

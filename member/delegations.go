@@ -50,12 +50,7 @@ func (s *Session) Capsules() []string { return delegate.Names(s.spawn) }
 
 // Delegate starts one delegation for the running task (runtimetools.Delegator).
 func (s *Session) Delegate(ctx context.Context, task, capsule, text string) (runtimetools.DelegationStart, error) {
-	s.mu.Lock()
-	dt := s.delegations
-	if s.callsTask != task {
-		dt = nil
-	}
-	s.mu.Unlock()
+	_, dt := s.current(task)
 	if dt == nil {
 		return runtimetools.DelegationStart{}, fmt.Errorf("'delegate-task' is answered only while a task runs; this session is running none")
 	}

@@ -13,7 +13,6 @@ import (
 
 	"github.com/murmur-run/murmur/a2a"
 	"github.com/murmur-run/murmur/internal/ids"
-	"github.com/murmur-run/murmur/internal/peercred"
 	"github.com/murmur-run/murmur/member/admit"
 	"github.com/murmur-run/murmur/member/artifact/staged"
 	"github.com/murmur-run/murmur/member/calls"
@@ -227,7 +226,7 @@ func Start(cfg Config) (*Session, error) {
 	parts, err := setup.Build(setup.Config{Capsule: cfg.Capsule, Store: cfg.Store, Member: cfg.Member, Formation: cfg.Formation,
 		Session: s.id, RecordsRoot: cfg.RecordsRoot, DataDir: cfg.DataDir, WorkDir: cfg.WorkDir, Workdir: s.workdir(),
 		RuntimeRoot: cfg.RuntimeRoot, WasmCacheDir: cfg.WasmCacheDir, ProjectDir: cfg.ProjectDir, ConfineHelper: cfg.ConfineHelper,
-		FormationToken: cfg.FormationToken, Roster: cfg.Roster, CredKey: s.credKey(), HTTPClient: cfg.HTTPClient,
+		FormationToken: cfg.FormationToken, Roster: cfg.Roster, Peers: cfg.Peers, HTTPClient: cfg.HTTPClient,
 		Getenv: cfg.Getenv, Now: cfg.Now, Log: s.log, Isolate: cfg.isolate,
 		Recovered: func(id a2a.TaskID) {
 			s.log.Warn("task was running when the member stopped; marked failed", "task", id)
@@ -238,7 +237,7 @@ func Start(cfg Config) (*Session, error) {
 		return nil, err
 	}
 	s.drivers, s.hostIso, s.runner, s.commands, s.records = parts.Drivers, parts.HostIsolation, parts.Runner, parts.Commands, parts.Records
-	s.art, s.files, s.spawn = parts.Art, parts.Files, parts.Spawn
+	s.art, s.files, s.spawn, s.peers = parts.Art, parts.Files, parts.Spawn, parts.Peers
 	initial := ""
 	if cfg.Capsule.IsAgent() && cfg.Capsule.Harness == nil {
 		initial = cfg.Capsule.Inference.Driver
@@ -248,20 +247,10 @@ func Start(cfg Config) (*Session, error) {
 	})
 	s.meter = meter.New(meter.Config{Capsule: cfg.Capsule, Now: cfg.Now, Started: s.started, Record: s.records.Write,
 		Calls: cfg.Metrics.InferenceCalls, Tokens: cfg.Metrics.InferenceTokens})
-	s.peers = cfg.Peers
-	if s.peers == nil && cfg.Roster != nil {
-		s.peers = calls.DoorPeers(cfg.Roster, cfg.Member, s.credKey(), cfg.HTTPClient)
-	}
 	pulls := cfg.Metrics.ArtifactPulls
 	if s.tools, err = parts.Tools(cfg.Capsule, s, s.choice, len(s.Callable()) > 0, func(rt, result string) { pulls.WithLabelValues(rt, result).Inc() }); err != nil {
 		parts.Close()
 		return nil, err
-	}
-	if cfg.RuntimeRoot != "" {
-		if err := s.art.WriteManifests(parts.RuntimeDir, s.tools.Manifests()); err != nil {
-			parts.Close()
-			return nil, fmt.Errorf("member %s: %w", cfg.Member, err)
-		}
 	}
 	if cfg.Capsule.Harness != nil {
 		if err := s.startProcess(parts.Confined); err != nil {
@@ -303,15 +292,6 @@ func (s *Session) ExportRoot() string { return s.files.ExportRoot() }
 
 // PeerFiles is the session's share-file and fetch-peer-file.
 func (s *Session) PeerFiles() *share.Files { return s.files }
-
-// credKey is the key this member's peer credentials are derived with.
-func (s *Session) credKey() peercred.Key {
-	formation := ""
-	if s.cfg.Roster != nil {
-		formation = s.cfg.Roster.Formation
-	}
-	return peercred.NewKey(s.cfg.FormationToken, formation)
-}
 
 // RecordRefusal writes a peer_refused record: a peer's request the door refused because what the
 // request claimed (its caller or trust class) did not match its credential.
@@ -466,7 +446,7 @@ func (s *Session) Get(ctx context.Context, id a2a.TaskID, historyLength *int, sc
 	if err != nil {
 		return nil, err
 	}
-	TrimHistory(t, historyLength)
+	t.TrimHistory(historyLength)
 	return t, nil
 }
 
@@ -488,17 +468,6 @@ func (s *Session) get(ctx context.Context, id a2a.TaskID, scope store.Scope) (*a
 // List returns one page of the tasks in scope.
 func (s *Session) List(ctx context.Context, q store.ListQuery, scope store.Scope) (store.ListPage, error) {
 	return s.cfg.Store.ListInScope(ctx, q, scope)
-}
-
-// TrimHistory keeps at most n of t's most recent messages (nil: all; 0: none).
-func TrimHistory(t *a2a.Task, n *int) {
-	switch {
-	case n == nil:
-	case *n <= 0:
-		t.History = nil
-	case len(t.History) > *n:
-		t.History = t.History[len(t.History)-*n:]
-	}
 }
 
 // Wait blocks until the task reaches a terminal or interrupted state, or ctx ends, and returns the task

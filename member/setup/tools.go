@@ -21,8 +21,9 @@ type Session interface {
 
 // Tools builds the registry of the runtime-provided tools c is granted (SPEC "The twelve", "Gated on"):
 // no grant, no tool. choice is the driver choice switch-driver changes; callable says whether
-// roster.yaml lets the member call another; pulled counts a pull-artifact pull (its runtime and result). The export root is made here, so the door can serve it
-// and the agent can write into it from the start.
+// roster.yaml lets the member call another; pulled counts a pull-artifact pull (its runtime and
+// result). The export root is made here, so the door can serve it and the agent can write into it from
+// the start; with a runtime root, the tools' manifests are written into the runtime directory.
 func (p *Parts) Tools(c *capsule.Capsule, s Session, choice runtimetools.DriverControl, callable bool, pulled func(runtime, result string)) (*runtimetools.Registry, error) {
 	var tools []runtimetools.Tool
 	if c.IsAgent() {
@@ -63,5 +64,12 @@ func (p *Parts) Tools(c *capsule.Capsule, s Session, choice runtimetools.DriverC
 			return nil, fmt.Errorf("staging exports.peer_files: %w", err)
 		}
 	}
-	return runtimetools.NewRegistry(tools...)
+	reg, err := runtimetools.NewRegistry(tools...)
+	if err != nil || !p.manifests {
+		return reg, err
+	}
+	if err := p.Art.WriteManifests(p.RuntimeDir, reg.Manifests()); err != nil {
+		return nil, fmt.Errorf("member %s: %w", p.member, err)
+	}
+	return reg, nil
 }
