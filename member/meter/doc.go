@@ -8,6 +8,6 @@
 // consistent in itself and never waits for the session's lock. Its lock is never held while it calls
 // out (records, metrics), and callers may hold their own locks while they call it.
 //
-// Imports: member/capsule, member/driver, member/harness (a harness turn's usage) and runtimetools;
-// never member.
+// Imports: member/capsule, member/driver, member/harness (a harness turn's usage), runtimetools and
+// client_golang (the inference series it is handed); never member.
 package meter

@@ -81,8 +81,8 @@ func (m *Meter) Used() (turns int, spend int64) {
 // TurnsLeft reports whether the running task has a turn left of inference.max_turns.
 func (m *Meter) TurnsLeft() bool {
 	turns, _ := m.Used()
-	max := m.cfg.Capsule.Inference.MaxTurns
-	return max == 0 || turns < max
+	limit := m.cfg.Capsule.Inference.MaxTurns
+	return limit == 0 || turns < limit
 }
 
 // KeepWorking counts one use of lifecycle.keep_working when the capsule sets it and the task has one
