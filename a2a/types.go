@@ -175,6 +175,18 @@ func (t *Task) Artifact(name string) (Artifact, bool) {
 	return Artifact{}, false
 }
 
+// TrimHistory keeps at most n of the task's most recent messages (a request's historyLength; nil:
+// all; 0: none).
+func (t *Task) TrimHistory(n *int) {
+	switch {
+	case n == nil:
+	case *n <= 0:
+		t.History = nil
+	case len(t.History) > *n:
+		t.History = t.History[len(t.History)-*n:]
+	}
+}
+
 // SendMessageConfig is the configuration of a SendMessage request.
 type SendMessageConfig struct {
 	AcceptedOutputModes []string `json:"acceptedOutputModes,omitempty"`

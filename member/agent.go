@@ -2,7 +2,6 @@ package member
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -11,7 +10,6 @@ import (
 	"github.com/murmur-run/murmur/internal/ids"
 	"github.com/murmur-run/murmur/member/artifact"
 	"github.com/murmur-run/murmur/member/calls"
-	"github.com/murmur-run/murmur/member/capsule"
 	"github.com/murmur-run/murmur/member/converse"
 	"github.com/murmur-run/murmur/member/driver"
 	"github.com/murmur-run/murmur/member/events"
@@ -19,22 +17,13 @@ import (
 	"github.com/murmur-run/murmur/runtimetools"
 )
 
-// The runtime's own messages to the model.
-const (
-	keepWorkingNudge = "[runtime] You ended your turn without an answer. Keep working on the task, and end your turn with your answer as text when you have it."
-	deadlineNotice   = "Session deadline: the runtime ends this session at %s, in %d seconds."
-)
-
 // runAgent runs the agent loop for one task: the system prompt, the task text (fenced when untrusted)
 // and the staged tool array; then one inference call per turn, each turn's tool calls answered in order,
 // until the model ends a turn with no tool call. That turn's text is the answer, once keep_working and
 // done_check (when the capsule sets them) have had their say.
 func (s *Session) runAgent(ctx context.Context, t *a2a.Task, text string) (string, error) {
-	c := s.cfg.Capsule
-	inf := c.Inference
-	if ids.Get(murmurMeta(t), ids.MetaTrust) == TrustUntrusted {
-		text = driver.Fence("task", text, "")
-	}
+	inf := s.cfg.Capsule.Inference
+	text = fenceUntrusted(t, "task", text)
 	// A task in an existing context starts with that conversation (DESIGN §15); hist counts its messages,
 	// which compaction removes first.
 	earlier := s.history(ctx, t)
@@ -49,15 +38,8 @@ func (s *Session) runAgent(ctx context.Context, t *a2a.Task, text string) (strin
 	tc, dt, endCalls := s.beginCalls(ctx, t)
 	defer endCalls()
 	for {
-		s.mu.Lock()
-		p := s.progress
-		turns, spend := p.turns, s.spend
-		choice := s.choice
-		applied := s.unapplied == choice
-		if applied {
-			s.unapplied = ""
-		}
-		s.mu.Unlock()
+		turns, spend := s.meter.Used()
+		choice, applied := s.choice.Next()
 		if inf.MaxTurns > 0 && turns >= inf.MaxTurns {
 			return "", fmt.Errorf("the task used all %d turns of inference.max_turns without an answer", inf.MaxTurns)
 		}
@@ -68,7 +50,7 @@ func (s *Session) runAgent(ctx context.Context, t *a2a.Task, text string) (strin
 			s.records.Write("control_applied", task, map[string]any{"setting": string(ids.SettingInferenceDriver), "value": choice})
 		}
 		s.art.Refresh(task, s.tools.Manifests(), &req, s.systemPrompt)
-		s.compact(task, &req, &hist)
+		s.meter.Compact(task, &req, &hist)
 		d := s.drivers[choice]
 		req.Turn = turns + 1
 		resp, err := d.Infer(ctx, req)
@@ -78,7 +60,7 @@ func (s *Session) runAgent(ctx context.Context, t *a2a.Task, text string) (strin
 			}
 			return "", fmt.Errorf("inference (driver choice %s): %w", choice, err)
 		}
-		s.account(task, choice, req, resp)
+		s.meter.Account(task, choice, req, resp)
 
 		if resp.Ask != "" {
 			req.Messages = append(req.Messages, driver.ChatMessage{Role: driver.RoleAssistant, Text: resp.Ask})
@@ -86,10 +68,7 @@ func (s *Session) runAgent(ctx context.Context, t *a2a.Task, text string) (strin
 			if err != nil {
 				return "", err
 			}
-			if ids.Get(murmurMeta(t), ids.MetaTrust) == TrustUntrusted {
-				reply.Text = driver.Fence("input", reply.Text, "")
-			}
-			req.Messages = append(req.Messages, driver.ChatMessage{Role: driver.RoleUser, Text: reply.Text})
+			req.Messages = append(req.Messages, driver.ChatMessage{Role: driver.RoleUser, Text: fenceUntrusted(t, "input", reply.Text)})
 			continue
 		}
 
@@ -103,8 +82,8 @@ func (s *Session) runAgent(ctx context.Context, t *a2a.Task, text string) (strin
 				results = append(results, s.dispatch(ctx, task, call))
 			}
 			req.Messages = append(req.Messages, driver.ChatMessage{Role: driver.RoleTool, Results: results})
-			if reason, ok := tc.NoAnswer(); ok {
-				return "", &errNoAnswer{reason: reason, below: calls.NoAnswerBelow(tc.Latest())}
+			if err := noAnswer(tc); err != nil {
+				return "", err
 			}
 			continue
 		}
@@ -113,8 +92,8 @@ func (s *Session) runAgent(ctx context.Context, t *a2a.Task, text string) (strin
 		req.Messages = append(req.Messages, driver.ChatMessage{Role: driver.RoleAssistant, Text: answer})
 		// Calls or delegations still out, or ended and not yet delivered: with a turn left, wait for all
 		// of them and continue once, answers first (SPEC "How the answer arrives").
-		if calls.Outstanding(tc, dt) && (inf.MaxTurns == 0 || p.turns < inf.MaxTurns) {
-			text, answers, err := calls.Resume(ctx, tc, dt, func(text string) { s.workingStatus(t, text) })
+		if calls.Outstanding(tc, dt) && s.meter.TurnsLeft() {
+			text, answers, err := s.resume(ctx, t, tc, dt)
 			if err != nil {
 				return "", err
 			}
@@ -122,62 +101,29 @@ func (s *Session) runAgent(ctx context.Context, t *a2a.Task, text string) (strin
 			req.Answers = answers
 			continue
 		}
+		// An empty answer gets keep_working's nudge, an answer done_check's verdict (package lifecycle).
+		var reopen string
 		if strings.TrimSpace(answer) == "" {
-			if kw := c.Lifecycle.KeepWorking; kw != nil && p.keepWorking < kw.Limit {
-				s.mu.Lock()
-				p.keepWorking++
-				used := p.keepWorking
-				s.mu.Unlock()
-				s.records.Write("keep_working", task, map[string]any{"used": used, "left": kw.Limit - used})
-				req.Messages = append(req.Messages, driver.ChatMessage{Role: driver.RoleUser, Text: keepWorkingNudge})
-				continue
-			}
-			return "", errors.New("the model ended its turn without an answer")
+			reopen, err = s.rules.Nudge(task)
+		} else {
+			reopen, err = s.rules.Check(ctx, task)
 		}
-		if dc := c.Lifecycle.DoneCheck; dc != nil {
-			out, code, err := s.runner.RunCheck(ctx, dc.Command)
-			if ctx.Err() != nil {
-				return "", ctx.Err()
-			}
-			if err != nil || code != 0 {
-				detail := fmt.Sprintf("exited with status %d", code)
-				if err != nil {
-					detail = "could not run: " + err.Error()
-				}
-				limitLeft := p.doneCheck < dc.Limit
-				if mr := c.Lifecycle.MaxTaskReopens; mr != nil && p.reopens >= *mr {
-					limitLeft = false
-				}
-				if !limitLeft {
-					return "", fmt.Errorf("lifecycle.done_check `%s` %s after %d reopen(s); the task ends unverified: %s",
-						strings.Join(dc.Command, " "), detail, p.doneCheck, lastLine(out))
-				}
-				s.mu.Lock()
-				p.doneCheck++
-				p.reopens++
-				used := p.doneCheck
-				s.mu.Unlock()
-				s.records.Write("task_reopened", task, map[string]any{
-					"reason": "done_check", "command": dc.Command, "exit_code": code, "used": used, "left": dc.Limit - used})
-				req.Messages = append(req.Messages, driver.ChatMessage{Role: driver.RoleUser, Text: fmt.Sprintf(
-					"[runtime] The task is not done: its check `%s` %s.\n%s\nKeep working until the check passes, then answer again.",
-					strings.Join(dc.Command, " "), detail, driver.Fence("done_check", out, ""))})
-				continue
-			}
+		if err != nil {
+			return "", err
+		}
+		if reopen != "" {
+			req.Messages = append(req.Messages, driver.ChatMessage{Role: driver.RoleUser, Text: reopen})
+			continue
 		}
 		// SPEC: a task that answers in text while a member it called gave no answer completes, and names
 		// those members in metadata.murmur.noAnswerBelow, so its caller reads the answer with a gap line.
-		if msg, ok := s.taskEndHooks(ctx, task, "completed", answer, p); ok {
+		if msg, ok := s.taskEndHooks(ctx, task, "completed", answer); ok {
 			req.Messages = append(req.Messages, driver.ChatMessage{Role: driver.RoleUser, Text: msg})
 			continue
 		}
-		if below := calls.NoAnswerBelow(tc.Latest()); len(below) > 0 {
-			ids.Set(murmurMeta(t), ids.MetaNoAnswerBelow, calls.NoAnswerBelowMeta(below))
-		}
+		markNoAnswerBelow(t, tc)
 		if resp.Data != nil {
-			s.mu.Lock()
-			p.data = resp.Data
-			s.mu.Unlock()
+			s.meter.SetData(resp.Data)
 		}
 		return answer, nil
 	}
@@ -214,65 +160,6 @@ func (s *Session) systemPrompt() string {
 		prompt = strings.TrimLeft(prompt, "\n")
 	}
 	return artifact.AppendSkills(prompt, s.art.Skills())
-}
-
-// account adds one inference call to the session's numbers, its metrics and its records.
-func (s *Session) account(task, choice string, req driver.InferRequest, resp driver.InferResponse) {
-	u := resp.Usage
-	ch := s.cfg.Capsule.Inference.Choices[choice]
-	in, out, used, measured := driver.Measure(req, resp)
-	s.mu.Lock()
-	s.progress.turns++
-	// The spend ceilings count every call, an estimate where the provider reported nothing; the token
-	// sums of session-status hold only what providers reported.
-	s.spend += in + out
-	s.tokens.Add(u.Reported, u.CacheReported, in, out, u.Cached, u.CacheWrite)
-	s.context = contextSnapshot(ch, used, measured)
-	s.mu.Unlock()
-
-	s.countInference(choice, u)
-	rec := map[string]any{"driver": choice, "model": ch.Model, "turn": req.Turn, "measured_by": measured}
-	if u.Reported {
-		rec["tokens"] = map[string]any{"input": in, "output": out, "cached": u.Cached, "cache_write": u.CacheWrite}
-	}
-	s.records.Write("inference", task, rec)
-}
-
-// contextSnapshot is the budget check of SPEC's context fields for one choice.
-func contextSnapshot(ch capsule.Choice, used int64, measured string) *runtimetools.ContextSnapshot {
-	cs := &runtimetools.ContextSnapshot{UsedTokens: used, WindowTokens: ch.ContextWindow, MeasuredBy: measured}
-	cs.BudgetTokens, cs.BudgetBasis = ch.Budget()
-	return cs
-}
-
-// compact shortens the conversation when the last check found it past the threshold of its budget
-// (driver.CompactOver), and records what went.
-func (s *Session) compact(task string, req *driver.InferRequest, hist *int) {
-	s.mu.Lock()
-	cs := s.context
-	s.mu.Unlock()
-	if cs == nil || cs.WindowTokens == 0 {
-		return
-	}
-	c, ok := driver.CompactOver(req, hist, cs.UsedTokens, int64(cs.BudgetTokens), s.cfg.Capsule.Inference.Compaction.Threshold)
-	if !ok {
-		return
-	}
-	s.mu.Lock()
-	s.context = &runtimetools.ContextSnapshot{UsedTokens: c.After, WindowTokens: cs.WindowTokens,
-		BudgetTokens: cs.BudgetTokens, BudgetBasis: cs.BudgetBasis, MeasuredBy: "estimate"}
-	s.mu.Unlock()
-	s.records.Write("compaction", task, map[string]any{
-		"tokens_before": cs.UsedTokens, "tokens_before_source": cs.MeasuredBy, "tokens_after": c.After,
-		"budget_tokens": cs.BudgetTokens, "threshold": c.Threshold, "removed_messages": c.Removed})
-}
-
-func lastLine(s string) string {
-	s = strings.TrimSpace(s)
-	if i := strings.LastIndexByte(s, '\n'); i >= 0 {
-		return s[i+1:]
-	}
-	return s
 }
 
 // dispatch answers one tool call through the session's registry. A name that was not staged is refused
@@ -328,7 +215,7 @@ func (s *Session) dispatchCall(ctx context.Context, task string, call driver.Too
 	}
 	note := res.Note
 	if notice && ran && res.Status != runtimetools.StatusRefused {
-		if line := s.deadlineNotice(task); line != "" {
+		if line := s.rules.Notice(task); line != "" {
 			note = strings.TrimPrefix(note+"\n"+line, "\n")
 		}
 	}
@@ -339,37 +226,5 @@ func (s *Session) dispatchCall(ctx context.Context, task string, call driver.Too
 		Output: res.Output,
 		Data:   res.Data,
 		Text:   driver.Fence("tool:"+call.Name, res.Output, note),
-	}
-}
-
-// deadlineNotice returns SPEC's notice line once per session, for the first tool result inside the
-// margin, and writes its record; otherwise "".
-func (s *Session) deadlineNotice(task string) string {
-	margin := s.cfg.Capsule.NoticeMargin()
-	now := s.cfg.Now()
-	s.mu.Lock()
-	if s.deadline.IsZero() || margin <= 0 || s.noticeSent || s.deadline.Sub(now) > margin {
-		s.mu.Unlock()
-		return ""
-	}
-	s.noticeSent = true
-	at := s.deadline.UTC().Format(time.RFC3339)
-	left := max(int64(s.deadline.Sub(now)/time.Second), 0)
-	s.mu.Unlock()
-	s.records.Write("deadline_notice", task, map[string]any{"at": at, "left_secs": left})
-	return fmt.Sprintf(deadlineNotice, at, left)
-}
-
-// countInference counts a call in the metrics, and the tokens its provider reported.
-func (s *Session) countInference(driver string, u driver.Usage) {
-	m := s.cfg.Metrics
-	m.InferenceCalls.WithLabelValues(driver).Inc()
-	if !u.Reported {
-		return
-	}
-	for kind, n := range map[string]int64{"input": u.Input, "output": u.Output, "cached": u.Cached, "cache_write": u.CacheWrite} {
-		if n > 0 {
-			m.InferenceTokens.WithLabelValues(driver, kind).Add(float64(n))
-		}
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/murmur-run/murmur/a2a"
 	"github.com/murmur-run/murmur/member/calls"
 	"github.com/murmur-run/murmur/member/capsule"
+	"github.com/murmur-run/murmur/member/metrics"
 	"github.com/murmur-run/murmur/member/sandbox"
 	"github.com/murmur-run/murmur/member/store"
 	"github.com/murmur-run/murmur/roster"
@@ -67,7 +68,7 @@ func startSession(t testing.TB, files map[string]string, o sessionOpts) (*testSe
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := NewMetrics(prometheus.NewRegistry())
+	m, err := metrics.New(prometheus.NewRegistry())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -41,16 +41,11 @@ func (s *Session) toolSpecsNow() []driver.ToolSpec { return s.art.ToolSpecs(s.to
 func (s *Session) inventory() []string { return s.art.Inventory(s.tools.Manifests()) }
 
 // taskEndHooks asks the on-task-end hooks whether a task that answered should be reopened; the message
-// to continue with when one asks, the reopen counted in p.
-func (s *Session) taskEndHooks(ctx context.Context, task, status, answer string, p *taskProgress) (string, bool) {
-	s.mu.Lock()
-	reopens := p.reopens
-	s.mu.Unlock()
-	msg, ok := s.art.CheckTaskEnd(ctx, hooks.TaskEnd{Task: task, Status: status, Answer: answer, Trust: s.trustNow(), Reopens: reopens})
+// to continue with when one asks, the reopen counted.
+func (s *Session) taskEndHooks(ctx context.Context, task, status, answer string) (string, bool) {
+	msg, ok := s.art.CheckTaskEnd(ctx, hooks.TaskEnd{Task: task, Status: status, Answer: answer, Trust: s.trustNow(), Reopens: s.meter.Reopens()})
 	if ok {
-		s.mu.Lock()
-		p.reopens++
-		s.mu.Unlock()
+		s.meter.Reopened()
 	}
 	return msg, ok
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/murmur-run/murmur/member/artifact"
 	"github.com/murmur-run/murmur/member/artifact/wasm"
 	"github.com/murmur-run/murmur/member/capsule"
+	"github.com/murmur-run/murmur/member/metrics"
 	"github.com/murmur-run/murmur/member/store"
 )
 
@@ -184,7 +185,7 @@ func startFailing(t *testing.T, files map[string]string) (*Session, error) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	m, _ := NewMetrics(prometheus.NewRegistry())
+	m, _ := metrics.New(prometheus.NewRegistry())
 	s, err := Start(Config{Member: "m", Capsule: c, Store: st, Metrics: m, RecordsRoot: filepath.Join(root, "records"),
 		WorkDir: filepath.Join(root, "work"), Getenv: func(string) string { return "" }})
 	if err == nil {

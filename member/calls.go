@@ -6,8 +6,10 @@ import (
 	"time"
 
 	"github.com/murmur-run/murmur/a2a"
+	"github.com/murmur-run/murmur/internal/ids"
 	"github.com/murmur-run/murmur/member/calls"
 	"github.com/murmur-run/murmur/member/delegate"
+	"github.com/murmur-run/murmur/member/driver"
 	"github.com/murmur-run/murmur/runtimetools"
 )
 
@@ -18,6 +20,37 @@ type errNoAnswer struct {
 }
 
 func (e *errNoAnswer) Error() string { return e.reason }
+
+// noAnswer is the error a task ends with once its model called end-without-answer; nil before.
+func noAnswer(tc *calls.Tracker) error {
+	if reason, ok := tc.NoAnswer(); ok {
+		return &errNoAnswer{reason: reason, below: calls.NoAnswerBelow(tc.Latest())}
+	}
+	return nil
+}
+
+// markNoAnswerBelow names, in t's metadata.murmur.noAnswerBelow, the members it called that gave no
+// answer, for a task that answers all the same (SPEC), so its caller reads the answer with a gap line.
+func markNoAnswerBelow(t *a2a.Task, tc *calls.Tracker) {
+	if below := calls.NoAnswerBelow(tc.Latest()); len(below) > 0 {
+		ids.Set(murmurMeta(t), ids.MetaNoAnswerBelow, calls.NoAnswerBelowMeta(below))
+	}
+}
+
+// resume waits for the task's calls and delegations and returns the continuation (calls.Resume), the
+// wait shown in the task's WORKING status.
+func (s *Session) resume(ctx context.Context, t *a2a.Task, tc *calls.Tracker, dt *delegate.Tracker) (string, []map[string]any, error) {
+	return calls.Resume(ctx, tc, dt, func(text string) { s.workingStatus(t, text) })
+}
+
+// fenceUntrusted fences text from the sender of t (the task, its answers to a question) as untrusted
+// when t came with that trust class.
+func fenceUntrusted(t *a2a.Task, name, text string) string {
+	if ids.Get(murmurMeta(t), ids.MetaTrust) == TrustUntrusted {
+		return driver.Fence(name, text, "")
+	}
+	return text
+}
 
 // startCalls returns the call tracker of one attempt of the agent task t; ctx ends with the attempt.
 func (s *Session) startCalls(ctx context.Context, t *a2a.Task) *calls.Tracker {
@@ -61,18 +94,19 @@ func (s *Session) Callable() []string {
 	return s.cfg.Roster.Reachable(s.cfg.Member)
 }
 
-func (s *Session) currentCalls(task string) *calls.Tracker {
+// current returns the call and delegation trackers of task while it runs; nil, nil otherwise.
+func (s *Session) current(task string) (*calls.Tracker, *delegate.Tracker) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.calls == nil || s.callsTask != task {
-		return nil
+	if s.callsTask != task {
+		return nil, nil
 	}
-	return s.calls
+	return s.calls, s.delegations
 }
 
 // CallMember makes one call-member call for the running task (runtimetools.MemberCaller).
 func (s *Session) CallMember(ctx context.Context, task, member, text string) (runtimetools.CallStart, error) {
-	tc := s.currentCalls(task)
+	tc, _ := s.current(task)
 	if tc == nil {
 		return runtimetools.CallStart{}, errors.New("'call-member' is answered only while a task runs; this session is running none")
 	}
@@ -85,7 +119,7 @@ func (s *Session) EndWithoutAnswer(task, reason string) (string, error) {
 	if len(s.Callable()) == 0 {
 		return "", errors.New("'end-without-answer' is answered only for a formation member that roster.yaml lets call another; this session is not one")
 	}
-	tc := s.currentCalls(task)
+	tc, _ := s.current(task)
 	if tc == nil {
 		return "", errors.New("'end-without-answer' is answered only while a task runs; this session is running none")
 	}

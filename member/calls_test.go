@@ -11,6 +11,7 @@ import (
 
 	"github.com/murmur-run/murmur/a2a"
 	"github.com/murmur-run/murmur/member/capsule"
+	"github.com/murmur-run/murmur/member/metrics"
 	"github.com/murmur-run/murmur/member/records"
 	"github.com/murmur-run/murmur/roster"
 )
@@ -48,7 +49,7 @@ func TestCallToolsNeedTheRunningTask(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer rec.Close()
-	m, _ := NewMetrics(prometheus.NewRegistry())
+	m, _ := metrics.New(prometheus.NewRegistry())
 	c := &capsule.Capsule{Name: "lead"}
 	c.Capabilities.Network.Allow = []string{"localhost"}
 	s := &Session{cfg: Config{Member: "lead", Capsule: c, Roster: r, Metrics: m, Getenv: func(string) string { return "" }},

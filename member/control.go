@@ -12,6 +12,6 @@ type ControlChange = control.Change
 // surface (DESIGN §14; package control). tokenID names the control token the request came with.
 func (s *Session) Control(setting, value, tokenID string) (ControlChange, error) {
 	c := s.cfg.Capsule
-	return control.Apply(control.Config{Listed: c.Control.AgentSettings, Agent: c.IsAgent(), Driver: s, Record: s.records.Write},
+	return control.Apply(control.Config{Listed: c.Control.AgentSettings, Agent: c.IsAgent(), Driver: s.choice, Record: s.records.Write},
 		setting, value, tokenID)
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"path/filepath"
-	"time"
 
 	"github.com/murmur-run/murmur/a2a"
 	"github.com/murmur-run/murmur/internal/ids"
@@ -21,10 +20,15 @@ func scopeOf(origin Origin) store.Scope {
 	return store.OperatorScope()
 }
 
-// conv is the session as member/converse sees it.
+// conv is the session as member/converse sees it. Files too large to carry inline are kept under
+// Config.ArtifactsDir, else the records directory's artifacts/.
 func (s *Session) conv() converse.Config {
+	root := s.cfg.ArtifactsDir
+	if root == "" {
+		root = filepath.Join(s.records.Dir(), "artifacts")
+	}
 	return converse.Config{Member: s.cfg.Member, DoorURL: s.cfg.DoorURL, Get: s.get, List: s.cfg.Store.List,
-		Caller: taskCaller, Record: s.records.Write, Waiter: s.waiter}
+		Caller: taskCaller, Record: s.records.Write, Waiter: s.waiter, Workdir: s.workdir(), ArtifactsRoot: root}
 }
 
 // taskCaller is the member that sent t; "" for the operator.
@@ -42,12 +46,11 @@ func (s *Session) history(ctx context.Context, t *a2a.Task) []driver.ChatMessage
 	if !continuing {
 		return nil
 	}
-	tasks, err := s.conv().ContextTasks(ctx, t)
+	hist, err := s.conv().Earlier(ctx, t)
 	if err != nil {
 		s.log.Warn("reading the context's earlier tasks", "task", t.ID, "context", t.ContextID, "err", err)
-		return nil
 	}
-	return converse.History(tasks, t.ID)
+	return hist
 }
 
 // askSender asks the running task's sender q and waits for the answer (converse.Config.Ask).
@@ -59,11 +62,7 @@ func (s *Session) askSender(ctx context.Context, task string, q converse.Questio
 		return converse.Reply{}, errors.New("no running task to ask for")
 	}
 	t := r.task
-	limit := converse.DefaultInputWait
-	if w := s.cfg.Capsule.Lifecycle.InputWaitSecs; w != nil {
-		limit = time.Duration(*w) * time.Second
-	}
-	return s.conv().Ask(ctx, converse.Asking{Task: t, Limit: limit, TimedOut: r.cancel,
+	return s.conv().Ask(ctx, converse.Asking{Task: t, Limit: converse.InputWait(s.cfg.Capsule.Lifecycle.InputWaitSecs), TimedOut: r.cancel,
 		Waiting: func(msg *a2a.Message) {
 			s.mu.Lock()
 			s.setStatus(t, a2a.TaskStateInputRequired, "", s.cfg.Now())
@@ -88,17 +87,9 @@ func (s *Session) storeLocked(t *a2a.Task) {
 	s.changedLocked(t)
 }
 
-// artifactsRoot is where files too large to carry inline are kept for their URL.
-func (s *Session) artifactsRoot() string {
-	if s.cfg.ArtifactsDir != "" {
-		return s.cfg.ArtifactsDir
-	}
-	return filepath.Join(s.records.Dir(), "artifacts")
-}
-
 // collectFiles returns the artifacts of the files the task wrote under out/artifacts/ since before.
 func (s *Session) collectFiles(t *a2a.Task, before map[string]converse.Stamp) []a2a.Artifact {
-	out, err := s.conv().Artifacts(t, s.workdir(), s.artifactsRoot(), before)
+	out, err := s.conv().Artifacts(t, before)
 	if err != nil {
 		s.log.Warn("collecting the task's files under "+converse.ArtifactsDir, "task", t.ID, "err", err)
 	}
@@ -106,12 +97,7 @@ func (s *Session) collectFiles(t *a2a.Task, before map[string]converse.Stamp) []
 }
 
 // ArtifactFile is the kept file of a task's artifact named name, for the door's
-// GET /tasks/{id}/artifacts/{name}: its path and media type. A task outside scope, or without such a
-// kept file, is not found.
+// GET /tasks/{id}/artifacts/{name}: its path and media type (converse.Config.KeptFile).
 func (s *Session) ArtifactFile(ctx context.Context, id a2a.TaskID, name string, scope store.Scope) (string, string, error) {
-	t, err := s.get(ctx, id, scope)
-	if err != nil {
-		return "", "", err
-	}
-	return converse.KeptFile(t, s.artifactsRoot(), name)
+	return s.conv().KeptFile(ctx, id, name, scope)
 }

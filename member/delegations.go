@@ -3,7 +3,6 @@ package member
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -11,7 +10,7 @@ import (
 	"github.com/murmur-run/murmur/a2a"
 	"github.com/murmur-run/murmur/member/calls"
 	"github.com/murmur-run/murmur/member/delegate"
-	"github.com/murmur-run/murmur/member/sandbox"
+	"github.com/murmur-run/murmur/member/metrics"
 	"github.com/murmur-run/murmur/member/store"
 	"github.com/murmur-run/murmur/runtimetools"
 )
@@ -51,12 +50,7 @@ func (s *Session) Capsules() []string { return delegate.Names(s.spawn) }
 
 // Delegate starts one delegation for the running task (runtimetools.Delegator).
 func (s *Session) Delegate(ctx context.Context, task, capsule, text string) (runtimetools.DelegationStart, error) {
-	s.mu.Lock()
-	dt := s.delegations
-	if s.callsTask != task {
-		dt = nil
-	}
-	s.mu.Unlock()
+	_, dt := s.current(task)
 	if dt == nil {
 		return runtimetools.DelegationStart{}, fmt.Errorf("'delegate-task' is answered only while a task runs; this session is running none")
 	}
@@ -64,64 +58,32 @@ func (s *Session) Delegate(ctx context.Context, task, capsule, text string) (run
 }
 
 // startSub starts the sub-session of one delegation: in this process, no door, its own ses_ id and
-// records, its workdir under this one's, a task store of its own in this session's records directory,
-// and the earlier of its own deadline and this session's.
+// records, its workdir under this one's, a task store of its own in this session's records directory
+// (delegate.Open), and the earlier of its own deadline and this session's (set once, in Start).
 func (s *Session) startSub(spec delegate.StartSpec) (delegate.Sub, error) {
-	st, err := store.Open(filepath.Join(s.records.Dir(), "delegations", spec.Delegation, "tasks.db"))
-	if err != nil {
-		return nil, err
-	}
-	metrics, err := NewMetrics(prometheus.NewRegistry()) // a sub-session's own series are on no door
-	if err != nil {
-		st.Close()
-		return nil, err
-	}
-	s.mu.Lock()
-	deadline := s.deadline
-	s.mu.Unlock()
-	iso := s.hostIsolation()
-	sub, err := Start(Config{
-		Member: s.cfg.Member, Formation: s.cfg.Formation, Capsule: spec.Entry.Capsule, Store: st,
-		RecordsRoot: s.cfg.RecordsRoot, DataDir: s.cfg.DataDir, WorkDir: spec.Workdir, RuntimeRoot: s.cfg.RuntimeRoot,
-		WasmCacheDir: s.cfg.WasmCacheDir, ProjectDir: s.cfg.ProjectDir, Metrics: metrics, Logger: s.log,
-		Now: s.cfg.Now, Getenv: s.cfg.Getenv, HTTPClient: s.cfg.HTTPClient, ConfineHelper: s.cfg.ConfineHelper,
-		StartToolServer: s.cfg.StartToolServer, isolate: func() sandbox.Isolation { return iso },
-		Sub: &SubSession{Parent: s.id, Delegation: spec.Delegation, Depth: spec.Depth, Deadline: deadline},
-	})
-	if err != nil {
-		st.Close()
-		return nil, err
-	}
-	return &delegate.Session{SessionID: sub.id,
-		SendTask: func(ctx context.Context, msg *a2a.Message, trust string) (*a2a.Task, error) {
-			return sub.Send(ctx, msg, Origin{Trust: trust, Origin: OriginDelegation})
-		},
-		WaitTask: sub.Wait,
-		CancelTask: func(ctx context.Context, id a2a.TaskID) error {
-			_, err := sub.Cancel(ctx, id, store.OperatorScope())
-			return err
-		},
-		CloseAll: func(ctx context.Context) error {
-			err := sub.Close(ctx)
-			if cerr := st.Close(); err == nil {
-				err = cerr
-			}
-			return err
-		}}, nil
-}
-
-// hostIsolation is what this host puts around commands, for a sub-session: this session's own probe
-// when it runs commands, else one probe made at the first delegation.
-func (s *Session) hostIsolation() sandbox.Isolation {
-	if s.cfg.Capsule.RunsCommands() {
-		return s.iso
-	}
-	s.subIso.Do(func() {
-		probe := s.cfg.isolate
-		if probe == nil {
-			probe = sandbox.Probe
+	return delegate.Open(s.records.Dir(), spec, func(st *store.Store) (*delegate.Session, error) {
+		series, err := metrics.New(prometheus.NewRegistry()) // a sub-session's own series are on no door
+		if err != nil {
+			return nil, err
 		}
-		s.iso = probe()
+		sub, err := Start(Config{
+			Member: s.cfg.Member, Formation: s.cfg.Formation, Capsule: spec.Entry.Capsule, Store: st,
+			RecordsRoot: s.cfg.RecordsRoot, DataDir: s.cfg.DataDir, WorkDir: spec.Workdir, RuntimeRoot: s.cfg.RuntimeRoot,
+			WasmCacheDir: s.cfg.WasmCacheDir, ProjectDir: s.cfg.ProjectDir, Metrics: series, Logger: s.log,
+			Now: s.cfg.Now, Getenv: s.cfg.Getenv, HTTPClient: s.cfg.HTTPClient, ConfineHelper: s.cfg.ConfineHelper,
+			StartToolServer: s.cfg.StartToolServer, isolate: s.hostIso,
+			Sub: &SubSession{Parent: s.id, Delegation: spec.Delegation, Depth: spec.Depth, Deadline: s.deadline},
+		})
+		if err != nil {
+			return nil, err
+		}
+		return &delegate.Session{SessionID: sub.id, WaitTask: sub.Wait, CloseAll: sub.Close,
+			SendTask: func(ctx context.Context, msg *a2a.Message, trust string) (*a2a.Task, error) {
+				return sub.Send(ctx, msg, Origin{Trust: trust, Origin: OriginDelegation})
+			},
+			CancelTask: func(ctx context.Context, id a2a.TaskID) error {
+				_, err := sub.Cancel(ctx, id, store.OperatorScope())
+				return err
+			}}, nil
 	})
-	return s.iso
 }

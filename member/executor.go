@@ -35,8 +35,7 @@ func (s *Session) execute(ctx context.Context, r *runningTask) {
 	}
 	s.mu.Lock()
 	r.task = t
-	s.progress = &taskProgress{start: s.cfg.Now()}
-	s.setStatus(t, a2a.TaskStateWorking, "", s.progress.start)
+	s.setStatus(t, a2a.TaskStateWorking, "", s.meter.BeginTask())
 	// Working need not be durable before it is visible: a crash before its commit leaves the task
 	// submitted, which the restart ends failed just the same. It rides the store's next group commit.
 	s.cfg.Store.UpdateSoon(t)
@@ -58,8 +57,7 @@ func (s *Session) execute(ctx context.Context, r *runningTask) {
 	// The files it wrote are read (and large ones copied) before the lock: Send does not wait on disk.
 	files := s.collectFiles(t, before)
 	s.mu.Lock()
-	p := s.progress
-	s.progress = nil
+	p := s.meter.EndTask()
 	if !r.canceled {
 		t.Artifacts = append(t.Artifacts, files...)
 	}
@@ -84,10 +82,10 @@ func (s *Session) execute(ctx context.Context, r *runningTask) {
 	case err != nil:
 		msg = err.Error()
 	default:
-		if s.cfg.Capsule.AnswersWithMessage() && p.turns <= 1 {
+		if s.cfg.Capsule.AnswersWithMessage() && p.Turns <= 1 {
 			ids.Set(murmurMeta(t), ids.MetaOneTurn, true) // the door answers it with a Message
 		}
-		state, msg, ans = a2a.TaskStateCompleted, answer, &taskAnswer{text: answer, data: p.data}
+		state, msg, ans = a2a.TaskStateCompleted, answer, &taskAnswer{text: answer, data: p.Data}
 	}
 	e := &ending{r: r, t: t, state: state, text: msg, answer: ans}
 	e.running, e.now = s.endLocked(t, state, msg, ans)

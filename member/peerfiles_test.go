@@ -24,6 +24,7 @@ import (
 	"github.com/murmur-run/murmur/internal/peercred"
 	"github.com/murmur-run/murmur/member/capsule"
 	"github.com/murmur-run/murmur/member/driver"
+	"github.com/murmur-run/murmur/member/metrics"
 	"github.com/murmur-run/murmur/member/store"
 	"github.com/murmur-run/murmur/peerfile"
 	"github.com/murmur-run/murmur/roster"
@@ -37,7 +38,7 @@ var peerEpoch = time.Date(2026, 10, 20, 12, 0, 0, 0, time.UTC)
 // stand-in for lead's door that a test can make misbehave.
 type peerEnv struct {
 	s       *Session
-	metrics *Metrics
+	metrics *metrics.Series
 	clock   *clock
 	work    string // the session's workdir
 	leadOut string // lead's export root, which the stand-in door serves
@@ -70,7 +71,7 @@ func peerSession(t *testing.T, member, extra string) *peerEnv {
 	must(t, err)
 	store, err := store.Open(filepath.Join(root, "tasks.db"))
 	must(t, err)
-	e.metrics, err = NewMetrics(prometheus.NewRegistry())
+	e.metrics, err = metrics.New(prometheus.NewRegistry())
 	must(t, err)
 	e.s, err = Start(Config{Member: member, Formation: "f", Capsule: c, Store: store, Metrics: e.metrics,
 		RecordsRoot: filepath.Join(root, "records"), WorkDir: e.work, RuntimeRoot: filepath.Join(root, "run"),

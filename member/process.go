@@ -3,13 +3,9 @@ package member
 import (
 	"context"
 	"encoding/json"
-	"errors"
-	"fmt"
 	"path/filepath"
-	"strings"
 
 	"github.com/murmur-run/murmur/a2a"
-	"github.com/murmur-run/murmur/internal/ids"
 	"github.com/murmur-run/murmur/member/calls"
 	"github.com/murmur-run/murmur/member/driver"
 	"github.com/murmur-run/murmur/member/harness"
@@ -31,79 +27,27 @@ func (s *Session) startProcess(confined bool) (err error) {
 			r := s.dispatch(ctx, task, driver.ToolCall{ID: id, Name: name, Input: input})
 			return r.Text, r.Status != runtimetools.StatusOK
 		},
-		Record: s.records.Write, Turn: s.harnessTurn})
+		Record: s.records.Write, Turn: s.meter.HarnessTurn})
 	return err
 }
 
-// harnessTurn counts one closed turn of the harness as an inference call: the task's turns, the
-// session's spend and token sums, the metrics.
-func (s *Session) harnessTurn(task string, u harness.Usage) (int, int64) {
-	s.mu.Lock()
-	turn := 0
-	if s.progress != nil {
-		s.progress.turns++
-		turn = s.progress.turns
-	}
-	if u.Reported {
-		s.spend += u.Input + u.Output
-	}
-	s.tokens.Add(u.Reported, u.CacheReported, u.Input, u.Output, u.Cached, u.CacheWrite)
-	spend := s.spend
-	s.mu.Unlock()
-	s.countInference(harness.DriverName, driver.Usage{Input: u.Input, Output: u.Output, Cached: u.Cached, CacheWrite: u.CacheWrite, Reported: u.Reported})
-	return turn, spend
-}
-
-// runProcess runs one task under transport: process: the harness with the task text as its prompt;
-// when it ends its run with member calls out, the task waits for their answers (SPEC "How the answer
-// arrives") and resumes the harness's same session with the continuation message as the prompt. A
-// harness that called end-without-answer and kept going ends the task the same way once it finishes.
+// runProcess runs one task under transport: process (harness.Transport.RunTask), with the task's
+// member calls and delegations.
 func (s *Session) runProcess(ctx context.Context, t *a2a.Task, text string) (string, error) {
-	inf := s.cfg.Capsule.Inference
-	if ids.Get(murmurMeta(t), ids.MetaTrust) == TrustUntrusted {
-		text = driver.Fence("task", text, "")
-	}
 	task := string(t.ID)
 	defer s.proc.Begin(ctx, task)() // the tool server answers for the task until its calls have ended
 	tc, dt, endCalls := s.beginCalls(ctx, t)
 	defer endCalls()
-	prompt, session := text, ""
-	for {
-		res, stopped, err := s.proc.Run(ctx, task, prompt, session)
-		if ctx.Err() != nil {
-			return "", ctx.Err()
-		}
-		if reason, ok := tc.NoAnswer(); ok {
-			return "", &errNoAnswer{reason: reason, below: calls.NoAnswerBelow(tc.Latest())}
-		}
-		if stopped != nil {
-			return "", stopped
-		}
-		if err != nil {
-			return "", err
-		}
-		s.mu.Lock()
-		turns := s.progress.turns
-		s.mu.Unlock()
-		if calls.Outstanding(tc, dt) && (inf.MaxTurns == 0 || turns < inf.MaxTurns) {
-			if res.Session == "" {
-				return "", fmt.Errorf("the harness reported no session id, so it cannot be resumed with the answers of the members it called (dialect %s)", s.cfg.Capsule.Harness.Dialect)
-			}
-			if len(s.cfg.Capsule.Harness.Resume) == 0 {
-				return "", fmt.Errorf("the harness called members, but %s sets no harness.resume, so it cannot be resumed with their answers; add resume: [--resume, \"{session}\"] or what the harness takes", s.cfg.Capsule.Path)
-			}
-			if prompt, _, err = calls.Resume(ctx, tc, dt, func(text string) { s.workingStatus(t, text) }); err != nil {
-				return "", err
-			}
-			session = res.Session
-			continue
-		}
-		if strings.TrimSpace(res.Answer) == "" {
-			return "", errors.New("the harness ended its run with an empty answer")
-		}
-		if below := calls.NoAnswerBelow(tc.Latest()); len(below) > 0 {
-			ids.Set(murmurMeta(t), ids.MetaNoAnswerBelow, calls.NoAnswerBelowMeta(below))
-		}
-		return res.Answer, nil
+	answer, err := s.proc.RunTask(ctx, harness.Task{ID: task, Prompt: fenceUntrusted(t, "task", text),
+		NoAnswer:    func() error { return noAnswer(tc) },
+		Outstanding: func() bool { return calls.Outstanding(tc, dt) },
+		TurnsLeft:   s.meter.TurnsLeft,
+		Resume: func(ctx context.Context) (string, error) {
+			prompt, _, err := s.resume(ctx, t, tc, dt)
+			return prompt, err
+		}})
+	if err == nil {
+		markNoAnswerBelow(t, tc)
 	}
+	return answer, err
 }

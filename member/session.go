@@ -13,16 +13,19 @@ import (
 
 	"github.com/murmur-run/murmur/a2a"
 	"github.com/murmur-run/murmur/internal/ids"
-	"github.com/murmur-run/murmur/internal/peercred"
 	"github.com/murmur-run/murmur/member/admit"
 	"github.com/murmur-run/murmur/member/artifact/staged"
 	"github.com/murmur-run/murmur/member/calls"
 	"github.com/murmur-run/murmur/member/capsule"
+	"github.com/murmur-run/murmur/member/control"
 	"github.com/murmur-run/murmur/member/converse"
 	"github.com/murmur-run/murmur/member/delegate"
 	"github.com/murmur-run/murmur/member/driver"
 	"github.com/murmur-run/murmur/member/events"
 	"github.com/murmur-run/murmur/member/harness"
+	"github.com/murmur-run/murmur/member/lifecycle"
+	"github.com/murmur-run/murmur/member/meter"
+	"github.com/murmur-run/murmur/member/metrics"
 	"github.com/murmur-run/murmur/member/records"
 	"github.com/murmur-run/murmur/member/sandbox"
 	"github.com/murmur-run/murmur/member/setup"
@@ -82,7 +85,7 @@ type Config struct {
 	// ProjectDir is where the project store is (.murmur/store/ in it): the roster's directory; "" means
 	// the capsule's.
 	ProjectDir string
-	Metrics    *Metrics
+	Metrics    *metrics.Series
 	Logger     *slog.Logger
 	Now        func() time.Time
 	// Getenv resolves env: credentials; nil means os.Getenv.
@@ -146,10 +149,10 @@ type Session struct {
 	storing   sync.WaitGroup              // Sends between admission and the end of their Create; Close waits for them
 	waiters   events.Signals              // wakes a task's Waits when it changes
 	closed    bool
-	choice    string                   // the driver choice the next inference call uses
-	unapplied string                   // a choice switched to that no inference call has used yet
 	submitted map[a2a.TaskID]time.Time // when each unfinished task arrived, for mur_task_duration_seconds
 	tools     *runtimetools.Registry
+	choice    *control.Choice  // the driver choice of the next inference call; its own lock
+	rules     *lifecycle.Rules // keep_working, done_check, the deadline notice; set at Start
 	art       *staged.Set      // declared and pulled artifacts, hooks; set at Start
 	waiter    *converse.Waiter // the running task's question to its sender, while it waits
 	// continuing holds the unfinished tasks sent into an existing context: only they read its history.
@@ -157,13 +160,8 @@ type Session struct {
 	deadline   time.Time // zero: none
 	expired    bool      // the deadline has passed: the session has ended
 
-	// What session-status reports; guarded by mu.
-	progress   *taskProgress // the running task's; nil outside a task
-	tokens     runtimetools.TokenTotals
-	spend      int64
-	context    *runtimetools.ContextSnapshot
-	noticeSent bool
-	lastExit   string // the exit_status of the latest task that decides session_end's; "" before one
+	meter    *meter.Meter // what session-status reports; it has its own lock
+	lastExit string       // the exit_status of the latest task that decides session_end's; "" before one
 	// endAtDeadline is the session_end the deadline writes once the task it stopped has ended.
 	endAtDeadline map[string]any
 	timer         *time.Timer
@@ -171,10 +169,9 @@ type Session struct {
 	delegations   *delegate.Tracker // the running agent task's delegations
 	callsTask     string            // the task calls and delegations belong to
 	spawn         []delegate.Entry  // capabilities.spawn.allow, resolved at Start
-	subIso        sync.Once         // probes the host once for sub-sessions, when this session did not
 	peers         calls.Peers
-	iso           sandbox.Isolation  // what this host puts around commands; set at Start
-	proc          *harness.Transport // transport: process; nil under http
+	hostIso       func() sandbox.Isolation // what this host puts around commands, for sub-sessions
+	proc          *harness.Transport       // transport: process; nil under http
 
 	base    context.Context
 	stopAll context.CancelFunc
@@ -229,7 +226,7 @@ func Start(cfg Config) (*Session, error) {
 	parts, err := setup.Build(setup.Config{Capsule: cfg.Capsule, Store: cfg.Store, Member: cfg.Member, Formation: cfg.Formation,
 		Session: s.id, RecordsRoot: cfg.RecordsRoot, DataDir: cfg.DataDir, WorkDir: cfg.WorkDir, Workdir: s.workdir(),
 		RuntimeRoot: cfg.RuntimeRoot, WasmCacheDir: cfg.WasmCacheDir, ProjectDir: cfg.ProjectDir, ConfineHelper: cfg.ConfineHelper,
-		FormationToken: cfg.FormationToken, Roster: cfg.Roster, CredKey: s.credKey(), HTTPClient: cfg.HTTPClient,
+		FormationToken: cfg.FormationToken, Roster: cfg.Roster, Peers: cfg.Peers, HTTPClient: cfg.HTTPClient,
 		Getenv: cfg.Getenv, Now: cfg.Now, Log: s.log, Isolate: cfg.isolate,
 		Recovered: func(id a2a.TaskID) {
 			s.log.Warn("task was running when the member stopped; marked failed", "task", id)
@@ -239,25 +236,21 @@ func Start(cfg Config) (*Session, error) {
 	if err != nil {
 		return nil, err
 	}
-	s.drivers, s.iso, s.runner, s.commands, s.records = parts.Drivers, parts.Iso, parts.Runner, parts.Commands, parts.Records
-	s.art, s.files, s.spawn = parts.Art, parts.Files, parts.Spawn
+	s.drivers, s.hostIso, s.runner, s.commands, s.records = parts.Drivers, parts.HostIsolation, parts.Runner, parts.Commands, parts.Records
+	s.art, s.files, s.spawn, s.peers = parts.Art, parts.Files, parts.Spawn, parts.Peers
+	initial := ""
 	if cfg.Capsule.IsAgent() && cfg.Capsule.Harness == nil {
-		s.choice = cfg.Capsule.Inference.Driver
+		initial = cfg.Capsule.Inference.Driver
 	}
-	s.peers = cfg.Peers
-	if s.peers == nil && cfg.Roster != nil {
-		s.peers = calls.DoorPeers(cfg.Roster, cfg.Member, s.credKey(), cfg.HTTPClient)
-	}
+	s.choice = control.NewChoice(initial, cfg.Capsule.Inference, func(name string) error {
+		return driver.CheckChoice(cfg.Capsule.Inference, s.drivers, name, cfg.Getenv)
+	})
+	s.meter = meter.New(meter.Config{Capsule: cfg.Capsule, Now: cfg.Now, Started: s.started, Record: s.records.Write,
+		Calls: cfg.Metrics.InferenceCalls, Tokens: cfg.Metrics.InferenceTokens})
 	pulls := cfg.Metrics.ArtifactPulls
-	if s.tools, err = parts.Tools(cfg.Capsule, s, len(s.Callable()) > 0, func(rt, result string) { pulls.WithLabelValues(rt, result).Inc() }); err != nil {
+	if s.tools, err = parts.Tools(cfg.Capsule, s, s.choice, len(s.Callable()) > 0, func(rt, result string) { pulls.WithLabelValues(rt, result).Inc() }); err != nil {
 		parts.Close()
 		return nil, err
-	}
-	if cfg.RuntimeRoot != "" {
-		if err := s.art.WriteManifests(parts.RuntimeDir, s.tools.Manifests()); err != nil {
-			parts.Close()
-			return nil, fmt.Errorf("member %s: %w", cfg.Member, err)
-		}
 	}
 	if cfg.Capsule.Harness != nil {
 		if err := s.startProcess(parts.Confined); err != nil {
@@ -266,13 +259,15 @@ func Start(cfg Config) (*Session, error) {
 		}
 	}
 	start := setup.Start{Member: cfg.Member, Formation: cfg.Formation, Capsule: cfg.Capsule.Name, Tools: s.inventory(),
-		Driver: s.choice, Recovered: parts.Recovered}
+		Driver: initial, Recovered: parts.Recovered}
 	var inherited time.Time
 	if sub := cfg.Sub; sub != nil {
 		inherited = sub.Deadline
 		start.Sub, start.Parent, start.Delegation, start.Depth = true, sub.Parent, sub.Delegation, sub.Depth
 	}
 	s.deadline = setup.Deadline(s.started, cfg.Capsule.Deadline, inherited)
+	s.rules = lifecycle.New(lifecycle.Config{Capsule: cfg.Capsule, Deadline: s.deadline, Now: cfg.Now, Meter: s.meter,
+		RunCheck: s.runner.RunCheck, Record: s.records.Write})
 	if s.proc != nil {
 		start.Harness, start.ToolServer = cfg.Capsule.Harness, s.proc.URL()
 	}
@@ -297,15 +292,6 @@ func (s *Session) ExportRoot() string { return s.files.ExportRoot() }
 
 // PeerFiles is the session's share-file and fetch-peer-file.
 func (s *Session) PeerFiles() *share.Files { return s.files }
-
-// credKey is the key this member's peer credentials are derived with.
-func (s *Session) credKey() peercred.Key {
-	formation := ""
-	if s.cfg.Roster != nil {
-		formation = s.cfg.Roster.Formation
-	}
-	return peercred.NewKey(s.cfg.FormationToken, formation)
-}
 
 // RecordRefusal writes a peer_refused record: a peer's request the door refused because what the
 // request claimed (its caller or trust class) did not match its credential.
@@ -460,7 +446,7 @@ func (s *Session) Get(ctx context.Context, id a2a.TaskID, historyLength *int, sc
 	if err != nil {
 		return nil, err
 	}
-	TrimHistory(t, historyLength)
+	t.TrimHistory(historyLength)
 	return t, nil
 }
 
@@ -482,17 +468,6 @@ func (s *Session) get(ctx context.Context, id a2a.TaskID, scope store.Scope) (*a
 // List returns one page of the tasks in scope.
 func (s *Session) List(ctx context.Context, q store.ListQuery, scope store.Scope) (store.ListPage, error) {
 	return s.cfg.Store.ListInScope(ctx, q, scope)
-}
-
-// TrimHistory keeps at most n of t's most recent messages (nil: all; 0: none).
-func TrimHistory(t *a2a.Task, n *int) {
-	switch {
-	case n == nil:
-	case *n <= 0:
-		t.History = nil
-	case len(t.History) > *n:
-		t.History = t.History[len(t.History)-*n:]
-	}
 }
 
 // Wait blocks until the task reaches a terminal or interrupted state, or ctx ends, and returns the task

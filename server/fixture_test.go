@@ -17,6 +17,7 @@ import (
 	"github.com/murmur-run/murmur/member"
 	"github.com/murmur-run/murmur/member/capsule"
 	"github.com/murmur-run/murmur/member/events"
+	"github.com/murmur-run/murmur/member/metrics"
 	"github.com/murmur-run/murmur/member/push"
 	"github.com/murmur-run/murmur/member/store"
 	"github.com/murmur-run/murmur/roster"
@@ -102,7 +103,7 @@ func startDoorWith(t testing.TB, files map[string]string, opts doorOptions) *fix
 		configs = notifier
 	}
 	reg, wrapped := NewRegistry("solo")
-	metrics, err := member.NewMetrics(wrapped)
+	series, err := metrics.New(wrapped)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,7 +112,7 @@ func startDoorWith(t testing.TB, files map[string]string, opts doorOptions) *fix
 	url := "http://" + srv.Listener.Addr().String()
 	sess, err := member.Start(member.Config{
 		Member: "solo", Formation: "test", Capsule: capsule, Store: store,
-		RecordsRoot: filepath.Join(root, "records"), WorkDir: filepath.Join(root, "work"), Metrics: metrics,
+		RecordsRoot: filepath.Join(root, "records"), WorkDir: filepath.Join(root, "work"), Metrics: series,
 		Events: hub, DoorURL: url, ArtifactsDir: filepath.Join(root, "data", "artifacts"),
 	})
 	if err != nil {

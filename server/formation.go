@@ -19,6 +19,7 @@ import (
 	"github.com/murmur-run/murmur/member/converse"
 	"github.com/murmur-run/murmur/member/events"
 	"github.com/murmur-run/murmur/member/harness"
+	"github.com/murmur-run/murmur/member/metrics"
 	"github.com/murmur-run/murmur/member/push"
 	"github.com/murmur-run/murmur/member/store"
 	"github.com/murmur-run/murmur/roster"
@@ -162,7 +163,7 @@ func (f *Formation) start(m roster.Member, ln net.Listener) (*RunningMember, err
 		return nil, err
 	}
 	reg, wrapped := NewRegistry(m.Name)
-	metrics, err := member.NewMetrics(wrapped)
+	series, err := metrics.New(wrapped)
 	if err != nil {
 		ln.Close()
 		store.Close()
@@ -173,7 +174,7 @@ func (f *Formation) start(m roster.Member, ln net.Listener) (*RunningMember, err
 		Member: m.Name, Formation: cfg.Roster.Formation, Capsule: capsule, Store: store,
 		RecordsRoot: cfg.RecordsRoot, DataDir: cfg.DataDir, WorkDir: filepath.Join(dir, "work"), RuntimeRoot: filepath.Join(dir, "run"),
 		ProjectDir: cfg.Roster.Dir, DoorURL: m.URL, ArtifactsDir: artifacts,
-		Metrics: metrics, Logger: cfg.Logger, Now: cfg.Now,
+		Metrics: series, Logger: cfg.Logger, Now: cfg.Now,
 		Roster: cfg.Roster, FormationToken: cfg.Tokens.Formation, ConfineHelper: cfg.ConfineHelper,
 		Events:          hub,
 		StartToolServer: func(ts harness.ToolSet) (harness.ToolServer, error) { return StartToolServer(ts, log) },

@@ -505,7 +505,7 @@ func (d *Door) sendMessage(ctx context.Context, caller Caller, req *a2a.SendMess
 		ids.Get(ids.Murmur(task.Metadata), ids.MetaOneTurn) == true {
 		return a2a.SendMessageResponse{Message: task.Status.Message}, nil
 	}
-	member.TrimHistory(task, histLen)
+	task.TrimHistory(histLen)
 	return a2a.SendMessageResponse{Task: task}, nil
 }
 
@@ -587,7 +587,7 @@ func (d *Door) listTasks(ctx context.Context, req *a2a.ListTasksRequest, scope s
 	out := a2a.ListTasksResponse{Tasks: make([]a2a.Task, 0, len(page.Tasks)), NextPageToken: page.NextPageToken,
 		PageSize: size, TotalSize: page.Total}
 	for _, t := range page.Tasks {
-		member.TrimHistory(t, req.HistoryLength)
+		t.TrimHistory(req.HistoryLength)
 		if !req.IncludeArtifacts {
 			t.Artifacts = nil
 		}

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/murmur-run/murmur/a2a"
-	"github.com/murmur-run/murmur/member"
 	"github.com/murmur-run/murmur/member/events"
 	"github.com/murmur-run/murmur/member/store"
 	"github.com/sourcegraph/jsonrpc2"
@@ -55,7 +54,7 @@ func (d *Door) sendStreamingMessage(ctx context.Context, caller Caller, req *a2a
 		if task.Status.State == a2a.TaskStateRejected {
 			d.pacer.pace(ctx)
 		}
-		member.TrimHistory(task, histLen)
+		task.TrimHistory(histLen)
 		return &stream{first: mustTaskResult(task), sub: nil}, nil
 	}
 	snap, sub, err := d.cfg.Events.Subscribe(task.ID, func() ([]byte, error) {
@@ -120,7 +119,7 @@ func taskResult(body []byte, histLen *int) (json.RawMessage, error) {
 	if err := json.Unmarshal(body, &t); err != nil {
 		return nil, err
 	}
-	member.TrimHistory(&t, histLen)
+	t.TrimHistory(histLen)
 	return mustTaskResult(&t), nil
 }
 

@@ -13,6 +13,7 @@ import (
 
 	"github.com/murmur-run/murmur/a2a"
 	"github.com/murmur-run/murmur/internal/ids"
+	"github.com/murmur-run/murmur/member/driver"
 	"github.com/murmur-run/murmur/member/records"
 	"github.com/murmur-run/murmur/member/store"
 )
@@ -38,6 +39,9 @@ type Config struct {
 	// Record writes one record of the session's trace.
 	Record func(kind, task string, fields map[string]any) error
 	Waiter *Waiter
+	// Workdir is where the session's commands run, out/artifacts/ in it; ArtifactsRoot keeps the files
+	// too large to carry inline, by task, for the door to serve.
+	Workdir, ArtifactsRoot string
 }
 
 // FollowUp takes a message naming an existing task: the answer to a task that waits for its sender
@@ -92,6 +96,16 @@ func (c Config) CheckContext(ctx context.Context, contextID, caller string) erro
 			a2a.CutID(contextID), c.Member)})
 	}
 	return nil
+}
+
+// Earlier is the earlier conversation of t's context: every earlier task of it that ended, as History
+// hands it to t.
+func (c Config) Earlier(ctx context.Context, t *a2a.Task) ([]driver.ChatMessage, error) {
+	tasks, err := c.ContextTasks(ctx, t)
+	if err != nil {
+		return nil, err
+	}
+	return History(tasks, t.ID), nil
 }
 
 // ContextTasks is every task of t's context, t's own included (History leaves it out).
@@ -190,10 +204,10 @@ func AnswerData(t *a2a.Task, data json.RawMessage) {
 	}
 }
 
-// Artifacts returns the artifacts of the files the task t wrote under workdir's out/artifacts/ since
-// before; a large one is kept under root/<task id>/ and served by the door.
-func (c Config) Artifacts(t *a2a.Task, workdir, root string, before map[string]Stamp) ([]a2a.Artifact, error) {
-	files, err := Collect(workdir, before, filepath.Join(root, string(t.ID)))
+// Artifacts returns the artifacts of the files the task t wrote under the workdir's out/artifacts/
+// since before; a large one is kept under ArtifactsRoot/<task id>/ and served by the door.
+func (c Config) Artifacts(t *a2a.Task, before map[string]Stamp) ([]a2a.Artifact, error) {
+	files, err := Collect(c.Workdir, before, filepath.Join(c.ArtifactsRoot, string(t.ID)))
 	var out []a2a.Artifact
 	for _, f := range files {
 		a := a2a.Artifact{ArtifactID: ids.New("art_"), Name: f.Name}
@@ -222,12 +236,16 @@ func (c Config) artifactURL(id a2a.TaskID, name string) string {
 	return strings.TrimSuffix(c.DoorURL, "/") + "/tasks/" + url.PathEscape(string(id)) + "/artifacts/" + strings.Join(segs, "/")
 }
 
-// KeptFile is the kept file, under root, of t's artifact named name: its path and media type. A task
-// without such a kept file is not found.
-func KeptFile(t *a2a.Task, root, name string) (string, string, error) {
+// KeptFile is the kept file, under ArtifactsRoot, of the artifact named name of the task id in scope:
+// its path and media type. A task outside scope, or without such a kept file, is not found.
+func (c Config) KeptFile(ctx context.Context, id a2a.TaskID, name string, scope store.Scope) (string, string, error) {
+	t, err := c.Get(ctx, id, scope)
+	if err != nil {
+		return "", "", err
+	}
 	for _, a := range t.Artifacts {
 		if a.Name == name && len(a.Parts) == 1 && a.Parts[0].URL != "" {
-			return filepath.Join(root, string(t.ID), filepath.FromSlash(name)), a.Parts[0].MediaType, nil
+			return filepath.Join(c.ArtifactsRoot, string(t.ID), filepath.FromSlash(name)), a.Parts[0].MediaType, nil
 		}
 	}
 	return "", "", fmt.Errorf("task %s has no artifact %q served by URL: %w", t.ID, a2a.CutID(name), store.ErrNotFound)

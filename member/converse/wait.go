@@ -15,6 +15,15 @@ import (
 // DefaultInputWait bounds a wait for the sender when lifecycle.input_wait_secs is not set.
 const DefaultInputWait = 3600 * time.Second
 
+// InputWait is how long a task waits for its sender: lifecycle.input_wait_secs (secs), DefaultInputWait
+// when it is not set.
+func InputWait(secs *int) time.Duration {
+	if secs == nil {
+		return DefaultInputWait
+	}
+	return time.Duration(*secs) * time.Second
+}
+
 // The decisions a follow-up gives an approval.
 const (
 	Allow = "allow"

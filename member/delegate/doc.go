@@ -12,5 +12,6 @@
 // delegation's fields, which the delegation's own goroutine and the agent loop both touch. Finish stops
 // the goroutines and closes every sub-session.
 //
-// Imports: capsule, artifact, calls, runtimetools and internal/ids; never member.
+// Imports: capsule, artifact, calls, store (a sub-session's own task store, Open), runtimetools and
+// internal/ids; never member.
 package delegate

@@ -3,12 +3,14 @@ package delegate
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 
 	"github.com/murmur-run/murmur/a2a"
 	"github.com/murmur-run/murmur/internal/ids"
 	"github.com/murmur-run/murmur/member/artifact"
 	"github.com/murmur-run/murmur/member/calls"
 	"github.com/murmur-run/murmur/member/capsule"
+	"github.com/murmur-run/murmur/member/store"
 )
 
 // Session is a started sub-session as the session core hands it over: its id and callbacks into it.
@@ -22,6 +24,30 @@ type Session struct {
 	WaitTask   func(ctx context.Context, id a2a.TaskID) (*a2a.Task, error)
 	CancelTask func(ctx context.Context, id a2a.TaskID) error
 	CloseAll   func(ctx context.Context) error
+}
+
+// Open opens the task store of spec's sub-session, delegations/<dlg id>/tasks.db under dir (the
+// delegating session's records directory), and starts the sub-session on it through start. The store
+// is closed with the sub-session, or at once when the sub-session does not start.
+func Open(dir string, spec StartSpec, start func(*store.Store) (*Session, error)) (Sub, error) {
+	st, err := store.Open(filepath.Join(dir, "delegations", spec.Delegation, "tasks.db"))
+	if err != nil {
+		return nil, err
+	}
+	u, err := start(st)
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
+	closeSub := u.CloseAll
+	u.CloseAll = func(ctx context.Context) error {
+		err := closeSub(ctx)
+		if cerr := st.Close(); err == nil {
+			err = cerr
+		}
+		return err
+	}
+	return u, nil
 }
 
 // ID is the sub-session's ses_ id.

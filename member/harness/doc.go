@@ -14,7 +14,8 @@
 // the session's sandbox runner, answers the tool server's calls through the session's one dispatch (a
 // callback), and accounts for the harness's turns, quota windows and stray lines through callbacks and
 // records. It is safe for concurrent use: the tool server calls CallTool from its own goroutines while
-// Run runs.
+// Run runs. RunTask is one task's runs: the first with the task text, each resume with the continuation
+// message once the member calls and delegations it left out have ended, all through callbacks (Task).
 //
 // The Runner starts programs only through the Starter its caller gives it, and knows nothing of tools or
 // MCP. The package takes plain values and callbacks: it may use member/capsule, member/sandbox and

@@ -1,12 +1,13 @@
 // Package setup assembles what a session is built from before it takes a task: Build makes the
 // drivers, probes the host's isolation, builds the command runner and the background commands, makes
 // the workdir, recovers the task store, opens the records, stages the artifacts, and resolves peer
-// files and the spawn list; Tools stages the runtime-provided tools the capsule is granted; Start is the
-// session_start record. The session core calls it from member.Start and keeps what it returns.
+// files, the peers' doors and the spawn list; Tools stages the runtime-provided tools the capsule is
+// granted and writes their manifests; Start is the session_start record. The session core calls it from member.Start and keeps what it returns.
 //
 // Concurrency: Build and Tools run once, in Start, before the session is shared; they keep no state.
-// What they return carries its own contract (sandbox, records, staged, share).
+// What they return carries its own contract (sandbox, records, staged, share); Parts.HostIsolation
+// probes the host at most once, for a session that runs no command, and is safe for concurrent use.
 //
 // Imports: the member/... leaves and middle packages it assembles (capsule, driver, sandbox, store,
-// records, artifact/staged, share, delegate), runtimetools and a2a; never member.
+// records, artifact/staged, share, calls, delegate), runtimetools and a2a; never member.
 package setup

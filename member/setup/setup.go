@@ -7,11 +7,13 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/murmur-run/murmur/a2a"
 	"github.com/murmur-run/murmur/internal/peercred"
 	"github.com/murmur-run/murmur/member/artifact/staged"
+	"github.com/murmur-run/murmur/member/calls"
 	"github.com/murmur-run/murmur/member/capsule"
 	"github.com/murmur-run/murmur/member/delegate"
 	"github.com/murmur-run/murmur/member/driver"
@@ -39,11 +41,13 @@ type Config struct {
 	ConfineHelper  string
 	FormationToken string
 	Roster         *roster.Roster
-	CredKey        peercred.Key
-	HTTPClient     *http.Client
-	Getenv         func(string) string
-	Now            func() time.Time
-	Log            *slog.Logger
+	// Peers overrides how peers' doors are reached; nil means over HTTP with this member's credential
+	// (calls.DoorPeers).
+	Peers      calls.Peers
+	HTTPClient *http.Client
+	Getenv     func(string) string
+	Now        func() time.Time
+	Log        *slog.Logger
 	// Isolate finds what the host allows around commands; nil probes it (sandbox.Probe).
 	Isolate func() sandbox.Isolation
 	// Recovered is told of each task the store ended failed because it was running when the member
@@ -56,23 +60,39 @@ type Config struct {
 
 // Parts is what Build made.
 type Parts struct {
-	Drivers    map[string]driver.Driver // an agent capsule's, under transport: http; nil otherwise
-	Iso        sandbox.Isolation        // what this host puts around commands; zero when none run
-	Confined   bool                     // commands run under their Landlock rules
-	Runner     *sandbox.Runner
-	Commands   *sandbox.Commands
-	Records    *records.Writer
-	Recovered  []a2a.TaskID
-	RuntimeDir string // the session's runtime directory (tool manifests)
-	Art        *staged.Set
-	Files      *share.Files
-	Spawn      []delegate.Entry // capabilities.spawn.allow, resolved
+	Drivers map[string]driver.Driver // an agent capsule's, under transport: http; nil otherwise
+	Iso     sandbox.Isolation        // what this host puts around commands; zero when none run
+	// HostIsolation is what this host puts around commands, for a sub-session: Iso when the session
+	// runs commands, else one probe made at the first call.
+	HostIsolation func() sandbox.Isolation
+	Confined      bool // commands run under their Landlock rules
+	Runner        *sandbox.Runner
+	Commands      *sandbox.Commands
+	Records       *records.Writer
+	Recovered     []a2a.TaskID
+	RuntimeDir    string // the session's runtime directory (tool manifests)
+	Art           *staged.Set
+	Files         *share.Files
+	Spawn         []delegate.Entry // capabilities.spawn.allow, resolved
+	Peers         calls.Peers      // the peers' doors; nil for a session in no formation
+
+	member    string
+	manifests bool // Tools writes the tools' manifests into RuntimeDir: the session has a runtime root
 }
 
 // Build makes a session's parts. On an error nothing it opened stays open.
 func Build(cfg Config) (*Parts, error) {
 	c := cfg.Capsule
-	p := &Parts{Confined: sandbox.Confines(c.Capabilities.Shell.Confine, cfg.ConfineHelper)}
+	p := &Parts{Confined: sandbox.Confines(c.Capabilities.Shell.Confine, cfg.ConfineHelper), Peers: cfg.Peers,
+		member: cfg.Member, manifests: cfg.RuntimeRoot != ""}
+	formation := "" // this member's peer credentials are derived with the formation's secret and name
+	if cfg.Roster != nil {
+		formation = cfg.Roster.Formation
+	}
+	key := peercred.NewKey(cfg.FormationToken, formation)
+	if p.Peers == nil && cfg.Roster != nil {
+		p.Peers = calls.DoorPeers(cfg.Roster, cfg.Member, key, cfg.HTTPClient)
+	}
 	if c.IsAgent() && c.Harness == nil {
 		drivers, err := driver.Build(c, cfg.HTTPClient, cfg.Getenv)
 		if err != nil {
@@ -80,11 +100,12 @@ func Build(cfg Config) (*Parts, error) {
 		}
 		p.Drivers = drivers
 	}
+	if cfg.Isolate == nil {
+		cfg.Isolate = sandbox.Probe
+	}
+	p.HostIsolation = sync.OnceValue(cfg.Isolate)
 	if c.RunsCommands() {
-		if cfg.Isolate == nil {
-			cfg.Isolate = sandbox.Probe
-		}
-		p.Iso = cfg.Isolate()
+		p.Iso = p.HostIsolation()
 	}
 	p.Runner = sandbox.NewRunner(sandbox.RunnerConfig{Capsule: c, Isolation: p.Iso, Landlock: p.Confined,
 		ConfineHelper: cfg.ConfineHelper, Workdir: cfg.Workdir, DataDir: cfg.DataDir, RecordsRoot: cfg.RecordsRoot,
@@ -124,7 +145,7 @@ func Build(cfg Config) (*Parts, error) {
 		return nil, err
 	}
 	p.Files = share.New(share.Config{Capsule: c, Roster: cfg.Roster, Member: cfg.Member,
-		FormationToken: cfg.FormationToken, CredKey: cfg.CredKey, HTTPClient: cfg.HTTPClient, Now: cfg.Now,
+		FormationToken: cfg.FormationToken, CredKey: key, HTTPClient: cfg.HTTPClient, Now: cfg.Now,
 		Log: cfg.Log, Workdir: cfg.Workdir})
 	if p.Spawn, err = delegate.ResolveFor(c, cfg.Member, cfg.ProjectDir, cfg.Getenv); err != nil {
 		p.Close()

@@ -13,7 +13,6 @@ import (
 // Session is what the runtime-provided tools need of the session: each tool's narrow interface.
 type Session interface {
 	runtimetools.StatusSource
-	runtimetools.DriverControl
 	runtimetools.MemberCaller
 	runtimetools.NoAnswerEnder
 	runtimetools.Delegator
@@ -21,10 +20,11 @@ type Session interface {
 }
 
 // Tools builds the registry of the runtime-provided tools c is granted (SPEC "The twelve", "Gated on"):
-// no grant, no tool. callable says whether roster.yaml lets the member call another; pulled counts a
-// pull-artifact pull (its runtime and result). The export root is made here, so the door can serve it
-// and the agent can write into it from the start.
-func (p *Parts) Tools(c *capsule.Capsule, s Session, callable bool, pulled func(runtime, result string)) (*runtimetools.Registry, error) {
+// no grant, no tool. choice is the driver choice switch-driver changes; callable says whether
+// roster.yaml lets the member call another; pulled counts a pull-artifact pull (its runtime and
+// result). The export root is made here, so the door can serve it and the agent can write into it from
+// the start; with a runtime root, the tools' manifests are written into the runtime directory.
+func (p *Parts) Tools(c *capsule.Capsule, s Session, choice runtimetools.DriverControl, callable bool, pulled func(runtime, result string)) (*runtimetools.Registry, error) {
 	var tools []runtimetools.Tool
 	if c.IsAgent() {
 		shell, err := p.Commands.ShellTools(c.Path)
@@ -37,7 +37,7 @@ func (p *Parts) Tools(c *capsule.Capsule, s Session, callable bool, pulled func(
 		}
 		tools = append(tools, &runtimetools.SessionStatus{Source: s, Recorder: p.Records})
 		if slices.Contains(c.Control.AgentSettings, string(ids.SettingInferenceDriver)) {
-			tools = append(tools, &runtimetools.SwitchDriver{Control: s, Recorder: p.Records})
+			tools = append(tools, &runtimetools.SwitchDriver{Control: choice, Recorder: p.Records})
 		}
 		if callable {
 			tools = append(tools, &runtimetools.CallMember{Members: s}, &runtimetools.EndWithoutAnswer{Ender: s})
@@ -64,5 +64,12 @@ func (p *Parts) Tools(c *capsule.Capsule, s Session, callable bool, pulled func(
 			return nil, fmt.Errorf("staging exports.peer_files: %w", err)
 		}
 	}
-	return runtimetools.NewRegistry(tools...)
+	reg, err := runtimetools.NewRegistry(tools...)
+	if err != nil || !p.manifests {
+		return reg, err
+	}
+	if err := p.Art.WriteManifests(p.RuntimeDir, reg.Manifests()); err != nil {
+		return nil, fmt.Errorf("member %s: %w", p.member, err)
+	}
+	return reg, nil
 }

@@ -1,4 +1,4 @@
-package member
+package metrics
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
@@ -6,9 +6,9 @@ import (
 	"github.com/murmur-run/murmur/a2a"
 )
 
-// Metrics are the task, inference and tool series of one member (DESIGN §8). The registerer a session is
+// Series are the task, inference and tool series of one member (DESIGN §8). The registerer a session is
 // given already carries the member label.
-type Metrics struct {
+type Series struct {
 	TasksTotal      *prometheus.CounterVec
 	TasksActive     prometheus.Gauge
 	TaskDuration    *prometheus.HistogramVec
@@ -24,9 +24,9 @@ type Metrics struct {
 	Delegations        *prometheus.CounterVec
 }
 
-// NewMetrics builds the member's series and registers them on reg.
-func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
-	m := &Metrics{
+// New builds the member's series and registers them on reg.
+func New(reg prometheus.Registerer) (*Series, error) {
+	m := &Series{
 		TasksTotal: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "mur", Name: "tasks_total",
 			Help: "Tasks that reached each terminal state."}, []string{"state"}),
 		TasksActive: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "mur", Name: "tasks_active",

@@ -1,0 +1,13 @@
+// Package meter is a session's accounting (SPEC session-status): what the running task has used of its
+// limits (turns, keep_working, done_check, reopens), the session's token sums and spend, and the last
+// context check, and the snapshot session-status reports of them. It counts each inference call, the
+// agent loop's and the harness's closed turns alike, in the metrics and the inference record, and it
+// compacts the conversation when the last check found it past its threshold.
+//
+// Concurrency: a Meter is safe for concurrent use; its own lock guards every number, so a snapshot is
+// consistent in itself and never waits for the session's lock. Its lock is never held while it calls
+// out (records, metrics), and callers may hold their own locks while they call it.
+//
+// Imports: member/capsule, member/driver, member/harness (a harness turn's usage), runtimetools and
+// client_golang (the inference series it is handed); never member.
+package meter

@@ -1,0 +1,94 @@
+package meter
+
+import (
+	"github.com/murmur-run/murmur/member/capsule"
+	"github.com/murmur-run/murmur/member/driver"
+	"github.com/murmur-run/murmur/member/harness"
+	"github.com/murmur-run/murmur/runtimetools"
+)
+
+// Account adds one inference call of the agent loop to the session's numbers, its metrics and its
+// records.
+func (m *Meter) Account(task, choice string, req driver.InferRequest, resp driver.InferResponse) {
+	u := resp.Usage
+	ch := m.cfg.Capsule.Inference.Choices[choice]
+	in, out, used, measured := driver.Measure(req, resp)
+	m.mu.Lock()
+	if m.progress != nil {
+		m.progress.Turns++
+	}
+	// The spend ceilings count every call, an estimate where the provider reported nothing; the token
+	// sums of session-status hold only what providers reported.
+	m.spend += in + out
+	m.tokens.Add(u.Reported, u.CacheReported, in, out, u.Cached, u.CacheWrite)
+	m.context = contextSnapshot(ch, used, measured)
+	m.mu.Unlock()
+
+	m.count(choice, u)
+	rec := map[string]any{"driver": choice, "model": ch.Model, "turn": req.Turn, "measured_by": measured}
+	if u.Reported {
+		rec["tokens"] = map[string]any{"input": in, "output": out, "cached": u.Cached, "cache_write": u.CacheWrite}
+	}
+	m.cfg.Record("inference", task, rec)
+}
+
+// HarnessTurn counts one closed turn of the harness as an inference call: the task's turns, the
+// session's spend and token sums, the metrics (harness.TransportConfig.Turn).
+func (m *Meter) HarnessTurn(task string, u harness.Usage) (int, int64) {
+	m.mu.Lock()
+	turn := 0
+	if m.progress != nil {
+		m.progress.Turns++
+		turn = m.progress.Turns
+	}
+	if u.Reported {
+		m.spend += u.Input + u.Output
+	}
+	m.tokens.Add(u.Reported, u.CacheReported, u.Input, u.Output, u.Cached, u.CacheWrite)
+	spend := m.spend
+	m.mu.Unlock()
+	m.count(harness.DriverName, driver.Usage{Input: u.Input, Output: u.Output, Cached: u.Cached, CacheWrite: u.CacheWrite, Reported: u.Reported})
+	return turn, spend
+}
+
+// contextSnapshot is the budget check of SPEC's context fields for one choice.
+func contextSnapshot(ch capsule.Choice, used int64, measured string) *runtimetools.ContextSnapshot {
+	cs := &runtimetools.ContextSnapshot{UsedTokens: used, WindowTokens: ch.ContextWindow, MeasuredBy: measured}
+	cs.BudgetTokens, cs.BudgetBasis = ch.Budget()
+	return cs
+}
+
+// Compact shortens the conversation when the last check found it past the threshold of its budget
+// (driver.CompactOver), and records what went.
+func (m *Meter) Compact(task string, req *driver.InferRequest, hist *int) {
+	m.mu.Lock()
+	cs := m.context
+	m.mu.Unlock()
+	if cs == nil || cs.WindowTokens == 0 {
+		return
+	}
+	c, ok := driver.CompactOver(req, hist, cs.UsedTokens, int64(cs.BudgetTokens), m.cfg.Capsule.Inference.Compaction.Threshold)
+	if !ok {
+		return
+	}
+	m.mu.Lock()
+	m.context = &runtimetools.ContextSnapshot{UsedTokens: c.After, WindowTokens: cs.WindowTokens,
+		BudgetTokens: cs.BudgetTokens, BudgetBasis: cs.BudgetBasis, MeasuredBy: "estimate"}
+	m.mu.Unlock()
+	m.cfg.Record("compaction", task, map[string]any{
+		"tokens_before": cs.UsedTokens, "tokens_before_source": cs.MeasuredBy, "tokens_after": c.After,
+		"budget_tokens": cs.BudgetTokens, "threshold": c.Threshold, "removed_messages": c.Removed})
+}
+
+// count counts a call in the metrics, and the tokens its provider reported.
+func (m *Meter) count(label string, u driver.Usage) {
+	m.cfg.Calls.WithLabelValues(label).Inc()
+	if !u.Reported {
+		return
+	}
+	for kind, n := range map[string]int64{"input": u.Input, "output": u.Output, "cached": u.Cached, "cache_write": u.CacheWrite} {
+		if n > 0 {
+			m.cfg.Tokens.WithLabelValues(label, kind).Add(float64(n))
+		}
+	}
+}
