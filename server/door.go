@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/go-chi/chi/v5/middleware"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/murmur-run/murmur/a2a"
@@ -86,6 +87,7 @@ type Door struct {
 	metrics *doorMetrics
 	card    cardBody
 	handler http.Handler
+	rpc     http.Handler // POST /a2a, outside the router
 	// closing is closed by CloseStreams: every stream ends with an error event saying the door shuts down.
 	closing   chan struct{}
 	closeOnce sync.Once
@@ -125,6 +127,7 @@ func NewDoor(cfg DoorConfig) (*Door, error) {
 	d := &Door{cfg: cfg, auth: newAuthenticator(cfg.Tokens, formation), admit: newAdmission(cfg.BodyBudget),
 		pacer: newRefusalPacer(cfg.RefusalRate, m.paced.Inc), metrics: m, card: card, closing: make(chan struct{})}
 	d.handler = d.routes()
+	d.rpc = middleware.Recoverer(http.HandlerFunc(d.serveJSONRPC))
 	return d, nil
 }
 
@@ -132,5 +135,13 @@ func NewDoor(cfg DoorConfig) (*Door, error) {
 // http.Server.Shutdown does not wait for them otherwise. Register it with RegisterOnShutdown.
 func (d *Door) CloseStreams() { d.closeOnce.Do(func() { close(d.closing) }) }
 
-// ServeHTTP serves the door's routes.
-func (d *Door) ServeHTTP(w http.ResponseWriter, r *http.Request) { d.handler.ServeHTTP(w, r) }
+// ServeHTTP serves the door's routes. The JSON-RPC endpoint, which every A2A call takes, is served
+// without the router's match and the request copy its route context costs; it recovers from a panic as
+// the routes do.
+func (d *Door) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method == http.MethodPost && (r.URL.Path == "/a2a" || r.URL.Path == "/a2a/") {
+		d.rpc.ServeHTTP(w, r)
+		return
+	}
+	d.handler.ServeHTTP(w, r)
+}
