@@ -2,27 +2,33 @@ package build
 
 import (
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"sync"
 )
 
 var (
-	once sync.Once
-	path string
-	err  error
+	mu   sync.Mutex
+	path string // the last build, while it is still there
 )
 
-// FakeHarness builds the fake harness into dir once per process and returns its path.
+// FakeHarness builds the fake harness into dir and returns its path. A build is reused for as long as
+// its file is there: dir is usually a test's temporary directory, which goes with the test (and so
+// with a later run of it under -count).
 func FakeHarness(dir string) (string, error) {
-	once.Do(func() {
-		out := filepath.Join(dir, "fakeharness")
-		cmd := exec.Command("go", "build", "-o", out, "github.com/murmur-run/murmur/internal/fakeharness")
-		if b, e := cmd.CombinedOutput(); e != nil {
-			err = fmt.Errorf("building the fake harness: %v\n%s", e, b)
-			return
+	mu.Lock()
+	defer mu.Unlock()
+	if path != "" {
+		if _, err := os.Stat(path); err == nil {
+			return path, nil
 		}
-		path = out
-	})
-	return path, err
+	}
+	out := filepath.Join(dir, "fakeharness")
+	cmd := exec.Command("go", "build", "-o", out, "github.com/murmur-run/murmur/internal/fakeharness")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("building the fake harness: %v\n%s", err, b)
+	}
+	path = out
+	return path, nil
 }
