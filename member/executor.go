@@ -90,10 +90,13 @@ func (s *Session) execute(ctx context.Context, r *runningTask) {
 	e := &ending{r: r, t: t, state: state, text: msg, answer: ans}
 	e.running, e.now = s.endLocked(t, state, msg, ans)
 	e.wait = s.cfg.Store.UpdateLater(store, t)
-	// The session is free for the next task the moment the end is handed to the store; the end is
-	// visible, and its waiters told, only once it is durable (settle).
+	// The session is free for the next task the moment the end is handed to the store, and so is the
+	// task's place in the admission gate: a client that reads the end (once it is durable) and sends at
+	// once is never refused for a task that has ended. The end is visible, and its waiters told, only once
+	// it is durable (settle).
 	s.running = nil
 	s.ending[t.ID] = r
+	s.admit.Release()
 	s.mu.Unlock()
 	s.ends <- e
 }
@@ -111,7 +114,7 @@ type ending struct {
 }
 
 // settle runs from Start until the executor's loop ends, taking the ends execute hands it in order:
-// once an end is durable, the task leaves the session (endedLocked: its place, waiters, streams,
+// once an end is durable, the task leaves the session (endedLocked: its waiters, streams,
 // duration, records) and its r.done closes, which Cancel waits for. A session that reached its deadline
 // writes its session_end once the last end is settled.
 func (s *Session) settle() {
@@ -148,7 +151,9 @@ type taskAnswer struct {
 // data part, with a data artifact). s.mu is held.
 func (s *Session) finishLocked(ctx context.Context, t *a2a.Task, state a2a.TaskState, text string, answer *taskAnswer) error {
 	running, now := s.endLocked(t, state, text, answer)
-	recs, stored, err := s.endedLocked(nil, t, state, text, answer, running, now, s.cfg.Store.Update(ctx, t))
+	err := s.cfg.Store.Update(ctx, t)
+	s.admit.Release() // it leaves the session whether or not its end was stored: it waits no more
+	recs, stored, err := s.endedLocked(nil, t, state, text, answer, running, now, err)
 	if !stored {
 		return err
 	}
@@ -175,6 +180,7 @@ func (s *Session) finishAllLocked(ctx context.Context, ts []*a2a.Task, state a2a
 	for i, t := range ts {
 		var ok bool
 		var err error
+		s.admit.Release()
 		recs, ok, err = s.endedLocked(recs, t, state, text, nil, running[i], now, stored[i])
 		errs = append(errs, err)
 		if ok {
@@ -219,12 +225,11 @@ func (s *Session) endLocked(t *a2a.Task, state a2a.TaskState, text string, answe
 	return running, now
 }
 
-// endedLocked does what follows the store's write (err) of t's end: t leaves the session, its waiters
-// and streams hear of it, its duration is observed and its records are appended to recs, which the
-// caller writes, and counts (countEnded) when stored reports the end was stored. s.mu is held.
+// endedLocked does what follows the store's write (err) of t's end: its waiters and streams hear of
+// it, its duration is observed and its records are appended to recs, which the caller writes, and counts
+// (countEnded) when stored reports the end was stored. The caller has given back t's place in the
+// admission gate. s.mu is held.
 func (s *Session) endedLocked(recs []records.Record, t *a2a.Task, state a2a.TaskState, text string, answer *taskAnswer, running []string, now time.Time, err error) (_ []records.Record, stored bool, _ error) {
-	// The task leaves the session whether or not its end was stored: it runs and waits no more.
-	s.admit.Release()
 	if err != nil {
 		return recs, false, err
 	}

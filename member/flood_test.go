@@ -124,29 +124,26 @@ func collect(t *testing.T, tasks <-chan *a2a.Task, n int, while string) []*a2a.T
 	return got
 }
 
-// A rejection is answered while the executor holds the session's lock across a store write that does
-// not finish: it waits neither for that lock nor for the disk, and GetTask finds it meanwhile.
+// A rejection is answered while the session's lock is held and the store's writer is stuck in a write
+// that does not finish: it waits neither for that lock nor for the disk, and GetTask finds it meanwhile.
+// (The running task's end no longer holds the lock across its write: the test holds both itself.)
 func TestRejectionDoesNotWaitForAStoreWrite(t *testing.T) {
 	s, running, release := busySession(t)
 	st := s.cfg.Store
-	entered, unblock := make(chan struct{}), make(chan struct{})
-	var once, unblocked sync.Once
-	let := func() { unblocked.Do(func() { close(unblock) }) }
-	t.Cleanup(let) // before the session's cleanup, even when the test fails
-	setWriteHook(st, func(op string, rows int) {
-		if op == "update" {
-			once.Do(func() { close(entered); <-unblock })
-		}
-	})
-	release()
-	<-entered // the executor is storing the running task's end, holding the session's lock and the store's
+	unlock := holdWriteLock(t, st)
+	s.mu.Lock()
+	var once sync.Once
+	letGo := func() { once.Do(s.mu.Unlock) }
+	t.Cleanup(letGo) // before the session's cleanup, even when the test fails
 
-	tasks := collect(t, sendAll(s.Session, 20), 20, "while a store write does not finish")
+	tasks := collect(t, sendAll(s.Session, 20), 20, "while the session's lock is held and a store write does not finish")
 	got, err := s.Get(context.Background(), tasks[19].ID, nil, store.OperatorScope())
 	if err != nil || got.Status.State != a2a.TaskStateRejected {
 		t.Errorf("GetTask of a rejection before it is written: %+v %v", got, err)
 	}
-	let()
+	letGo()
+	unlock()
+	release()
 	if task := waitForState(t, s.Session, running.ID, a2a.TaskStateCompleted); answer(task) != "done" {
 		t.Errorf("the running task ended %q", answer(task))
 	}

@@ -494,7 +494,7 @@ func (s *Session) Wait(ctx context.Context, id a2a.TaskID) (*a2a.Task, error) {
 }
 
 // awaitSettled returns once the end of task id, which the store shows, has been settled (settle): the task
-// has left the session, its records are written and its place is free. A waiter that read the end from
+// has left the session and its records are written. A waiter that read the end from
 // the store in the moment between its commit and its settling would otherwise see a session that still
 // holds the task.
 func (s *Session) awaitSettled(ctx context.Context, id a2a.TaskID) {

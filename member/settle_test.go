@@ -91,3 +91,64 @@ func TestNextTaskRunsWhileTheEndCommits(t *testing.T) {
 		t.Errorf("task_end records %v, want %s then %s", ends, first, second)
 	}
 }
+
+// A task that has run gives back its place in the admission gate when its end is handed to the store,
+// not once the end is durable: a member that takes no queue admits the next task while the last end is
+// still being synced, and no client that has read an end is refused as busy for that task.
+func TestPlaceIsFreeOnceTheEndIsHandedOver(t *testing.T) {
+	s := newSession(t, map[string]string{"murmur.yaml": "name: s\nscript:\n  command: [sh, -c, 'read x; if [ \"$x\" = first ]; then while [ ! -e \"$MUR_CAPSULE_DIR/go\" ]; do sleep 0.01; done; fi; echo \"got $x\"']\n"})
+	ctx := context.Background()
+	msg := func(text string) *a2a.Message {
+		return &a2a.Message{MessageID: "m", Role: a2a.RoleUser, Parts: []a2a.Part{a2a.TextPart(text)}}
+	}
+	first, err := s.Send(ctx, msg("first"), Origin{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitForState(t, s.Session, first.ID, a2a.TaskStateWorking)
+	if busy, _ := s.Send(ctx, msg("too soon"), Origin{}); busy.Status.State != a2a.TaskStateRejected {
+		t.Fatalf("a task sent while the first runs: %s, want rejected (the capsule takes no queue)", busy.Status.State)
+	}
+	unlock := s.cfg.Store.LockWrites()
+	defer unlock()
+	if err := os.WriteFile(filepath.Join(s.Capsule().Dir, "go"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		s.mu.Lock()
+		handed := s.ending[first.ID] != nil
+		s.mu.Unlock()
+		if handed {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the first task's end was never handed to the store")
+		}
+	}
+	sent := make(chan *a2a.Task, 1)
+	go func() {
+		task, err := s.Send(ctx, msg("second"), Origin{})
+		if err != nil {
+			t.Error(err)
+		}
+		sent <- task
+	}()
+	select {
+	case task := <-sent:
+		t.Fatalf("the second task was answered while the store could not write it: %s %q", task.Status.State, status(task))
+	case <-time.After(100 * time.Millisecond): // admitted: its Create waits for the store
+	}
+	unlock()
+	second := <-sent
+	if second == nil || second.Status.State != a2a.TaskStateSubmitted {
+		t.Fatalf("the second task: %+v, want it admitted", second)
+	}
+	for id, want := range map[a2a.TaskID]string{first.ID: "got first", second.ID: "got second"} {
+		wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		got, err := s.Wait(wctx, id)
+		cancel()
+		if err != nil || got.Status.State != a2a.TaskStateCompleted || answer(got) != want {
+			t.Errorf("task %s: %+v %v, want completed with %q", id, got, err, want)
+		}
+	}
+}
