@@ -122,12 +122,7 @@ func (s *Session) settle() {
 	for e := range s.ends {
 		err := e.wait()
 		s.mu.Lock()
-		recs, stored, err := s.endedLocked(nil, e.t, e.state, e.text, e.answer, e.running, e.now, err)
-		if stored {
-			s.countEnded(e.state, 1)
-			err = errors.Join(err, s.records.WriteAll(recs))
-		}
-		if err != nil {
+		if err := s.endedOneLocked(e.t, e.state, e.text, e.answer, e.running, e.now, err); err != nil {
 			s.log.Error("storing the task's end", "task", e.t.ID, "err", err)
 		}
 		delete(s.ending, e.t.ID)
@@ -153,6 +148,12 @@ func (s *Session) finishLocked(ctx context.Context, t *a2a.Task, state a2a.TaskS
 	running, now := s.endLocked(t, state, text, answer)
 	err := s.cfg.Store.Update(ctx, t)
 	s.admit.Release() // it leaves the session whether or not its end was stored: it waits no more
+	return s.endedOneLocked(t, state, text, answer, running, now, err)
+}
+
+// endedOneLocked is endedLocked for one task, whose records it writes and which it counts when its end
+// was stored. s.mu is held.
+func (s *Session) endedOneLocked(t *a2a.Task, state a2a.TaskState, text string, answer *taskAnswer, running []string, now time.Time, err error) error {
 	recs, stored, err := s.endedLocked(nil, t, state, text, answer, running, now, err)
 	if !stored {
 		return err

@@ -12,6 +12,8 @@ import (
 func (d *Door) routes() http.Handler {
 	r := chi.NewRouter()
 	r.Use(middleware.Recoverer)
+	// POST /a2a is served before the router (Door.ServeHTTP); these routes stay for what is served
+	// through the router alone, and so that another method on /a2a is answered 405, not 404.
 	r.Post("/a2a", d.serveJSONRPC)
 	r.Post("/a2a/", d.serveJSONRPC)
 	r.Post("/control", d.serveControl)

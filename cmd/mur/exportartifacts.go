@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"path"
 	"path/filepath"
+	"strings"
 
 	"github.com/murmur-run/murmur/member/artifact"
 	"github.com/murmur-run/murmur/member/capsule"
@@ -16,7 +18,6 @@ import (
 type usedArtifact struct {
 	member string
 	a      *artifact.Artifact
-	pinned bool // the capsule's murmur.lock pins it as staging would
 }
 
 // usedArtifacts returns the artifacts every member's capsule declares, in roster order, found as
@@ -41,13 +42,11 @@ func usedArtifacts(l *layout, getenv func(string) string, warn io.Writer) ([]use
 			return nil, err
 		}
 		for _, a := range arts {
-			p, ok := lock.Get(a.Manifest.Name)
-			pinned := ok && p.Version == a.Manifest.Version && p.Digest == a.Digest && p.Origin == artifact.OriginOperator
-			if !pinned {
+			if !lock.PinsDeclared(a) {
 				fmt.Fprintf(warn, "mur export: %s does not pin %s@%s yet, and in the containers the capsule's directory is read-only: run the formation once (mur run --roster …), which pins it, then export again\n",
 					lockPath, a.Manifest.Name, a.Manifest.Version)
 			}
-			out = append(out, usedArtifact{member: m.Name, a: a, pinned: pinned})
+			out = append(out, usedArtifact{member: m.Name, a: a})
 		}
 	}
 	return out, nil
@@ -57,15 +56,7 @@ func usedArtifacts(l *layout, getenv func(string) string, warn io.Writer) ([]use
 // path relative to the layout's root with slashes.
 func (l *layout) inProjectStore(a *artifact.Artifact) string {
 	ref := a.Ref()
-	return filepath.ToSlash(filepath.Join(mustRel(l.root, artifact.ProjectStoreDir(l.r.Dir)), ref.Name.Scope(), ref.Name.Tool(), ref.Version))
-}
-
-func mustRel(base, target string) string {
-	rel, err := filepath.Rel(base, target)
-	if err != nil {
-		return target
-	}
-	return rel
+	return path.Join(strings.TrimPrefix(relSlash(l.root, artifact.ProjectStoreDir(l.r.Dir)), "./"), ref.Name.Scope(), ref.Name.Tool(), ref.Version)
 }
 
 // artifactFiles walks a's directory: each regular file with its path relative to it, with slashes.

@@ -165,10 +165,16 @@ func StageDeclared(ctx context.Context, stores []Store, lockPath string, d Decla
 // mount, mur export's ConfigMap) stages without touching murmur.lock or taking its flock.
 func pinsAll(l *Lock, arts []*Artifact) bool {
 	for _, a := range arts {
-		p, ok := l.Get(a.Manifest.Name)
-		if !ok || p.Version != a.Manifest.Version || p.Digest != a.Digest || p.Origin != OriginOperator {
+		if !l.PinsDeclared(a) {
 			return false
 		}
 	}
 	return true
+}
+
+// PinsDeclared reports whether l pins a as staging pins a declared artifact: as the operator's, at its
+// version and digest.
+func (l *Lock) PinsDeclared(a *Artifact) bool {
+	p, ok := l.Get(a.Manifest.Name)
+	return ok && p.Version == a.Manifest.Version && p.Digest == a.Digest && p.Origin == OriginOperator
 }
