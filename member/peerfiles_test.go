@@ -104,7 +104,7 @@ func (e *peerEnv) serveDoor(w http.ResponseWriter, r *http.Request) {
 	if e.serve != nil && e.serve(w, r, h) {
 		return
 	}
-	f, err := peerfile.Open(e.leadOut, h.File)
+	f, err := peerfile.Open(e.leadRoot(), h.File)
 	if err != nil {
 		w.WriteHeader(peerfile.Status(err))
 		json.NewEncoder(w).Encode(map[string]string{"reason": peerfile.Reason(err)})
@@ -117,13 +117,18 @@ func (e *peerEnv) serveDoor(w http.ResponseWriter, r *http.Request) {
 	w.Write(buf)
 }
 
+// leadRoot is lead's export root as a door opens it.
+func (e *peerEnv) leadRoot() peerfile.Root {
+	return peerfile.Root{Workdir: filepath.Dir(e.leadOut), Dir: filepath.Base(e.leadOut)}
+}
+
 // share writes name under lead's export root and mints lead's handle for it, valid for an hour.
 func (e *peerEnv) share(t *testing.T, name, content string) *peerfile.Handle {
 	t.Helper()
 	p := filepath.Join(e.leadOut, name)
 	must(t, os.MkdirAll(filepath.Dir(p), 0o755))
 	must(t, os.WriteFile(p, []byte(content), 0o644))
-	f, err := peerfile.Inspect(e.leadOut, name)
+	f, err := peerfile.Inspect(e.leadRoot(), name)
 	must(t, err)
 	return peerfile.Mint(peerSecret, "f", "lead", f, e.clock.Now().Add(time.Hour))
 }
@@ -286,8 +291,8 @@ func TestShareFileRefusals(t *testing.T) {
 		{map[string]any{"path": ""}, "bad_path", `'share-file' refused: the path is empty.` + hint},
 		{map[string]any{"path": "a\x00b"}, "bad_path", `'share-file' refused: the path "a\x00b" holds a NUL byte.` + hint},
 		{map[string]any{"path": "missing.txt"}, "not_found", `'share-file' refused: there is no file "missing.txt" under the export root.` + hint},
-		{map[string]any{"path": "escape"}, "outside", `'share-file' refused: "escape" leads outside the export root through a symbolic link. Only files inside the export root out can be shared: copy the file into it first.`},
-		{map[string]any{"path": "loop"}, "not_regular", `'share-file' refused: "loop" is a loop of symbolic links, not a regular file. share-file shares one regular file per call.`},
+		{map[string]any{"path": "escape"}, "symlink", `'share-file' refused: "escape" is reached through the symbolic link out/escape, and the runtime follows no symbolic link inside the workdir. Only files inside the export root out can be shared, and it must be a directory, not a link: remove the link, make out a directory again and copy the file itself into it.`},
+		{map[string]any{"path": "loop"}, "symlink", `'share-file' refused: "loop" is reached through the symbolic link out/loop, and the runtime follows no symbolic link inside the workdir. Only files inside the export root out can be shared, and it must be a directory, not a link: remove the link, make out a directory again and copy the file itself into it.`},
 		{map[string]any{"path": "pipe"}, "not_regular", `'share-file' refused: "pipe" is a named pipe (FIFO), not a regular file. share-file shares one regular file per call.`},
 		{map[string]any{"path": "dir"}, "not_regular", `'share-file' refused: "dir" is a directory, not a regular file. share-file shares one regular file per call.`},
 		{map[string]any{"file": "x"}, "bad_input", `'share-file' needs {"path": "<file under the export root>"}.`},
@@ -370,7 +375,7 @@ func TestFetchPeerFile(t *testing.T) {
 func TestFetchPeerFileRefusals(t *testing.T) {
 	type env = peerEnv
 	other := func(e *env) string {
-		f, _ := peerfile.Inspect(e.leadOut, "r.txt")
+		f, _ := peerfile.Inspect(e.leadRoot(), "r.txt")
 		return peerfile.Mint("another-secret", "g", "lead", f, peerEpoch.Add(time.Hour)).String()
 	}
 	for _, tc := range []struct {
@@ -418,7 +423,12 @@ func TestFetchPeerFileRefusals(t *testing.T) {
 		{name: "as through a symlink out", input: map[string]any{"as": "esc/x"}, setup: func(t *testing.T, e *env) {
 			must(t, os.Symlink(t.TempDir(), filepath.Join(e.work, "esc")))
 		}, reason: "bad_target",
-			text: `'fetch-peer-file' refused: esc/x cannot be written inside your workdir (a part of it is not a directory, or leads outside the workdir). Give "as" another name.`},
+			text: `'fetch-peer-file' refused: esc/x cannot be written inside your workdir: esc is a symbolic link, and the runtime follows none inside the workdir. Give "as" another name.`},
+		{name: "as through a symlink inside", input: map[string]any{"as": "in/x"}, setup: func(t *testing.T, e *env) {
+			must(t, os.Mkdir(filepath.Join(e.work, "real"), 0o755))
+			must(t, os.Symlink("real", filepath.Join(e.work, "in")))
+		}, reason: "bad_target",
+			text: `'fetch-peer-file' refused: in/x cannot be written inside your workdir: in is a symbolic link, and the runtime follows none inside the workdir. Give "as" another name.`},
 		{name: "a directory in the way", input: map[string]any{"overwrite": true}, setup: func(t *testing.T, e *env) {
 			must(t, os.Mkdir(filepath.Join(e.work, "r.txt"), 0o755))
 		}, reason: "target_exists",

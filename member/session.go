@@ -31,6 +31,7 @@ import (
 	"github.com/murmur-run/murmur/member/setup"
 	"github.com/murmur-run/murmur/member/share"
 	"github.com/murmur-run/murmur/member/store"
+	"github.com/murmur-run/murmur/peerfile"
 	"github.com/murmur-run/murmur/roster"
 	"github.com/murmur-run/murmur/runtimetools"
 )
@@ -286,9 +287,9 @@ func Start(cfg Config) (*Session, error) {
 	return s, nil
 }
 
-// ExportRoot is the absolute directory exports.peer_files names, inside the workdir; "" when the capsule
-// exports nothing. The door serves peer files from it.
-func (s *Session) ExportRoot() string { return s.files.ExportRoot() }
+// ExportRoot is the directory exports.peer_files names, below the workdir; zero when the capsule exports
+// nothing. The door serves peer files from it.
+func (s *Session) ExportRoot() peerfile.Root { return s.files.ExportRoot() }
 
 // PeerFiles is the session's share-file and fetch-peer-file.
 func (s *Session) PeerFiles() *share.Files { return s.files }

@@ -26,7 +26,8 @@ var (
 	ErrNotFound        = failure("no such file", "not_found", http.StatusNotFound)
 	ErrChanged         = failure("the file changed", "changed", http.StatusConflict)
 	ErrNotRegular      = failure("not a regular file", "not_regular", http.StatusConflict)
-	ErrOutside         = failure("leads outside the root", "outside", http.StatusConflict)
+	ErrOutside         = failure("leads outside the root", "outside", http.StatusConflict) // an older door's reason
+	ErrLink            = failure("a symbolic link", "symlink", http.StatusConflict)
 	ErrUnreadable      = failure("cannot be read", "unreadable", http.StatusInternalServerError)
 	ErrTooLarge        = failure("larger than the limit", "too_large", http.StatusRequestEntityTooLarge)
 	ErrDigestMismatch  = failure("the bytes do not match the digest", "digest_mismatch", http.StatusBadGateway)

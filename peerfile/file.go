@@ -11,6 +11,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/murmur-run/murmur/internal/nofollow"
 )
 
 // CheckPath reports ErrBadPath unless p names something inside a root: not empty, no NUL byte, not
@@ -31,17 +33,53 @@ func CheckPath(p string) error {
 	return nil
 }
 
+// Root is where a member's shared files are: the directory Dir (exports.peer_files) below the workdir.
+// The workdir is opened by its path, which the operator chose; Dir and every path below it are walked
+// without following a symbolic link, because a command may have replaced any of them with one (out/ made
+// a link to the member's data directory would otherwise share the operator token).
+type Root struct {
+	Workdir string // absolute
+	Dir     string // relative to Workdir, such as "out"
+}
+
+// IsZero reports whether r names no export root: the member exports nothing.
+func (r Root) IsZero() bool { return r.Dir == "" }
+
+// String is the export root as a path, for the operator's log.
+func (r Root) String() string { return filepath.Join(r.Workdir, r.Dir) }
+
+// open opens the export root. A root that is a symbolic link, or lies below one, is ErrLink; a root
+// that is gone is ErrNotFound; any other failure is the workdir's and carries no kind.
+func (r Root) open() (*nofollow.Dir, error) {
+	wd, err := nofollow.Open(r.Workdir)
+	if err != nil {
+		return nil, fmt.Errorf("opening the workdir: %w", err)
+	}
+	defer wd.Close()
+	d, err := wd.Dir(r.Dir)
+	switch {
+	case errors.Is(err, nofollow.ErrSymlink):
+		return nil, fail(ErrLink, "the export root %s is a symbolic link (or lies below one), and the runtime follows no symbolic link inside the workdir", linkName(err, r.Dir))
+	case errors.Is(err, fs.ErrNotExist), errors.Is(err, syscall.ENOTDIR):
+		return nil, fail(ErrNotFound, "the export root %s is not a directory in the workdir", filepath.ToSlash(r.Dir))
+	case err != nil:
+		return nil, fmt.Errorf("opening the export root: %w", err)
+	}
+	return d, nil
+}
+
 // Inspect returns the identity of the regular file p under root: its clean path, size, modification time
-// and SHA-256. p is reached through os.Root, so nothing outside root is ever opened; a symbolic link that
-// stays inside root is followed. A file that changes while it is read is ErrChanged.
-func Inspect(root, p string) (File, error) {
+// and SHA-256. No symbolic link is followed, in the root's own path or below it, so nothing outside the
+// root is ever opened; a FIFO, socket or device is refused without being opened. A file that changes
+// while it is read is ErrChanged.
+func Inspect(root Root, p string) (File, error) {
 	if err := CheckPath(p); err != nil {
 		return File{}, err
 	}
 	p = filepath.Clean(p)
-	r, err := os.OpenRoot(root)
+	r, err := root.open()
 	if err != nil {
-		return File{}, fmt.Errorf("opening the export root: %w", err)
+		return File{}, err
 	}
 	defer r.Close()
 	f, fi, err := openRegular(r, p)
@@ -62,15 +100,12 @@ func Inspect(root, p string) (File, error) {
 
 // Open opens the file f names under root for reading, at its start, only if it is still the same regular
 // file: same size, same modification time, same SHA-256. A file that is gone is ErrNotFound; one that is
-// anything else now (grown, rewritten, replaced, a directory, a FIFO, a device, a symbolic link out of the
-// root) is ErrChanged.
-func Open(root string, f File) (*os.File, error) {
-	r, err := os.OpenRoot(root)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, fail(ErrNotFound, "the export root no longer exists")
-	}
+// anything else now (grown, rewritten, replaced, a directory, a FIFO, a device, a symbolic link) is
+// ErrChanged; a root that became a symbolic link is ErrLink.
+func Open(root Root, f File) (*os.File, error) {
+	r, err := root.open()
 	if err != nil {
-		return nil, fmt.Errorf("opening the export root: %w", err)
+		return nil, err
 	}
 	defer r.Close()
 	changed := func(format string, args ...any) error {
@@ -113,64 +148,34 @@ func Open(root string, f File) (*os.File, error) {
 	return file, nil
 }
 
-// openRegular opens p under r without blocking (a FIFO would otherwise wait for a writer) and without
-// opening a device, and returns it only if it is a regular file.
-func openRegular(r *os.Root, p string) (*os.File, fs.FileInfo, error) {
-	li, err := r.Lstat(p)
-	if err != nil {
-		return nil, nil, classify(err, p)
-	}
-	if li.Mode()&fs.ModeSymlink == 0 && !li.Mode().IsRegular() {
-		return nil, nil, notRegular(p, li.Mode())
-	}
-	f, err := r.OpenFile(p, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
-	if err != nil {
-		return nil, nil, classify(err, p)
-	}
-	fi, err := f.Stat()
-	if err != nil {
-		f.Close()
-		return nil, nil, fail(ErrUnreadable, "%q cannot be read: %v", p, errnoText(err))
-	}
-	if !fi.Mode().IsRegular() {
-		f.Close()
-		return nil, nil, notRegular(p, fi.Mode())
-	}
-	return f, fi, nil
-}
-
-// classify names why os.Root refused p. os.Root's own refusal of a path that leads outside the root is no
-// system error, so an error that carries no errno is that refusal.
-func classify(err error, p string) error {
-	var errno syscall.Errno
+// openRegular opens p under r only if it is a regular file reached through no symbolic link; a FIFO,
+// socket or device is not opened at all.
+func openRegular(r *nofollow.Dir, p string) (*os.File, fs.FileInfo, error) {
+	f, fi, err := r.Open(p)
+	var nr *nofollow.NotRegularError
 	switch {
+	case err == nil:
+		return f, fi, nil
+	case errors.Is(err, nofollow.ErrSymlink):
+		return nil, nil, fail(ErrLink, "%q is reached through the symbolic link %s, and the runtime follows no symbolic link inside the workdir", p, linkName(err, p))
+	case errors.As(err, &nr):
+		return nil, nil, fail(ErrNotRegular, "%q is %s, not a regular file", p, nofollow.Kind(nr.Mode))
 	case errors.Is(err, fs.ErrNotExist):
-		return fail(ErrNotFound, "there is no file %q under the export root", p)
+		return nil, nil, fail(ErrNotFound, "there is no file %q under the export root", p)
 	case errors.Is(err, syscall.ENOTDIR):
-		return fail(ErrNotFound, "there is no file %q under the export root: a part of the path is not a directory", p)
-	case errors.Is(err, syscall.ELOOP):
-		return fail(ErrNotRegular, "%q is a loop of symbolic links, not a regular file", p)
-	case errors.As(err, &errno):
-		return fail(ErrUnreadable, "%q cannot be opened: %v", p, errno)
+		return nil, nil, fail(ErrNotFound, "there is no file %q under the export root: a part of the path is not a directory", p)
 	}
-	return fail(ErrOutside, "%q leads outside the export root through a symbolic link", p)
+	return nil, nil, fail(ErrUnreadable, "%q cannot be opened: %v", p, errnoText(err))
 }
 
-func notRegular(p string, m fs.FileMode) error {
-	what := "not a regular file"
-	switch {
-	case m.IsDir():
-		what = "a directory"
-	case m&fs.ModeNamedPipe != 0:
-		what = "a named pipe (FIFO)"
-	case m&fs.ModeDevice != 0:
-		what = "a device"
-	case m&fs.ModeSocket != 0:
-		what = "a socket"
-	case m&fs.ModeSymlink != 0:
-		what = "a symbolic link"
+// linkName is the component of a nofollow error's path that is the link, relative to where it was
+// asked; what if the error names none.
+func linkName(err error, what string) string {
+	var pe *fs.PathError
+	if errors.As(err, &pe) && pe.Path != "" {
+		return filepath.ToSlash(pe.Path)
 	}
-	return fail(ErrNotRegular, "%q is %s, not a regular file", p, what)
+	return filepath.ToSlash(what)
 }
 
 func hashFile(f *os.File) ([sha256.Size]byte, int64, error) {

@@ -14,6 +14,7 @@ import (
 	"github.com/murmur-run/murmur/member"
 	"github.com/murmur-run/murmur/member/events"
 	"github.com/murmur-run/murmur/member/store"
+	"github.com/murmur-run/murmur/peerfile"
 	"github.com/murmur-run/murmur/roster"
 )
 
@@ -56,7 +57,7 @@ type DoorConfig struct {
 	Logger      *slog.Logger
 	// ExportRoot is the directory GET /peer-files/{handle} serves this member's shared files from (the
 	// session's ExportRoot); "" when the member exports nothing.
-	ExportRoot string
+	ExportRoot peerfile.Root
 	// AnswersMessage answers a blocking SendMessage whose task completed in one turn without tools with
 	// the answer as a Message (murmur.yaml answers: message).
 	AnswersMessage bool

@@ -18,8 +18,8 @@ import (
 // served: any member of the formation may redeem a handle this member minted, because the handle is the
 // capability; the roster's reach rules, which govern tasks, are not consulted. The checks run in this
 // order and nothing is opened before the handle passes: token, form, formation, member, signature,
-// expiry; then the file is opened through os.Root on the export root and compared with the handle's
-// identity before a byte is sent.
+// expiry; then the file is opened below the export root through no symbolic link (peerfile.Root) and
+// compared with the handle's identity before a byte is sent.
 func (d *Door) servePeerFile(w http.ResponseWriter, r *http.Request) {
 	caller, _ := d.auth.authenticate(r)
 	switch caller.Principal {
@@ -52,7 +52,7 @@ func (d *Door) servePeerFile(w http.ResponseWriter, r *http.Request) {
 		d.refusePeerFile(w, peerfile.ErrForged, "the handle's signature does not match")
 	case h.Expired(d.cfg.Now()):
 		d.refusePeerFile(w, peerfile.ErrExpired, "the handle expired at "+h.ExpiresAt().Format(time.RFC3339))
-	case d.cfg.ExportRoot == "":
+	case d.cfg.ExportRoot.IsZero():
 		d.refusePeerFile(w, peerfile.ErrNotExported, d.cfg.Member+" exports no files")
 	default:
 		d.sendPeerFile(w, r, h)

@@ -305,3 +305,95 @@ func TestPeerFilesBetweenMembers(t *testing.T) {
 		t.Errorf("a swapped file was stored: %v", err)
 	}
 }
+
+// TestSymlinkedOutFindsNoSecret is issue 28's first two holes through a real formation: a command of
+// lead's replaces out/ with a symbolic link to the formation's data directory and the model shares a
+// secret from it; another makes out/ a link to a tree of someone else's artifact files. Neither is read:
+// share-file refuses, naming the link, and the task's artifacts hold one refusal and no file. A handle
+// minted while out/ was a directory is refused by the door once out/ is a link to an identical copy.
+func TestSymlinkedOutFindsNoSecret(t *testing.T) {
+	clock := &testClock{now: time.Now()}
+	fx := peerFormation(t, clock, map[string]string{
+		"lead/murmur.yaml": strings.Replace(agentOf("lead"), "network:", "shell: {allow: [sh]}, network:", 1) + "exports: {peer_files: out}\n",
+		"lead/script.yaml": "rules:\n" +
+			"  - match: '^link (?P<to>\\S+) then share (?P<p>\\S+)$'\n    turns:\n" +
+			"      - call: [{tool: sh, input: {args: ['-c', 'rm -rf out; ln -s {{.to}} out']}}]\n" +
+			"      - call: [{tool: share-file, input: {path: '{{.p}}'}}]\n" +
+			"      - say: '{{.transcript}}'\n" +
+			"  - match: '^link (?P<to>\\S+)$'\n    turns:\n" +
+			"      - call: [{tool: sh, input: {args: ['-c', 'rm -rf out; ln -s {{.to}} out']}}]\n" +
+			"      - say: linked\n",
+	})
+	const secret = "canary-operator-token-4f1c"
+	data := filepath.Join(fx.root, "data")
+	if err := os.WriteFile(filepath.Join(data, "planted.token"), []byte(secret), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	t.Run("share-file through a linked out", func(t *testing.T) {
+		task := fx.ask(t, "lead", "link "+data+" then share planted.token")
+		transcript := answerOf(task)
+		if strings.Contains(transcript, secret) || strings.Contains(transcript, "pf1.") {
+			t.Fatalf("a handle was minted, or the secret read, through the link:\n%s", transcript)
+		}
+		for _, want := range []string{"'share-file' refused: the export root out is a symbolic link", "make out a directory again"} {
+			if !strings.Contains(transcript, want) {
+				t.Errorf("the refusal lacks %q:\n%s", want, transcript)
+			}
+		}
+		if _, err := fx.member("lead").Session.PeerFiles().ShareFile(context.Background(), "members/lead/tasks.db"); err == nil {
+			t.Error("another file of the data directory was shared through the link")
+		}
+	})
+
+	t.Run("artifacts through a linked out", func(t *testing.T) {
+		elsewhere := filepath.Join(fx.root, "elsewhere")
+		os.MkdirAll(filepath.Join(elsewhere, "artifacts"), 0o755)
+		os.WriteFile(filepath.Join(elsewhere, "artifacts", "theirs.txt"), []byte(secret), 0o644)
+		task := fx.ask(t, "lead", "link "+elsewhere)
+		if task.Status.State != a2a.TaskStateCompleted {
+			t.Fatalf("task %s", task.Status.State)
+		}
+		var refused []string
+		for _, a := range task.Artifacts {
+			if a.Name == "response" {
+				continue
+			}
+			for _, p := range a.Parts {
+				if strings.Contains(string(p.Raw), secret) || p.URL != "" {
+					t.Errorf("artifact %q carries a file from behind the link", a.Name)
+				}
+			}
+			refused = append(refused, a.Name+": "+a.Text())
+		}
+		if len(refused) != 1 || !strings.Contains(refused[0], "out/artifacts: refused: out/artifacts is a symbolic link, or lies below one (out)") {
+			t.Errorf("artifacts %q, want the one refusal of the link", refused)
+		}
+	})
+
+	t.Run("the door after out became a link", func(t *testing.T) {
+		lead, worker := fx.member("lead"), fx.member("worker")
+		work := fx.workdir("lead")
+		os.Remove(filepath.Join(work, "out"))
+		os.MkdirAll(filepath.Join(work, "out"), 0o755)
+		os.WriteFile(filepath.Join(work, "out", "r.txt"), []byte("report"), 0o644)
+		sf, err := lead.Session.PeerFiles().ShareFile(context.Background(), "r.txt")
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The same bytes and times behind a link: only the link tells them apart.
+		copyDir := filepath.Join(fx.root, "copy")
+		os.Rename(filepath.Join(work, "out"), copyDir)
+		os.Symlink(copyDir, filepath.Join(work, "out"))
+		key := peercred.NewKey("fm-peer", "f")
+		resp, b := get(t, lead.URL, sf.Handle, key.Credential("worker", peercred.Untrusted))
+		if resp.StatusCode != http.StatusConflict || strings.Contains(string(b), "report") {
+			t.Fatalf("the door through a linked out: %d %s", resp.StatusCode, b)
+		}
+		_, err = worker.Session.PeerFiles().FetchPeerFile(context.Background(), runtimetools.FetchRequest{Handle: sf.Handle, As: "r.txt"})
+		var r *runtimetools.Refusal
+		if !errors.As(err, &r) || !strings.Contains(r.Text, "changed on lead's side") {
+			t.Fatalf("fetch through a linked out: %v", err)
+		}
+	})
+}

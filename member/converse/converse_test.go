@@ -6,11 +6,14 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/murmur-run/murmur/a2a"
+	"github.com/murmur-run/murmur/internal/nofollow/nofollowtest"
 	"github.com/murmur-run/murmur/member/driver"
 )
 
@@ -113,8 +116,8 @@ func TestWaiter(t *testing.T) {
 	}
 }
 
-// TestCollect: new and changed files, inline or kept; a symlink inside the workdir is followed, one out
-// of it refused.
+// TestCollect: new and changed files, inline or kept; a symbolic link is refused wherever it points, a
+// FIFO is refused without being opened.
 func TestCollect(t *testing.T) {
 	work := t.TempDir()
 	dir := filepath.Join(work, ArtifactsDir)
@@ -128,6 +131,7 @@ func TestCollect(t *testing.T) {
 	os.WriteFile(outside, []byte("s"), 0o644)
 	os.Symlink(outside, filepath.Join(dir, "out.txt"))
 	os.WriteFile(filepath.Join(dir, "big.bin"), make([]byte, InlineMax+1), 0o644)
+	syscall.Mkfifo(filepath.Join(dir, "sub", "pipe"), 0o644)
 	keep := filepath.Join(t.TempDir(), "keep")
 	files, err := Collect(work, before, keep)
 	if err != nil {
@@ -147,8 +151,85 @@ func TestCollect(t *testing.T) {
 			got = append(got, f.Name+" "+string(f.Bytes)+" "+f.MediaType)
 		}
 	}
-	want := "big.bin kept application/octet-stream|in.md # in text/markdown; charset=utf-8|out.txt refused|sub/a.json {} application/json"
+	want := "big.bin kept application/octet-stream|in.md refused|out.txt refused|sub/a.json {} application/json|sub/pipe refused"
 	if strings.Join(got, "|") != want {
 		t.Errorf("collected\n%s\nwant\n%s", strings.Join(got, "|"), want)
 	}
+	// What was there before and is unchanged is not reported again.
+	files, err = Collect(work, Snapshot(work), keep)
+	if err != nil || len(files) != 0 {
+		t.Errorf("a second collect with nothing new: %+v %v", files, err)
+	}
+}
+
+// TestCollectThroughALinkedOut is the attack of issue 28: a command makes out/ a link to a directory of
+// kept artifact files (another task's, another member's). Nothing under it is read; the one refusal
+// names the link.
+func TestCollectThroughALinkedOut(t *testing.T) {
+	for _, link := range []string{"out", ArtifactsDir} {
+		t.Run(link, func(t *testing.T) {
+			work := t.TempDir()
+			other := filepath.Join(t.TempDir(), "artifacts")
+			os.MkdirAll(other, 0o755)
+			os.WriteFile(filepath.Join(other, "theirs.txt"), []byte("another task's file"), 0o644)
+			target := other
+			if link == "out" {
+				target = filepath.Dir(other)
+			}
+			os.MkdirAll(filepath.Dir(filepath.Join(work, link)), 0o755)
+			if err := os.Symlink(target, filepath.Join(work, link)); err != nil {
+				t.Fatal(err)
+			}
+			if got := Snapshot(work); len(got) != 0 {
+				t.Errorf("Snapshot listed through the link: %v", got)
+			}
+			files, err := Collect(work, map[string]Stamp{}, t.TempDir())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(files) != 1 || files[0].Bytes != nil || files[0].Name != ArtifactsDir ||
+				!strings.Contains(files[0].Refused, "("+link+")") || !strings.Contains(files[0].Refused, "symbolic link") {
+				t.Fatalf("collected %+v", files)
+			}
+		})
+	}
+}
+
+// FuzzCollectStaysInside places, at any component of out/artifacts/…, what a command could have put
+// there (links out of the workdir or back into it, FIFOs, sockets, devices), then snapshots and collects
+// as a task's end does: no file outside the workdir is read, kept or listed, and nothing blocks.
+func FuzzCollectStaysInside(f *testing.F) {
+	for _, s := range nofollowtest.Seeds {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, plan []byte) {
+		work, outside := nofollowtest.Tree(t)
+		paths := nofollowtest.Plant(t, work, outside, plan)
+		keep := t.TempDir()
+		done := make(chan struct{})
+		var files []File
+		go func() {
+			defer close(done)
+			Snapshot(work)
+			files, _ = Collect(work, map[string]Stamp{}, keep)
+		}()
+		select {
+		case <-done:
+		case <-time.After(20 * time.Second):
+			t.Fatalf("Collect blocked (plan %v)", plan)
+		}
+		for _, f := range files {
+			if strings.Contains(string(f.Bytes), nofollowtest.Secret) {
+				t.Fatalf("%s: read a file outside the workdir (plan %v)", f.Name, plan)
+			}
+			if f.Kept != "" {
+				if b, _ := os.ReadFile(f.Kept); strings.Contains(string(b), nofollowtest.Secret) {
+					t.Fatalf("%s: kept a file outside the workdir (plan %v)", f.Name, plan)
+				}
+			}
+			if f.Refused == "" && !slices.Contains(paths, filepath.Join(ArtifactsDir, f.Name)) {
+				t.Fatalf("%s was listed, and no such file was placed inside the workdir (plan %v, placed %v)", f.Name, plan, paths)
+			}
+		}
+	})
 }

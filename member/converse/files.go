@@ -10,7 +10,10 @@ import (
 	"path"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
+
+	"github.com/murmur-run/murmur/internal/nofollow"
 )
 
 // ArtifactsDir is where, in its workdir, a task writes the files that become its artifacts.
@@ -25,21 +28,32 @@ type Stamp struct {
 	ModTime time.Time
 }
 
-// Snapshot stamps every file under workdir/ArtifactsDir (none when the directory is missing).
+// Snapshot stamps every entry but directories under workdir/ArtifactsDir, so Collect reports only what
+// a task wrote or changed (none when the directory is missing or is reached through a symbolic link,
+// which Collect refuses).
 func Snapshot(workdir string) map[string]Stamp {
 	out := map[string]Stamp{}
-	root := filepath.Join(workdir, ArtifactsDir)
-	filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return nil
-		}
-		if info, err := d.Info(); err == nil {
-			rel, _ := filepath.Rel(root, p)
-			out[filepath.ToSlash(rel)] = Stamp{Size: info.Size(), ModTime: info.ModTime()}
-		}
+	dir, err := openArtifacts(workdir)
+	if err != nil {
+		return out
+	}
+	defer dir.Close()
+	dir.Walk(func(rel string, fi fs.FileInfo) error {
+		out[rel] = Stamp{Size: fi.Size(), ModTime: fi.ModTime()}
 		return nil
 	})
 	return out
+}
+
+// openArtifacts opens workdir/ArtifactsDir through no symbolic link: a command may have made out/ a link
+// to any directory the member can read (another task's kept files, another member's data).
+func openArtifacts(workdir string) (*nofollow.Dir, error) {
+	wd, err := nofollow.Open(workdir)
+	if err != nil {
+		return nil, err
+	}
+	defer wd.Close()
+	return wd.Dir(ArtifactsDir)
 }
 
 // File is one file a task wrote under ArtifactsDir: inline (Bytes set) or kept for its URL (Kept, the
@@ -55,60 +69,59 @@ type File struct {
 
 // Collect returns the files under workdir/ArtifactsDir that are new or changed since before, in name
 // order. A file larger than InlineMax is copied to keep/<name> (its bytes may change in the workdir
-// later). A symlink that leads out of the workdir, or to something that is not a regular file, is
-// refused and not read.
+// later). No symbolic link is followed, in ArtifactsDir's own path or below it, and nothing but a regular
+// file is opened: a link, FIFO, socket or device is refused and not read. When ArtifactsDir itself is
+// reached through a link, the one refused File is named ArtifactsDir.
 func Collect(workdir string, before map[string]Stamp, keep string) ([]File, error) {
-	root := filepath.Join(workdir, ArtifactsDir)
-	realWork, err := filepath.EvalSymlinks(workdir)
-	if err != nil {
+	dir, err := openArtifacts(workdir)
+	switch {
+	case errors.Is(err, nofollow.ErrSymlink):
+		return []File{{Name: ArtifactsDir, MediaType: "text/plain; charset=utf-8", Refused: fmt.Sprintf(
+			"%s is a symbolic link, or lies below one (%s), and the runtime follows no symbolic link inside the workdir, so no file under it became an artifact; make %s a directory and write the files themselves into it",
+			ArtifactsDir, linkPath(err), ArtifactsDir)}}, nil
+	case errors.Is(err, fs.ErrNotExist), errors.Is(err, syscall.ENOTDIR):
 		return nil, nil
+	case err != nil:
+		return nil, err
 	}
+	defer dir.Close()
 	var out []File
-	err = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			if errors.Is(err, fs.ErrNotExist) {
-				return nil
-			}
-			return err
-		}
-		if d.IsDir() {
+	err = dir.Walk(func(name string, info fs.FileInfo) error {
+		if st, ok := before[name]; ok && st.Size == info.Size() && st.ModTime.Equal(info.ModTime()) {
 			return nil
 		}
-		rel, _ := filepath.Rel(root, p)
-		name := filepath.ToSlash(rel)
 		f := File{Name: name, MediaType: MediaType(name)}
-		target := p
-		if d.Type()&fs.ModeSymlink != 0 {
-			resolved, err := filepath.EvalSymlinks(p)
-			switch {
-			case err != nil:
-				f.Refused = fmt.Sprintf("%s/%s is a symlink that leads nowhere (%v); write the file itself there", ArtifactsDir, name, err)
-			case !inside(realWork, resolved):
-				f.Refused = fmt.Sprintf("%s/%s is a symlink to %s, outside the workdir; write the file itself under %s/", ArtifactsDir, name, resolved, ArtifactsDir)
-			}
-			target = resolved
+		if !info.Mode().IsRegular() {
+			f.Refused = refusal(name, info.Mode())
+			out = append(out, f)
+			return nil
 		}
-		var info fs.FileInfo
-		if f.Refused == "" {
-			if info, err = os.Stat(target); err != nil || !info.Mode().IsRegular() {
-				f.Refused = fmt.Sprintf("%s/%s is not a regular file; write a file there", ArtifactsDir, name)
-			}
+		in, info, err := dir.Open(name)
+		var nr *nofollow.NotRegularError
+		switch {
+		case errors.As(err, &nr):
+			f.Refused = refusal(name, nr.Mode)
+		case errors.Is(err, nofollow.ErrSymlink):
+			f.Refused = refusal(name, fs.ModeSymlink)
+		case errors.Is(err, fs.ErrNotExist):
+			return nil // removed since the walk saw it
+		case err != nil:
+			return err
 		}
 		if f.Refused != "" {
 			out = append(out, f)
 			return nil
 		}
-		if st, ok := before[name]; ok && st.Size == info.Size() && st.ModTime.Equal(info.ModTime()) {
-			return nil
-		}
+		defer in.Close()
 		f.Size = info.Size()
 		if f.Size <= InlineMax {
-			if f.Bytes, err = os.ReadFile(target); err != nil {
+			if f.Bytes, err = io.ReadAll(io.LimitReader(in, InlineMax+1)); err != nil {
 				return err
 			}
+			f.Size = int64(len(f.Bytes))
 		} else {
 			f.Kept = filepath.Join(keep, filepath.FromSlash(name))
-			if err := copyFile(target, f.Kept); err != nil {
+			if err := copyFile(in, f.Kept); err != nil {
 				return err
 			}
 		}
@@ -118,10 +131,21 @@ func Collect(workdir string, before map[string]Stamp, keep string) ([]File, erro
 	return out, err
 }
 
-// inside reports whether p is dir or below it.
-func inside(dir, p string) bool {
-	rel, err := filepath.Rel(dir, p)
-	return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator))
+// refusal says why the entry name of type m under ArtifactsDir is no artifact, and what to write instead.
+func refusal(name string, m fs.FileMode) string {
+	if m&fs.ModeSymlink != 0 {
+		return fmt.Sprintf("%s/%s is a symbolic link, and the runtime follows no symbolic link inside the workdir; write the file itself there (cp, not ln -s)", ArtifactsDir, name)
+	}
+	return fmt.Sprintf("%s/%s is %s, not a regular file; write a file there", ArtifactsDir, name, nofollow.Kind(m))
+}
+
+// linkPath is the link a nofollow error names, relative to the workdir.
+func linkPath(err error) string {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Path
+	}
+	return ArtifactsDir
 }
 
 // textTypes are media types of text files that a host's tables may not list (Go's own lists none of
@@ -143,15 +167,10 @@ func MediaType(name string) string {
 	return "application/octet-stream"
 }
 
-func copyFile(from, to string) error {
+func copyFile(in io.Reader, to string) error {
 	if err := os.MkdirAll(filepath.Dir(to), 0o700); err != nil {
 		return err
 	}
-	in, err := os.Open(from)
-	if err != nil {
-		return err
-	}
-	defer in.Close()
 	out, err := os.OpenFile(to, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
 	if err != nil {
 		return err

@@ -1,12 +1,15 @@
 package setup
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"slices"
 
 	"github.com/murmur-run/murmur/internal/ids"
+	"github.com/murmur-run/murmur/internal/nofollow"
 	"github.com/murmur-run/murmur/member/capsule"
+	"github.com/murmur-run/murmur/peerfile"
 	"github.com/murmur-run/murmur/runtimetools"
 )
 
@@ -59,9 +62,9 @@ func (p *Parts) Tools(c *capsule.Capsule, s Session, choice runtimetools.DriverC
 				&runtimetools.RemoveArtifact{Installer: in})
 		}
 	}
-	if root := p.Files.ExportRoot(); root != "" {
-		if err := os.MkdirAll(root, 0o700); err != nil {
-			return nil, fmt.Errorf("staging exports.peer_files: %w", err)
+	if root := p.Files.ExportRoot(); !root.IsZero() {
+		if err := makeExportRoot(root); err != nil {
+			return nil, err
 		}
 	}
 	reg, err := runtimetools.NewRegistry(tools...)
@@ -72,4 +75,22 @@ func (p *Parts) Tools(c *capsule.Capsule, s Session, choice runtimetools.DriverC
 		return nil, fmt.Errorf("member %s: %w", p.member, err)
 	}
 	return reg, nil
+}
+
+// makeExportRoot makes exports.peer_files below the workdir, through no symbolic link. One that a
+// command of an earlier session left as a link is left alone, so the member starts: share-file and the
+// door refuse it, saying how to make it a directory again.
+func makeExportRoot(root peerfile.Root) error {
+	if err := os.MkdirAll(root.Workdir, 0o700); err != nil {
+		return fmt.Errorf("staging exports.peer_files: %w", err)
+	}
+	wd, err := nofollow.Open(root.Workdir)
+	if err != nil {
+		return fmt.Errorf("staging exports.peer_files: %w", err)
+	}
+	defer wd.Close()
+	if err := wd.MkdirAll(root.Dir, 0o700); err != nil && !errors.Is(err, nofollow.ErrSymlink) {
+		return fmt.Errorf("staging exports.peer_files: %w", err)
+	}
+	return nil
 }

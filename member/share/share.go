@@ -17,6 +17,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/murmur-run/murmur/internal/nofollow"
 	"github.com/murmur-run/murmur/internal/peercred"
 	"github.com/murmur-run/murmur/member/capsule"
 	"github.com/murmur-run/murmur/peerfile"
@@ -51,13 +52,13 @@ const (
 	peerFileTimeout    = 5 * time.Minute
 )
 
-// ExportRoot is the absolute directory exports.peer_files names, inside the workdir; "" when the capsule
-// exports nothing. The door serves peer files from it.
-func (pf *Files) ExportRoot() string {
+// ExportRoot is the directory exports.peer_files names, below the workdir; zero when the capsule exports
+// nothing. The door serves peer files from it.
+func (pf *Files) ExportRoot() peerfile.Root {
 	if pf.cfg.Capsule.Exports.PeerFiles == "" {
-		return ""
+		return peerfile.Root{}
 	}
-	return filepath.Join(pf.cfg.Workdir, pf.cfg.Capsule.Exports.PeerFiles)
+	return peerfile.Root{Workdir: pf.cfg.Workdir, Dir: filepath.Clean(pf.cfg.Capsule.Exports.PeerFiles)}
 }
 
 // ShareSettings returns exports.peer_files as written and how long a handle works
@@ -84,7 +85,7 @@ func (pf *Files) ShareFile(_ context.Context, path string) (runtimetools.SharedF
 	if err != nil {
 		var pe *peerfile.Error
 		if !errors.As(err, &pe) {
-			pf.cfg.Log.Error("share-file: the export root cannot be opened", "err", err)
+			pf.cfg.Log.Error("share-file: the export root cannot be opened", "root", pf.ExportRoot().String(), "err", err)
 			return runtimetools.SharedFile{}, &runtimetools.Refusal{Reason: "internal",
 				Text: fmt.Sprintf("'share-file' could not open the export root %s; the operator must check that it is a directory this member can read.", root)}
 		}
@@ -94,8 +95,8 @@ func (pf *Files) ShareFile(_ context.Context, path string) (runtimetools.SharedF
 			hint = fmt.Sprintf(" Give the path of a file inside the export root %s, relative to it, such as report.txt.", root)
 		case errors.Is(err, peerfile.ErrNotRegular):
 			hint = " share-file shares one regular file per call."
-		case errors.Is(err, peerfile.ErrOutside):
-			hint = fmt.Sprintf(" Only files inside the export root %s can be shared: copy the file into it first.", root)
+		case errors.Is(err, peerfile.ErrLink):
+			hint = fmt.Sprintf(" Only files inside the export root %s can be shared, and it must be a directory, not a link: remove the link, make %s a directory again and copy the file itself into it.", root, root)
 		case errors.Is(err, peerfile.ErrChanged):
 			hint = " Share it again once nothing is writing to it."
 		}
@@ -175,7 +176,7 @@ func (pf *Files) FetchPeerFile(ctx context.Context, req runtimetools.FetchReques
 		return refuse("egress", "%s's door is outside this capsule's capabilities.network.allow, so nothing was fetched; the operator must add localhost (or %s's host) to it.",
 			h.Member, h.Member)
 	}
-	wd, err := os.OpenRoot(pf.cfg.Workdir)
+	wd, err := nofollow.Open(pf.cfg.Workdir)
 	if err != nil {
 		pf.cfg.Log.Error("fetch-peer-file: the workdir cannot be opened", "err", err)
 		return refuse("internal", "the workdir cannot be opened, so nothing was stored.")
@@ -189,8 +190,10 @@ func (pf *Files) FetchPeerFile(ctx context.Context, req runtimetools.FetchReques
 		return refuse(peerfile.Reason(peerfile.ErrTargetExists), "%s already exists in your workdir, so nothing was stored. Pass \"as\" with another name, or \"overwrite\": true to replace it.", out.Stored)
 	case err == nil:
 		out.Replaced = true
+	case errors.Is(err, nofollow.ErrSymlink):
+		return refuse("bad_target", "%s cannot be written inside your workdir: %s is a symbolic link, and the runtime follows none inside the workdir. Give \"as\" another name.", out.Stored, linkOf(err))
 	case !errors.Is(err, fs.ErrNotExist):
-		return refuse("bad_target", "%s cannot be written inside your workdir (a part of it is not a directory, or leads outside the workdir). Give \"as\" another name.", out.Stored)
+		return refuse("bad_target", "%s cannot be written inside your workdir (a part of it is not a directory). Give \"as\" another name.", out.Stored)
 	}
 
 	ctx, cancel := context.WithTimeout(ctx, peerFileTimeout)
@@ -259,7 +262,7 @@ func (pf *Files) doorRefusal(resp *http.Response, h *peerfile.Handle, refuse fun
 		return refuse(body.Reason, "%s's door says the handle for %s has expired. Ask %s to share the file again.", m, h.Path, m)
 	case errors.Is(err, peerfile.ErrNotFound):
 		return refuse(body.Reason, "%s no longer has %s under its export root: it was renamed or deleted after the handle was minted. Ask %s to share it again.", m, h.Path, m)
-	case errors.Is(err, peerfile.ErrChanged), errors.Is(err, peerfile.ErrNotRegular), errors.Is(err, peerfile.ErrOutside):
+	case errors.Is(err, peerfile.ErrChanged), errors.Is(err, peerfile.ErrNotRegular), errors.Is(err, peerfile.ErrOutside), errors.Is(err, peerfile.ErrLink):
 		return refuse(body.Reason, "%s changed on %s's side after the handle was minted, so its door did not send it. Ask %s to share it again.", h.Path, m, m)
 	case errors.Is(err, peerfile.ErrNotExported):
 		return refuse(body.Reason, "%s exports no files now. Ask %s to send the content another way.", m, m)
@@ -273,7 +276,7 @@ func (pf *Files) doorRefusal(resp *http.Response, h *peerfile.Handle, refuse fun
 
 // receive writes the body into a new temporary file beside target, checking its length and SHA-256
 // against the handle as it goes, and returns the temporary file's name. Nothing is left behind on failure.
-func receive(wd *os.Root, target string, body io.Reader, h *peerfile.Handle) (string, error) {
+func receive(wd *nofollow.Dir, target string, body io.Reader, h *peerfile.Handle) (string, error) {
 	dir := filepath.Dir(target)
 	if dir != "." {
 		if err := wd.MkdirAll(dir, 0o755); err != nil {
@@ -319,7 +322,7 @@ func receive(wd *os.Root, target string, body io.Reader, h *peerfile.Handle) (st
 
 // place moves tmp to target inside wd: a rename with overwrite; without it a hard link, which fails
 // rather than replace a file that appeared meanwhile, then the temporary name is removed.
-func place(wd *os.Root, tmp, target string, overwrite bool) error {
+func place(wd *nofollow.Dir, tmp, target string, overwrite bool) error {
 	if overwrite {
 		return wd.Rename(tmp, target)
 	}
@@ -335,6 +338,15 @@ func clip(s string) string {
 		return fmt.Sprintf("%q…", string(r[:24]))
 	}
 	return fmt.Sprintf("%q", s)
+}
+
+// linkOf names the link a nofollow error found, relative to the workdir.
+func linkOf(err error) string {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Path
+	}
+	return "a part of the path"
 }
 
 // errText is an error of the workdir without anything that could name a path outside it.
