@@ -26,6 +26,9 @@ const (
 	CodeVersionNotSupported         = -32009
 	CodeUnauthenticated             = -31401
 	CodeUnauthorized                = -31403
+	// CodeServerError is JSON-RPC's implementation-defined server error (-32000 to -32099 are reserved
+	// for those), which A2A clients read as a server error: a door answers a limit of its own with it.
+	CodeServerError = -32000
 )
 
 // ErrorDomain is the google.rpc.ErrorInfo domain of A2A's errors.

@@ -59,7 +59,9 @@ func (s *Session) Delegate(ctx context.Context, task, capsule, text string) (run
 
 // startSub starts the sub-session of one delegation: in this process, no door, its own ses_ id and
 // records, its workdir under this one's, a task store of its own in this session's records directory
-// (delegate.Open), and the earlier of its own deadline and this session's (set once, in Start).
+// (delegate.Open), and the earlier of its own deadline and this session's (set once, in Start). It holds
+// no formation token, but is given this session's secrets (that token among them) to keep out of the
+// environment of every program it starts.
 func (s *Session) startSub(spec delegate.StartSpec) (delegate.Sub, error) {
 	return delegate.Open(s.records.Dir(), spec, func(st *store.Store) (*delegate.Session, error) {
 		series, err := metrics.New(prometheus.NewRegistry()) // a sub-session's own series are on no door
@@ -71,7 +73,7 @@ func (s *Session) startSub(spec delegate.StartSpec) (delegate.Sub, error) {
 			RecordsRoot: s.cfg.RecordsRoot, DataDir: s.cfg.DataDir, WorkDir: spec.Workdir, RuntimeRoot: s.cfg.RuntimeRoot,
 			WasmCacheDir: s.cfg.WasmCacheDir, ProjectDir: s.cfg.ProjectDir, Metrics: series, Logger: s.log,
 			Now: s.cfg.Now, Getenv: s.cfg.Getenv, HTTPClient: s.cfg.HTTPClient, ConfineHelper: s.cfg.ConfineHelper,
-			StartToolServer: s.cfg.StartToolServer, isolate: s.hostIso,
+			StartToolServer: s.cfg.StartToolServer, isolate: s.hostIso, Secrets: s.runner.Secrets(),
 			Sub: &SubSession{Parent: s.id, Delegation: spec.Delegation, Depth: spec.Depth, Deadline: s.deadline},
 		})
 		if err != nil {

@@ -22,7 +22,7 @@ func (s *Session) startProcess(confined bool) (err error) {
 	}
 	s.proc, err = harness.NewTransport(harness.TransportConfig{Capsule: s.cfg.Capsule, Member: s.cfg.Member,
 		Formation: s.cfg.Formation, Session: s.id, RuntimeDir: dir, Getenv: s.cfg.Getenv, Start: s.runner.Start,
-		Confined: confined, Log: s.log, StartToolServer: s.cfg.StartToolServer, Tools: s.tools.Manifests,
+		Confined: confined, Secrets: s.runner.Secrets(), Log: s.log, StartToolServer: s.cfg.StartToolServer, Tools: s.tools.Manifests,
 		Dispatch: func(ctx context.Context, task, id, name string, input json.RawMessage) (string, bool) {
 			r := s.dispatch(ctx, task, driver.ToolCall{ID: id, Name: name, Input: input})
 			return r.Text, r.Status != runtimetools.StatusOK

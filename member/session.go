@@ -99,6 +99,10 @@ type Config struct {
 	// it and presents a credential derived from it and its name to peers' doors (package peercred); the
 	// secret itself is never sent, and never reaches a model or a command.
 	FormationToken string
+	// Secrets are the formation's other secrets (the operator token, the control tokens): like the
+	// formation token, they are dropped from the environment of every program the session starts, and a
+	// harness.env entry carrying one is left out and named in the log and the harness_run record.
+	Secrets []sandbox.Secret
 	// Peers overrides how peers' doors are reached (tests); nil means over HTTP with this member's
 	// credential.
 	Peers calls.Peers
@@ -227,7 +231,7 @@ func Start(cfg Config) (*Session, error) {
 	parts, err := setup.Build(setup.Config{Capsule: cfg.Capsule, Store: cfg.Store, Member: cfg.Member, Formation: cfg.Formation,
 		Session: s.id, RecordsRoot: cfg.RecordsRoot, DataDir: cfg.DataDir, WorkDir: cfg.WorkDir, Workdir: s.workdir(),
 		RuntimeRoot: cfg.RuntimeRoot, WasmCacheDir: cfg.WasmCacheDir, ProjectDir: cfg.ProjectDir, ConfineHelper: cfg.ConfineHelper,
-		FormationToken: cfg.FormationToken, Roster: cfg.Roster, Peers: cfg.Peers, HTTPClient: cfg.HTTPClient,
+		FormationToken: cfg.FormationToken, Secrets: cfg.Secrets, Roster: cfg.Roster, Peers: cfg.Peers, HTTPClient: cfg.HTTPClient,
 		Getenv: cfg.Getenv, Now: cfg.Now, Log: s.log, Isolate: cfg.isolate,
 		Recovered: func(id a2a.TaskID) {
 			s.log.Warn("task was running when the member stopped; marked failed", "task", id)
@@ -255,7 +259,7 @@ func Start(cfg Config) (*Session, error) {
 	}
 	if cfg.Capsule.Harness != nil {
 		if err := s.startProcess(parts.Confined); err != nil {
-			s.records.Close()
+			parts.Close()
 			return nil, err
 		}
 	}
@@ -275,7 +279,7 @@ func Start(cfg Config) (*Session, error) {
 	start.Deadline = s.deadline
 	if err := s.records.Write("session_start", "", start.Fields()); err != nil {
 		s.proc.Close(context.Background())
-		s.records.Close()
+		parts.Close()
 		return nil, err
 	}
 	s.base, s.stopAll = context.WithCancel(context.Background())
@@ -571,7 +575,8 @@ func (s *Session) Cancel(ctx context.Context, id a2a.TaskID, scope store.Scope) 
 }
 
 // Close ends the session: no new task is taken, queued tasks end canceled, the running task is canceled
-// and awaited (or recorded as interrupted if ctx ends first), and session_end is written.
+// and awaited (or recorded as interrupted if ctx ends first), its runtime directory is removed, and
+// session_end is written.
 func (s *Session) Close(ctx context.Context) error {
 	s.mu.Lock()
 	if s.closed {
@@ -598,6 +603,8 @@ func (s *Session) Close(ctx context.Context) error {
 	}
 	s.art.Close()
 	errs = append(errs, s.proc.Close(ctx))
+	// Its runtime directory goes with it; sub-sessions sharing the runtime root remove their own.
+	errs = append(errs, setup.RemoveRuntimeDir(s.cfg.RuntimeRoot, s.id))
 	if !expired {
 		s.mu.Lock()
 		exit := s.exitStatusLocked()

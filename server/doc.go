@@ -5,8 +5,10 @@
 //
 // Streams (SendStreamingMessage, SubscribeToTask) read a member/events Hub the session publishes to; a
 // stream's handler owns its subscription and ends when the task ends, the client goes, the subscription
-// is dropped as too slow, or CloseStreams is called. Push configs go to a member/push Notifier, which
-// the Formation opens after the session has recovered the store and closes before the store.
+// is dropped as too slow, or CloseStreams is called. Each caller (the operator, each peer member) holds
+// at most DoorConfig.MaxStreams streams open at once; past that a stream is refused before it subscribes
+// or sends a task. Push configs go to a member/push Notifier, which the Formation opens after the
+// session has recovered the store and closes before the store.
 //
 // A door never holds task state of its own: it authenticates and validates a request, hands it to the
 // member's session (an Executor), and maps the session's errors to wire errors once, through

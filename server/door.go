@@ -77,6 +77,9 @@ type DoorConfig struct {
 	StreamKeepAlive time.Duration
 	// StreamWriteTimeout bounds one write to a stream's client; 0: DefaultStreamWriteTimeout.
 	StreamWriteTimeout time.Duration
+	// MaxStreams is how many streams one caller (the operator, a peer member) may hold open at once;
+	// 0: DefaultMaxStreams.
+	MaxStreams int
 }
 
 // Door is one member's HTTP surface.
@@ -85,6 +88,7 @@ type Door struct {
 	auth    authenticator
 	admit   *admission
 	pacer   *refusalPacer
+	streams *streamCap
 	metrics *doorMetrics
 	card    cardBody
 	handler http.Handler
@@ -126,7 +130,7 @@ func NewDoor(cfg DoorConfig) (*Door, error) {
 		formation = cfg.Roster.Formation
 	}
 	d := &Door{cfg: cfg, auth: newAuthenticator(cfg.Tokens, formation), admit: newAdmission(cfg.BodyBudget),
-		pacer: newRefusalPacer(cfg.RefusalRate, m.paced.Inc), metrics: m, card: card, closing: make(chan struct{})}
+		pacer: newRefusalPacer(cfg.RefusalRate, m.paced.Inc), streams: newStreamCap(cfg.MaxStreams), metrics: m, card: card, closing: make(chan struct{})}
 	d.handler = d.routes()
 	d.rpc = middleware.Recoverer(http.HandlerFunc(d.serveJSONRPC))
 	return d, nil

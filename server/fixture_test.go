@@ -64,6 +64,8 @@ type doorOptions struct {
 	buffer int // events per stream subscriber; 0: the default
 	// pushAllow, when not nil, gives the door push notification configs, with this webhook allowlist.
 	pushAllow []string
+	// maxStreams is how many streams one caller may hold open; 0: the default.
+	maxStreams int
 }
 
 // startDoorWith is startDoor with options.
@@ -127,7 +129,7 @@ func startDoorWith(t testing.TB, files map[string]string, opts doorOptions) *fix
 		Card:     NewCard("solo", capsule.Description, "test", f.url, "test"),
 		MaxBody:  64 << 10,
 		Gatherer: reg, Registerer: wrapped, Events: hub, StreamWriteTimeout: 10 * time.Minute,
-		AnswersMessage: capsule.AnswersWithMessage(), Push: configs,
+		AnswersMessage: capsule.AnswersWithMessage(), Push: configs, MaxStreams: opts.maxStreams,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -21,6 +21,7 @@ import (
 	"github.com/murmur-run/murmur/member/harness"
 	"github.com/murmur-run/murmur/member/metrics"
 	"github.com/murmur-run/murmur/member/push"
+	"github.com/murmur-run/murmur/member/setup"
 	"github.com/murmur-run/murmur/member/store"
 	"github.com/murmur-run/murmur/roster"
 	"github.com/prometheus/client_golang/prometheus"
@@ -40,6 +41,8 @@ type FormationConfig struct {
 	// Listen, when set, overrides the listen address of the (single) member started (MUR_LISTEN).
 	Listen  string
 	MaxBody int64
+	// MaxStreams is how many streams one caller may hold open on each door; 0: DefaultMaxStreams.
+	MaxStreams int
 	// ConfineHelper is the executable shell binaries run through (mur itself); "" runs them unconfined.
 	ConfineHelper string
 	Version       string
@@ -141,6 +144,15 @@ func (f *Formation) start(m roster.Member, ln net.Listener) (*RunningMember, err
 	}
 	dir := filepath.Join(cfg.DataDir, "members", m.Name)
 	log := cfg.Logger.With("member", m.Name)
+	// Nothing of an earlier process is live: what its sessions left in the runtime root (a killed one's
+	// tool copies, its MCP config) goes before this member's first session starts.
+	runtimeRoot := filepath.Join(dir, "run")
+	if left, err := setup.ClearRuntimeRoot(runtimeRoot); err != nil {
+		ln.Close()
+		return nil, err
+	} else if len(left) > 0 {
+		log.Info("removed the runtime directories an earlier process left", "count", len(left), "dir", runtimeRoot)
+	}
 	// The capsule's store.retention overrides the roster's, key by key; the store fills in the defaults.
 	// The files kept for the artifacts of the tasks retention removes go with them.
 	artifacts := filepath.Join(dir, "artifacts")
@@ -172,10 +184,10 @@ func (f *Formation) start(m roster.Member, ln net.Listener) (*RunningMember, err
 	hub := events.New(events.Config{Now: cfg.Now})
 	sess, err := member.Start(member.Config{
 		Member: m.Name, Formation: cfg.Roster.Formation, Capsule: capsule, Store: store,
-		RecordsRoot: cfg.RecordsRoot, DataDir: cfg.DataDir, WorkDir: filepath.Join(dir, "work"), RuntimeRoot: filepath.Join(dir, "run"),
+		RecordsRoot: cfg.RecordsRoot, DataDir: cfg.DataDir, WorkDir: filepath.Join(dir, "work"), RuntimeRoot: runtimeRoot,
 		ProjectDir: cfg.Roster.Dir, DoorURL: m.URL, ArtifactsDir: artifacts,
 		Metrics: series, Logger: cfg.Logger, Now: cfg.Now,
-		Roster: cfg.Roster, FormationToken: cfg.Tokens.Formation, ConfineHelper: cfg.ConfineHelper,
+		Roster: cfg.Roster, FormationToken: cfg.Tokens.Formation, Secrets: memberSecrets(cfg.Tokens, control), ConfineHelper: cfg.ConfineHelper,
 		Events:          hub,
 		StartToolServer: func(ts harness.ToolSet) (harness.ToolServer, error) { return StartToolServer(ts, log) },
 	})
@@ -198,7 +210,7 @@ func (f *Formation) start(m roster.Member, ln net.Listener) (*RunningMember, err
 	door, err := NewDoor(DoorConfig{
 		Member: m.Name, Roster: cfg.Roster, Executor: sess, Tokens: cfg.Tokens,
 		Card:    NewCard(m.Name, capsule.Description, cfg.Version, url, cfg.Roster.Formation),
-		MaxBody: cfg.MaxBody, Gatherer: reg, Registerer: wrapped, Logger: log,
+		MaxBody: cfg.MaxBody, MaxStreams: cfg.MaxStreams, Gatherer: reg, Registerer: wrapped, Logger: log,
 		ExportRoot: sess.ExportRoot(), AnswersMessage: capsule.AnswersWithMessage(), Now: cfg.Now, Events: hub, Push: notifier,
 		Control: sess, ControlTokens: control,
 	})
@@ -273,6 +285,7 @@ func openPush(path string, capsule *capsule.Capsule, cfg FormationConfig, reg pr
 		}
 	}
 	return push.Open(push.Config{Path: path, Allow: allow, Backoff: cfg.PushBackoff, Logger: log,
+		ConfigsPerTask: capsule.Push.MaxConfigsPerTask, ConfigsPerCaller: capsule.Push.MaxConfigsPerCaller,
 		Delivered: func(outcome string) { deliveries.WithLabelValues(outcome).Inc() },
 		Dropped:   dropped.Inc, Settle: settle})
 }

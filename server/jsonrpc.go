@@ -293,7 +293,7 @@ func (d *Door) call(ctx context.Context, caller Caller, method a2a.Method, param
 				return nil, err
 			}
 			release()
-			return d.sendStreamingMessage(ctx, caller, &req, scope)
+			return d.openStream(caller, func() (*stream, error) { return d.sendStreamingMessage(ctx, caller, &req, scope) })
 		}
 		if d.cfg.Events != nil {
 			var req a2a.SubscribeToTaskRequest
@@ -301,13 +301,13 @@ func (d *Door) call(ctx context.Context, caller Caller, method a2a.Method, param
 				return nil, err
 			}
 			release()
-			return d.subscribeToTask(ctx, &req, scope)
+			return d.openStream(caller, func() (*stream, error) { return d.subscribeToTask(ctx, &req, scope) })
 		}
 		return nil, a2a.ErrUnsupportedOperation.With(fmt.Sprintf(
 			"%s needs streaming, which this door's agent card does not declare; use SendMessage and GetTask", method))
 	case a2a.MethodCreatePushConfig, a2a.MethodGetPushConfig, a2a.MethodListPushConfigs, a2a.MethodDeletePushConfig:
 		if d.cfg.Push != nil {
-			return d.pushCall(ctx, method, params, scope)
+			return d.pushCall(ctx, caller, method, params, scope)
 		}
 		return nil, a2a.ErrPushNotificationNotSupp.With(fmt.Sprintf(
 			"%s needs push notifications, which this door's agent card does not declare; poll GetTask instead", method))
@@ -364,14 +364,14 @@ func (d *Door) checkSend(req *a2a.SendMessageRequest) error {
 }
 
 // sendPushConfig stores the push notification config a SendMessage carried, for the task it started.
-func (d *Door) sendPushConfig(ctx context.Context, req *a2a.SendMessageRequest, task *a2a.Task) error {
+func (d *Door) sendPushConfig(ctx context.Context, caller Caller, req *a2a.SendMessageRequest, task *a2a.Task) error {
 	c := req.Configuration
 	if c == nil || c.PushConfig == nil || task.Status.State == a2a.TaskStateRejected {
 		return nil
 	}
 	pc := *c.PushConfig
 	pc.TaskID = task.ID
-	_, err := d.createPushConfig(context.WithoutCancel(ctx), "configuration.taskPushNotificationConfig.", pc)
+	_, err := d.createPushConfig(context.WithoutCancel(ctx), caller, "configuration.taskPushNotificationConfig.", pc)
 	return err
 }
 
@@ -467,11 +467,14 @@ func (d *Door) submit(ctx context.Context, caller Caller, req *a2a.SendMessageRe
 	if err != nil {
 		return nil, err
 	}
+	if err := d.checkPushRoom(ctx, caller, req); err != nil {
+		return nil, err
+	}
 	task, err := d.cfg.Executor.Send(ctx, req.Message, origin)
 	if err != nil {
 		return nil, err
 	}
-	if err := d.sendPushConfig(ctx, req, task); err != nil {
+	if err := d.sendPushConfig(ctx, caller, req, task); err != nil {
 		return nil, err
 	}
 	return task, nil

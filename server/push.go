@@ -13,19 +13,22 @@ import (
 
 // PushConfigs is what a door needs of a member's push notifier.
 type PushConfigs interface {
-	Create(ctx context.Context, c a2a.TaskPushNotificationConfig) (a2a.TaskPushNotificationConfig, error)
+	// Create stores a config of caller's ("" the operator's, a member's name a peer's).
+	Create(ctx context.Context, caller string, c a2a.TaskPushNotificationConfig) (a2a.TaskPushNotificationConfig, error)
 	Get(ctx context.Context, task a2a.TaskID, id string) (a2a.TaskPushNotificationConfig, error)
 	List(ctx context.Context, task a2a.TaskID) ([]a2a.TaskPushNotificationConfig, error)
 	Delete(ctx context.Context, task a2a.TaskID, id string) error
 	// CheckURL checks a webhook URL against the allowlist without storing anything.
 	CheckURL(url string) error
+	// CheckRoom reports whether Create would now take one more config of caller's, storing nothing.
+	CheckRoom(ctx context.Context, caller string) error
 }
 
 var _ PushConfigs = (*push.Notifier)(nil)
 
 // pushCall runs the four push notification config methods. Each names a task the caller must be able
 // to see; a task outside the caller's scope is not found, as everywhere.
-func (d *Door) pushCall(ctx context.Context, method a2a.Method, params json.RawMessage, scope store.Scope) (any, error) {
+func (d *Door) pushCall(ctx context.Context, caller Caller, method a2a.Method, params json.RawMessage, scope store.Scope) (any, error) {
 	switch method {
 	case a2a.MethodCreatePushConfig:
 		var c a2a.TaskPushNotificationConfig
@@ -41,7 +44,7 @@ func (d *Door) pushCall(ctx context.Context, method a2a.Method, params json.RawM
 		if _, err := d.cfg.Executor.GetJSON(ctx, c.TaskID, scope); err != nil {
 			return nil, err
 		}
-		return d.createPushConfig(ctx, "", c)
+		return d.createPushConfig(ctx, caller, "", c)
 	case a2a.MethodGetPushConfig, a2a.MethodDeletePushConfig:
 		var req a2a.GetTaskPushNotificationConfigRequest
 		if err := decodeParams(params, &req); err != nil {
@@ -83,7 +86,7 @@ func (d *Door) pushCall(ctx context.Context, method a2a.Method, params json.RawM
 		if err != nil {
 			return nil, err
 		}
-		// A task has at most push.MaxConfigsPerTask configs: one page holds them all.
+		// A task has at most push.max_configs_per_task configs: one page holds them all.
 		return a2a.ListTaskPushNotificationConfigsResponse{Configs: list}, nil
 	}
 	return nil, a2a.ErrMethodNotFound
@@ -107,14 +110,47 @@ func (d *Door) checkPushConfig(prefix string, c *a2a.TaskPushNotificationConfig)
 	return nil
 }
 
-// createPushConfig stores c, mapping the notifier's refusals to invalid params naming the field.
-func (d *Door) createPushConfig(ctx context.Context, prefix string, c a2a.TaskPushNotificationConfig) (any, error) {
-	out, err := d.cfg.Push.Create(ctx, c)
+// createPushConfig stores c as caller's, mapping the notifier's refusals to invalid params.
+func (d *Door) createPushConfig(ctx context.Context, caller Caller, prefix string, c a2a.TaskPushNotificationConfig) (any, error) {
+	out, err := d.cfg.Push.Create(ctx, pushCaller(caller), c)
+	if err != nil {
+		return nil, pushRefusal(prefix, err)
+	}
+	return out, nil
+}
+
+// checkPushRoom refuses, before its task starts, a message whose push config would take its caller past
+// push.max_configs_per_caller. (The bound of the task's configs is checked once the task is known to be
+// the caller's: telling it before would tell a peer of a task it may not see.)
+func (d *Door) checkPushRoom(ctx context.Context, caller Caller, req *a2a.SendMessageRequest) error {
+	if d.cfg.Push == nil || req.Configuration == nil || req.Configuration.PushConfig == nil {
+		return nil
+	}
+	if err := d.cfg.Push.CheckRoom(ctx, pushCaller(caller)); err != nil {
+		return pushRefusal("configuration.taskPushNotificationConfig.", err)
+	}
+	return nil
+}
+
+// pushRefusal maps the notifier's refusals of a config (prefix: where it sits in the params) to invalid
+// params; other errors are the door's own.
+func pushRefusal(prefix string, err error) error {
 	switch {
 	case errors.Is(err, push.ErrNotAllowed):
-		return nil, a2a.InvalidParams(a2a.FieldViolation{Field: prefix + "url", Description: err.Error()})
+		return a2a.InvalidParams(a2a.FieldViolation{Field: prefix + "url", Description: err.Error()})
 	case errors.Is(err, push.ErrTooMany):
-		return nil, a2a.InvalidParams(a2a.FieldViolation{Field: prefix + "taskId", Description: err.Error()})
+		return a2a.InvalidParams(a2a.FieldViolation{Field: prefix + "taskId", Description: err.Error()})
+	case errors.Is(err, push.ErrTooManyOfCaller):
+		return a2a.ErrInvalidParams.With("Invalid params: " + err.Error())
 	}
-	return out, err
+	return err
+}
+
+// pushCaller is who a config is of, as the task store names a task's caller: "" for the operator, the
+// member's name for a peer.
+func pushCaller(c Caller) string {
+	if c.Principal == Peer {
+		return c.Member
+	}
+	return ""
 }

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"log/slog"
 	"net/http"
@@ -15,7 +16,9 @@ import (
 	"time"
 
 	a2ago "github.com/a2aproject/a2a-go/v2/a2a"
+	"github.com/a2aproject/a2a-go/v2/a2aclient"
 	"github.com/murmur-run/murmur/a2a"
+	"github.com/murmur-run/murmur/internal/peercred"
 	"github.com/murmur-run/murmur/roster"
 )
 
@@ -30,7 +33,7 @@ type webhook struct {
 	got       chan a2a.Task
 }
 
-func newWebhook(t *testing.T, failFirst int) *webhook {
+func newWebhook(t testing.TB, failFirst int) *webhook {
 	w := &webhook{failFirst: failFirst, got: make(chan a2a.Task, 100)}
 	w.srv = httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
@@ -231,5 +234,76 @@ func waitFor(t *testing.T, cond func() bool) {
 		if time.Now().After(deadline) {
 			t.Fatal("condition not met within 30s")
 		}
+	}
+}
+
+// TestPushConfigBounds: with push.max_configs_per_task: 2 and push.max_configs_per_caller: 3 in the
+// worker's murmur.yaml, a peer's third config of a task and its fourth config in all are refused with
+// -32602 saying which bound and what to do, through CreateTaskPushNotificationConfig and through
+// SendMessage, which then starts no task; the operator's configs are its own.
+func TestPushConfigBounds(t *testing.T) {
+	root := t.TempDir()
+	for p, body := range map[string]string{
+		"roster.yaml": "formation: f\nmembers:\n  - {name: worker, capsule: ./worker, listen: '127.0.0.1:0'}\n" +
+			"  - {name: caller, capsule: ./caller, listen: '127.0.0.1:0'}\nreach:\n  - {from: caller, to: [worker]}\n",
+		"worker/murmur.yaml": strings.Replace(fairWorker, "push: {allow: [127.0.0.1]}",
+			"push: {allow: [127.0.0.1], max_configs_per_task: 2, max_configs_per_caller: 3}", 1),
+		"caller/murmur.yaml": "name: caller\nscript: {command: [cat]}\n",
+	} {
+		os.MkdirAll(filepath.Dir(filepath.Join(root, p)), 0o755)
+		os.WriteFile(filepath.Join(root, p), []byte(body), 0o644)
+	}
+	f := pushFormation(t, root, time.Hour) // a failed delivery waits: every config keeps a change waiting
+	defer shutdown(t, f)
+	down := newWebhook(t, 0)
+	down.setDown(true)
+	ctx := context.Background()
+	op := a2agoClient(t, f.Members[0].URL, "op")
+	peer := a2agoClient(t, f.Members[0].URL, peercred.NewKey("fm", "f").Credential("caller", peercred.Trusted))
+	create := func(c *a2aclient.Client, task a2ago.TaskID) error {
+		_, err := c.CreateTaskPushConfig(ctx, &a2ago.PushConfig{TaskID: task, URL: down.srv.URL})
+		return err
+	}
+	one, two := finishedTask(t, peer, "one"), finishedTask(t, peer, "two")
+	for _, task := range []a2ago.TaskID{one, one, two} {
+		if err := create(peer, task); err != nil {
+			t.Fatal(err)
+		}
+	}
+	err := create(peer, one)
+	if !errors.Is(err, a2ago.ErrInvalidParams) || !strings.Contains(err.Error(), "has 2 push notification configs") ||
+		!strings.Contains(err.Error(), "push.max_configs_per_task") || !strings.Contains(err.Error(), "delete one") {
+		t.Errorf("a third config of a task: %v, want invalid params naming push.max_configs_per_task and what to do", err)
+	}
+	err = create(peer, two)
+	if !errors.Is(err, a2ago.ErrInvalidParams) || !strings.Contains(err.Error(), "you have 3 push notification configs") ||
+		!strings.Contains(err.Error(), "push.max_configs_per_caller") || !strings.Contains(err.Error(), "delete one") {
+		t.Errorf("a fourth config of the peer's: %v, want invalid params naming push.max_configs_per_caller and what to do", err)
+	}
+	before, err := peer.ListTasks(ctx, &a2ago.ListTasksRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = peer.SendMessage(ctx, &a2ago.SendMessageRequest{Message: userMessage("three"),
+		Config: &a2ago.SendMessageConfig{PushConfig: &a2ago.PushConfig{URL: down.srv.URL}}})
+	if !errors.Is(err, a2ago.ErrInvalidParams) || !strings.Contains(err.Error(), "push.max_configs_per_caller") {
+		t.Errorf("a message with a fourth config of the peer's: %v, want invalid params naming push.max_configs_per_caller", err)
+	}
+	if after, err := peer.ListTasks(ctx, &a2ago.ListTasksRequest{}); err != nil || len(after.Tasks) != len(before.Tasks) {
+		t.Errorf("the refused message started a task: %d tasks before, %d after (%v)", len(before.Tasks), len(after.Tasks), err)
+	}
+	if err := create(op, two); err != nil {
+		t.Errorf("the operator's config while the peer is at its bound: %v", err)
+	}
+	// Deleting one of its configs makes room for the peer again.
+	list, err := peer.ListTaskPushConfigs(ctx, &a2ago.ListTaskPushConfigRequest{TaskID: one})
+	if err != nil || len(list) != 2 {
+		t.Fatalf("the peer's configs of its first task: %v %v", list, err)
+	}
+	if err := peer.DeleteTaskPushConfig(ctx, &a2ago.DeleteTaskPushConfigRequest{TaskID: one, ID: list[0].ID}); err != nil {
+		t.Fatal(err)
+	}
+	if err := create(peer, one); err != nil {
+		t.Errorf("a config of the peer's after it deleted one: %v", err)
 	}
 }

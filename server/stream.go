@@ -29,6 +29,23 @@ const (
 type stream struct {
 	first json.RawMessage
 	sub   *events.Subscription
+	free  func() // gives the stream's place in its caller's limit back (streamCap)
+}
+
+// openStream opens a stream of caller's with open once the caller's limit has room for it: past the
+// limit nothing is opened, and no task is sent. The stream keeps its place until serveStream ends it.
+func (d *Door) openStream(caller Caller, open func() (*stream, error)) (*stream, error) {
+	free, err := d.streams.take(caller)
+	if err != nil {
+		return nil, err
+	}
+	st, err := open()
+	if err != nil {
+		free()
+		return nil, err
+	}
+	st.free = free
+	return st, nil
 }
 
 // isStreaming reports whether method answers with text/event-stream.
@@ -190,8 +207,11 @@ func (s *sseWriter) send() error {
 }
 
 // serveStream writes st to the client until the task ends, the subscription is dropped, the client
-// goes away or the door shuts down. It owns st.sub and closes it.
+// goes away or the door shuts down. It owns st.sub and closes it, and gives the stream's place back.
 func (d *Door) serveStream(w http.ResponseWriter, r *http.Request, id json.RawMessage, st *stream) {
+	if st.free != nil {
+		defer st.free()
+	}
 	if st.sub != nil {
 		defer st.sub.Close()
 	}

@@ -35,6 +35,7 @@ func TestVersionHelpAndUsageErrors(t *testing.T) {
 		{[]string{"member", "--roster", "x.yaml"}, 2, "", "--name is required"},
 		{[]string{"run", "--roster", "x.yaml", "--debug-listen", "0.0.0.0:6060"}, 2, "", "profiles are served on loopback only"},
 		{[]string{"run", "--roster", "x.yaml", "--debug-listen", "6060"}, 2, "", "give a loopback address such as 127.0.0.1:6060"},
+		{[]string{"run", "--roster", "x.yaml", "--max-streams", "0"}, 2, "", "--max-streams 0: give how many streams one caller may hold open on a door, 1 or more"},
 		{[]string{"send"}, 2, "", "give the task text"},
 		{[]string{"send", "hello"}, 2, "", "say which door to talk to"},
 		{[]string{"check"}, 2, "", "--roster is required"},

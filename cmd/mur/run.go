@@ -110,13 +110,14 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 
 // common are the flags of the commands that start members.
 type common struct {
-	roster    string
-	dataDir   string
-	logFormat string
-	logLevel  string
-	maxBody   int64
-	doorURLs  string
-	debug     string // --debug-listen: where net/http/pprof is served; "" for nowhere
+	roster     string
+	dataDir    string
+	logFormat  string
+	logLevel   string
+	maxBody    int64
+	maxStreams int
+	doorURLs   string
+	debug      string // --debug-listen: where net/http/pprof is served; "" for nowhere
 }
 
 func (c *common) register(fs *flag.FlagSet, getenv func(string) string) {
@@ -125,6 +126,7 @@ func (c *common) register(fs *flag.FlagSet, getenv func(string) string) {
 	fs.StringVar(&c.logFormat, "log-format", "text", "log format on stderr: text or json")
 	fs.StringVar(&c.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	fs.Int64Var(&c.maxBody, "max-body", server.DefaultMaxBody, "largest JSON-RPC request body a door accepts, in bytes")
+	fs.IntVar(&c.maxStreams, "max-streams", server.DefaultMaxStreams, "most streams (SendStreamingMessage, SubscribeToTask) one caller, the operator or a peer member, may hold open on a door at once")
 	fs.StringVar(&c.doorURLs, "door-urls", getenv("MUR_DOOR_URLS"), doorURLsHelp)
 	fs.StringVar(&c.debug, "debug-listen", "", "serve Go's profiles (net/http/pprof) at this loopback address, such as 127.0.0.1:6060 (default off)")
 }
@@ -227,6 +229,9 @@ func serve(ctx context.Context, c common, only []string, listen, consoleAddr str
 	if err != nil {
 		return err
 	}
+	if c.maxStreams < 1 {
+		return usagef("--max-streams %d: give how many streams one caller may hold open on a door, 1 or more (default %d)", c.maxStreams, server.DefaultMaxStreams)
+	}
 	if c.debug != "" {
 		if err := checkDebugAddr(c.debug); err != nil {
 			return err
@@ -252,7 +257,7 @@ func serve(ctx context.Context, c common, only []string, listen, consoleAddr str
 	}
 	f, err := server.StartFormation(server.FormationConfig{
 		Roster: r, Only: only, DataDir: dir, RecordsRoot: recordsRoot(getenv, r), Tokens: tokens,
-		Listen: listen, MaxBody: c.maxBody, Version: version, Logger: log, ConfineHelper: helper,
+		Listen: listen, MaxBody: c.maxBody, MaxStreams: c.maxStreams, Version: version, Logger: log, ConfineHelper: helper,
 		ControlToken: getenv("MUR_CONTROL_TOKEN"),
 	})
 	if err != nil {

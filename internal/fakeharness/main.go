@@ -11,6 +11,7 @@
 //	garbage TEXT        prints TEXT as a line of its output, which is no event
 //	read PATH           tries to read the file PATH and logs whether it could (a confinement probe)
 //	say TEXT            the answer (the last one wins); without one, the answer is "done"
+//	env                 the answer is its environment, one NAME=value a line, sorted (a confinement probe)
 //	hang                after the lines before it, never exits (a test kills it, or the deadline does)
 //	exit N              exits with status N, its answer unsaid
 //
@@ -32,6 +33,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -153,6 +155,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 				h.out.WriteString(rest + "\n")
 			case "say":
 				answer = rest
+			case "env":
+				env := os.Environ()
+				slices.Sort(env)
+				answer = strings.Join(env, "\n")
 			case "hang":
 				h.out.Flush()
 				select {}

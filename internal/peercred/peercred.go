@@ -95,6 +95,46 @@ func (k Key) Verify(cred string) (Identity, error) {
 // LooksLike reports whether a bearer token has the form of a peer credential (not whether it is valid).
 func LooksLike(token string) bool { return strings.HasPrefix(token, prefix) }
 
+// Contains reports whether s holds, anywhere in it, a string of a credential's whole form: the prefix, a
+// member name, a trust class and a mac of the right length. It knows no key, so it finds the credentials
+// of every formation, valid or not; it is for filters that keep credentials out of what a program is
+// handed (an environment), where one of another formation is as unwelcome.
+func Contains(s string) bool {
+	for {
+		i := strings.Index(s, prefix)
+		if i < 0 {
+			return false
+		}
+		s = s[i+len(prefix):]
+		if credentialRest(s) {
+			return true
+		}
+	}
+}
+
+// credentialRest reports whether s starts with what follows a credential's prefix: <member>.<trust>.<mac>.
+func credentialRest(s string) bool {
+	name, rest, ok := strings.Cut(s, ".")
+	if !ok || !validName(name) {
+		return false
+	}
+	trust, mac, ok := strings.Cut(rest, ".")
+	if !ok || (trust != Trusted && trust != Untrusted) {
+		return false
+	}
+	n := base64.RawURLEncoding.EncodedLen(sha256.Size)
+	if len(mac) < n {
+		return false
+	}
+	for i := range n {
+		c := mac[i]
+		if !(c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+			return false
+		}
+	}
+	return true
+}
+
 func (k Key) mac(member, trust string) []byte {
 	h := hmac.New(sha256.New, k[:])
 	h.Write([]byte(member))

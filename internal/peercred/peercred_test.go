@@ -100,3 +100,32 @@ func FuzzVerify(f *testing.F) {
 		}
 	})
 }
+
+// Contains finds a credential of any formation inside a longer string, and nothing that merely starts like
+// one.
+func TestContains(t *testing.T) {
+	cred := NewKey("mur_secret", "hello").Credential("lead", Trusted)
+	other := NewKey("mur_other", "elsewhere").Credential("w-2", Untrusted)
+	mac := cred[strings.LastIndexByte(cred, '.')+1:]
+	for _, tc := range []struct {
+		s    string
+		want bool
+	}{
+		{cred, true},
+		{other, true},
+		{"Bearer " + cred + "\n", true},
+		{"x=murp1.lead.trusted.short murp1. " + cred, true}, // a near miss before the real one
+		{"murp1.lead.trusted." + mac[:len(mac)-1], false},   // one character short
+		{"murp1.lead.admin." + mac, false},                  // no trust class
+		{"murp1.Lead.trusted." + mac, false},                // no member name
+		{"murp1.lead.trusted." + mac[:10] + "!" + mac[11:], false},
+		{"murp2.lead.trusted." + mac, false},
+		{"murp1.", false},
+		{"", false},
+		{"mur_0123456789abcdef", false},
+	} {
+		if got := Contains(tc.s); got != tc.want {
+			t.Errorf("Contains(%q) = %v, want %v", tc.s, got, tc.want)
+		}
+	}
+}

@@ -19,6 +19,10 @@ type Push struct {
 	// are reached only when an entry names them (an IP, a prefix or the exact host name); "*" never covers
 	// them. Empty: no webhook is accepted.
 	Allow []string
+	// MaxConfigsPerTask bounds the push notification configs of one task; MaxConfigsPerCaller those one
+	// caller (the operator, a peer) has on tasks that have not ended or with notifications still to
+	// deliver. 0: the notifier's defaults (10, 100).
+	MaxConfigsPerTask, MaxConfigsPerCaller int
 }
 
 // ControlToken is one entry of control.tokens: a control token the operator keeps in a file.
@@ -65,7 +69,24 @@ func (p *capsuleParser) push(v *yaml.Node) {
 			}
 		}
 		c.Push.Allow = list
+	}}, {Name: "max_configs_per_task", Fn: func(_, v *yaml.Node) {
+		c.Push.MaxConfigsPerTask = p.pushBound(v, "push.max_configs_per_task", "10")
+	}}, {Name: "max_configs_per_caller", Fn: func(_, v *yaml.Node) {
+		c.Push.MaxConfigsPerCaller = p.pushBound(v, "push.max_configs_per_caller", "100")
 	}}})
+}
+
+// pushBound reads a bound of push configs: a whole number of 1 or more (def: the default, for the fix).
+func (p *capsuleParser) pushBound(v *yaml.Node, path, def string) int {
+	fix := p.d.WholeFix
+	p.d.WholeFix = "write a whole number of 1 or more, such as %s: " + def
+	n, ok := p.d.CountInt(v, path)
+	p.d.WholeFix = fix
+	if ok && n == 0 {
+		p.d.Add(yamldoc.Deref(v).Line, path+" is 0, so no webhook could ever be registered",
+			"write at least 1, or remove the key for the default of "+def+" (omit push.allow to offer no webhooks)")
+	}
+	return n
 }
 
 // controlTokens parses control.tokens: [{id, token_file}].

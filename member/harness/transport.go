@@ -58,6 +58,10 @@ type TransportConfig struct {
 	Getenv     func(string) string
 	// Start starts a program under the session's confinement (sandbox.Runner.Start).
 	Start func(sandbox.Program) (*sandbox.Proc, error)
+	// Secrets are what Start keeps out of every program's environment (sandbox.Runner.Secrets): a
+	// harness.env entry carrying one is left out at once, and named in the log and every harness_run
+	// record, so the operator learns why the harness lacks it.
+	Secrets []sandbox.Secret
 	// Confined says whether commands run under their Landlock rules.
 	Confined bool
 	Log      *slog.Logger
@@ -84,6 +88,8 @@ type Transport struct {
 	server  ToolServer
 	tmpDir  string // the runtime directory made for the config when the session has none; removed at Close
 	callSeq atomic.Int64
+	// envDropped are the harness.env entries left out for carrying a secret, for harness_run.
+	envDropped []sandbox.Dropped
 
 	mu    sync.Mutex
 	task  *runningTask // the running task, for the tool server's calls
@@ -131,9 +137,15 @@ func NewTransport(cfg TransportConfig) (*Transport, error) {
 	if u, err := url.Parse(srv.URL()); err == nil {
 		port, _ = strconv.Atoi(u.Port())
 	}
+	env, dropped := sandbox.DropSecrets(ResolveEnv(h.Env, cfg.Getenv), cfg.Secrets)
+	for _, d := range dropped {
+		cfg.Log.Warn("harness.env entry left out: it would hand the harness a secret of the runtime's",
+			"entry", d.Name, "reason", d.Reason, "capsule", c.Path)
+	}
+	tr.envDropped = dropped
 	tr.runner = &Runner{
 		Command: h.Command, Resume: h.Resume, Dialect: Dialect(h.Dialect),
-		Env: ResolveEnv(h.Env, cfg.Getenv), Read: h.Read, Network: h.Network, MCPConfig: cfgPath,
+		Env: env, Read: h.Read, Network: h.Network, MCPConfig: cfgPath,
 		Instructions: c.Instructions,
 		Starter:      confinedStarter{cfg: &tr.cfg, exe: exe, mcpConfig: cfgPath, port: port},
 	}
@@ -241,6 +253,9 @@ func (tr *Transport) Run(ctx context.Context, task, prompt, session string) (res
 		"events": res.Events, "garbage": res.Garbage, "answered": res.Answered}
 	if err != nil {
 		rec["error"] = err.Error()
+	}
+	if len(tr.envDropped) > 0 {
+		rec["env_dropped"] = tr.envDropped
 	}
 	tr.cfg.Record("harness_run", task, rec)
 	if cause := context.Cause(runCtx); cause != nil && !errors.Is(cause, context.Canceled) {

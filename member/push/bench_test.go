@@ -32,13 +32,13 @@ func BenchmarkPushDeliveries(b *testing.B) {
 	}))
 	defer srv.Close()
 	path, db := taskDBAt(b)
-	n := open(b, path, Config{Queue: b.N}) // every change written to the outbox, none merged
+	n := open(b, path, Config{Queue: b.N, ConfigsPerCaller: b.N}) // every change written to the outbox, none merged
 	defer n.Close()
 	ctx := context.Background()
 	for i := range b.N {
 		id := fmt.Sprintf("tsk_%06d", i)
 		storeTaskB(b, db, id, a2a.TaskStateWorking)
-		if _, err := n.Create(ctx, a2a.TaskPushNotificationConfig{TaskID: a2a.TaskID(id), URL: srv.URL}); err != nil {
+		if _, err := n.Create(ctx, "", a2a.TaskPushNotificationConfig{TaskID: a2a.TaskID(id), URL: srv.URL}); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -67,7 +67,7 @@ func BenchmarkPushDeliveries(b *testing.B) {
 
 	got.Store(0)
 	body := []byte(`{"task":{"id":"tsk_000000","contextId":"c","status":{"state":"TASK_STATE_COMPLETED"}}}`)
-	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: parallel}}
+	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: perReceiver}}
 	next := make(chan int, b.N)
 	for i := range b.N {
 		next <- i
@@ -75,7 +75,7 @@ func BenchmarkPushDeliveries(b *testing.B) {
 	close(next)
 	start = time.Now()
 	var wg sync.WaitGroup
-	for range parallel {
+	for range perReceiver {
 		wg.Go(func() {
 			for range next {
 				resp, err := hc.Post(srv.URL, "application/json", bytes.NewReader(body))

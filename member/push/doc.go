@@ -16,18 +16,24 @@
 // queue the difference: a change stored while the member was down, or just before it died, is
 // delivered too.
 //
-// Bounds: the in-memory queue holds Config.Queue changes; a change finding it full is dropped and the
-// next round compares every config instead (the latest status is queued, the ones between merged). A
-// config's outbox holds Config.Outbox changes; a change finding it full takes the newest waiting
-// one's place, so the oldest waiting and the latest are delivered. Either drop is logged and reported
-// to Config.Dropped.
+// Bounds: a task has at most Config.ConfigsPerTask configs, and one caller at most
+// Config.ConfigsPerCaller on tasks that have not ended or with changes waiting: Create past either fails
+// (ErrTooMany, ErrTooManyOfCaller), and CheckRoom tells the second beforehand. The in-memory queue holds
+// Config.Queue changes; a change finding it full is dropped and the next round compares every config
+// instead (the latest status is queued, the ones between merged). A config's outbox holds Config.Outbox
+// changes; a change finding it full takes the newest waiting one's place, so the oldest waiting and the
+// latest are delivered. Either drop is logged and reported to Config.Dropped.
 //
 // Delivery: each config's oldest waiting change is posted, one at a time per config (its changes in
-// order), up to parallel configs at once, with the config's token in A2A-Notification-Token and its
-// authentication in Authorization. A 2xx deletes the row (deletes are batched: a crash in between
-// delivers again, at least once); a failure (no answer, another status) is tried again after a backoff
-// that doubles up to MaxBackoff, up to MaxAttempts times, then given up (the row deleted, the next
-// change tried).
+// order), with the config's token in A2A-Notification-Token and its authentication in Authorization.
+// It is fair per caller: a config keeps who made it (the operator, or a peer member), one caller's
+// configs are posted to 8 at once at most, 4 of them to one webhook host, and a config whose caller or
+// host has no slot free keeps its place, oldest first. So webhooks that hang hold their own caller's
+// slots (half of them when on one host) and never another caller's. The callers are the operator and
+// the members the roster lets reach this one, so the posts in flight are bounded by the roster. A 2xx
+// deletes the row (deletes are batched: a crash in between delivers again, at least once); a failure
+// (no answer, another status) is tried again after a backoff that doubles up to MaxBackoff, up to
+// MaxAttempts times, then given up (the row deleted, the next change tried).
 //
 // Webhook URLs are checked against the allowlist (push.allow of murmur.yaml) when a config is created,
 // and every address they resolve to is checked again when the notifier connects: loopback, private and

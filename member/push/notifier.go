@@ -30,10 +30,17 @@ const (
 	DefaultMaxBackoff  = time.Minute
 	DefaultMaxAttempts = 8
 	DefaultTimeout     = 10 * time.Second
-	// MaxConfigsPerTask bounds the webhooks of one task.
-	MaxConfigsPerTask = 10
-	// parallel is how many deliveries run at once (to different configs).
-	parallel = 4
+	// DefaultConfigsPerTask bounds the webhooks of one task.
+	DefaultConfigsPerTask = 10
+	// DefaultConfigsPerCaller bounds the webhooks one caller has on tasks that have not ended or with
+	// changes still to deliver.
+	DefaultConfigsPerCaller = 100
+	// perCaller is how many deliveries of one caller's configs run at once: a caller whose webhooks hang
+	// holds these slots and no other caller's.
+	perCaller = 8
+	// perReceiver is how many deliveries of one caller's configs to one webhook host run at once: one
+	// host that hangs leaves the caller's other webhooks half its slots.
+	perReceiver = perCaller / 2
 	// sweepEvery is how often the notifier compares every config with its task's stored status.
 	sweepEvery = time.Minute
 )
@@ -58,7 +65,12 @@ type Config struct {
 	MaxAttempts int
 	// Timeout bounds one delivery; 0: DefaultTimeout.
 	Timeout time.Duration
-	Logger  *slog.Logger
+	// ConfigsPerTask bounds the configs of one task; 0: DefaultConfigsPerTask. ConfigsPerCaller bounds
+	// the configs one caller has on tasks that have not ended or with changes still to deliver; 0:
+	// DefaultConfigsPerCaller. Create past either fails (ErrTooMany, ErrTooManyOfCaller).
+	ConfigsPerTask, ConfigsPerCaller int
+
+	Logger *slog.Logger
 	// Delivered, when set, is called after each delivery attempt with its outcome: "ok", "retry" or
 	// "gave_up" (metrics).
 	Delivered func(outcome string)
@@ -148,6 +160,12 @@ func Open(cfg Config) (*Notifier, error) {
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = DefaultTimeout
 	}
+	if cfg.ConfigsPerTask <= 0 {
+		cfg.ConfigsPerTask = DefaultConfigsPerTask
+	}
+	if cfg.ConfigsPerCaller <= 0 {
+		cfg.ConfigsPerCaller = DefaultConfigsPerCaller
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -181,7 +199,7 @@ func Open(cfg Config) (*Notifier, error) {
 	}
 	tr := &http.Transport{
 		DialContext:           cfg.Allow.dialer(&net.Dialer{Timeout: cfg.Timeout}),
-		MaxIdleConnsPerHost:   parallel,
+		MaxIdleConnsPerHost:   perCaller,
 		IdleConnTimeout:       30 * time.Second,
 		ResponseHeaderTimeout: cfg.Timeout,
 	}
@@ -196,7 +214,7 @@ func Open(cfg Config) (*Notifier, error) {
 		overflow: true, // the first round compares every config: changes stored while the member was down
 		stale:    true,
 		changes:  make(chan change, cfg.Queue),
-		results:  make(chan result, parallel),
+		results:  make(chan result, perCaller),
 		kick:     make(chan struct{}, 1),
 		stop:     stop,
 		done:     make(chan struct{}),
@@ -206,13 +224,50 @@ func Open(cfg Config) (*Notifier, error) {
 	return n, nil
 }
 
-// migrate creates the tables, and gives a push_configs of before the outbox its column queued.
+// migrate creates the tables, and gives a push_configs of before the outbox its column queued, and one
+// of before fair delivery its column caller.
 func migrate(db *sql.DB) error {
 	if _, err := db.Exec(schema); err != nil {
 		return err
 	}
-	var has bool
-	if err := db.QueryRow(`SELECT count(*) > 0 FROM pragma_table_info('push_configs') WHERE name = 'queued'`).Scan(&has); err != nil || has {
+	if err := migrateQueued(db); err != nil {
+		return err
+	}
+	has, err := hasColumn(db, "push_configs", "caller")
+	if err != nil || has {
+		return err
+	}
+	// caller: who made the config, as the task store names callers ('' for the operator, a member's name
+	// for a peer); its deliveries take that caller's slots. A config of before it is taken for its task's
+	// caller's (the store's tasks.caller, when the file has one): the one caller but the operator who
+	// could make it. In one transaction: a crash half way leaves no column without its callers.
+	tx, err := db.Begin()
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	if _, err := tx.Exec(`ALTER TABLE push_configs ADD COLUMN caller TEXT NOT NULL DEFAULT ''`); err != nil {
+		return err
+	}
+	if _, err := tx.Exec(`CREATE INDEX push_configs_caller ON push_configs (caller)`); err != nil {
+		return err
+	}
+	var callers bool
+	if err := tx.QueryRow(`SELECT count(*) > 0 FROM pragma_table_info('tasks') WHERE name = 'caller'`).Scan(&callers); err != nil {
+		return err
+	}
+	if callers {
+		if _, err := tx.Exec(`UPDATE push_configs SET caller = coalesce((SELECT t.caller FROM tasks t WHERE t.id = push_configs.task_id), '')`); err != nil {
+			return err
+		}
+	}
+	return tx.Commit()
+}
+
+// migrateQueued gives a push_configs of before the outbox its column queued.
+func migrateQueued(db *sql.DB) error {
+	has, err := hasColumn(db, "push_configs", "queued")
+	if err != nil || has {
 		return err
 	}
 	// queued: the status key of the change last put in the outbox for the config. A config that had
@@ -220,13 +275,19 @@ func migrate(db *sql.DB) error {
 	if _, err := db.Exec(`ALTER TABLE push_configs ADD COLUMN queued TEXT`); err != nil {
 		return err
 	}
-	var old bool
-	if err := db.QueryRow(`SELECT count(*) > 0 FROM pragma_table_info('push_configs') WHERE name = 'delivered'`).Scan(&old); err != nil || !old {
+	if old, err := hasColumn(db, "push_configs", "delivered"); err != nil || !old {
 		return err
 	}
-	_, err := db.Exec(`UPDATE push_configs SET queued = (SELECT ` + sqlStatusKey + ` FROM tasks t
+	_, err = db.Exec(`UPDATE push_configs SET queued = (SELECT ` + sqlStatusKey + ` FROM tasks t
 		WHERE t.id = push_configs.task_id AND push_configs.delivered IS json_extract(t.task, '$.status'))`)
 	return err
+}
+
+// hasColumn reports whether table has column.
+func hasColumn(db *sql.DB, table, column string) (bool, error) {
+	var has bool
+	err := db.QueryRow(`SELECT count(*) > 0 FROM pragma_table_info(?) WHERE name = ?`, table, column).Scan(&has)
+	return has, err
 }
 
 // watchedTasks returns the tasks that have a config.
@@ -344,10 +405,13 @@ func postBody(t *a2a.Task) ([]byte, error) {
 // ErrNotFound is the failure of Get for a config the task does not have.
 var ErrNotFound = errors.New("push notification config not found")
 
-// Create stores c (its ID chosen when empty; a config of the same ID is replaced, with what it had
-// waiting) after checking its URL against the allowlist, and returns it as stored. The caller has
-// checked that the task exists. The new config gets the task's current status first.
-func (n *Notifier) Create(ctx context.Context, c a2a.TaskPushNotificationConfig) (a2a.TaskPushNotificationConfig, error) {
+// Create stores c for caller (who makes it, as the task store names callers: "" for the operator, a
+// member's name for a peer; its deliveries take that caller's slots) after checking its URL against
+// the allowlist and the bounds of configs per task (ErrTooMany) and per caller (ErrTooManyOfCaller),
+// and returns it as stored. Its ID is chosen when empty; a config of the same ID is replaced, with what
+// it had waiting, and is not one more. The door has checked that the task exists. The new config gets
+// the task's current status first.
+func (n *Notifier) Create(ctx context.Context, caller string, c a2a.TaskPushNotificationConfig) (a2a.TaskPushNotificationConfig, error) {
 	if _, err := n.cfg.Allow.CheckURL(c.URL); err != nil {
 		return c, err
 	}
@@ -372,19 +436,14 @@ func (n *Notifier) Create(ctx context.Context, c a2a.TaskPushNotificationConfig)
 		return c, err
 	}
 	defer tx.Rollback()
-	var count int
-	var exists bool
-	if err := tx.QueryRowContext(ctx, `SELECT count(*), coalesce(sum(id = ?), 0) > 0 FROM push_configs WHERE task_id = ?`, c.ID, string(c.TaskID)).Scan(&count, &exists); err != nil {
+	if err := n.checkRoom(ctx, tx, caller, c.TaskID, c.ID); err != nil {
 		return c, err
-	}
-	if !exists && count >= MaxConfigsPerTask {
-		return c, fmt.Errorf("%w: task %s has %d push notification configs, the most one task may have; delete one first", ErrTooMany, c.TaskID, count)
 	}
 	if _, err := tx.ExecContext(ctx, `DELETE FROM push_configs WHERE task_id = ? AND id = ?`, string(c.TaskID), c.ID); err != nil {
 		return c, err
 	}
-	if _, err := tx.ExecContext(ctx, `INSERT INTO push_configs (task_id, id, config, created) VALUES (?, ?, ?, ?)`,
-		string(c.TaskID), c.ID, string(body), time.Now().UnixMilli()); err != nil {
+	if _, err := tx.ExecContext(ctx, `INSERT INTO push_configs (task_id, id, config, created, caller) VALUES (?, ?, ?, ?, ?)`,
+		string(c.TaskID), c.ID, string(body), time.Now().UnixMilli(), caller); err != nil {
 		return c, err
 	}
 	var task string
@@ -420,8 +479,57 @@ func (n *Notifier) CheckURL(u string) error {
 	return err
 }
 
-// ErrTooMany is the failure of Create past MaxConfigsPerTask.
-var ErrTooMany = errors.New("too many push notification configs")
+// CheckRoom reports whether Create would now take one more config of caller for a task that has none
+// yet: ErrTooManyOfCaller when not. It stores nothing; the door asks before it starts a task whose
+// message carries a config, so a config refused for its caller starts no task.
+func (n *Notifier) CheckRoom(ctx context.Context, caller string) error {
+	return n.checkRoom(ctx, n.db, caller, "", "")
+}
+
+// querier is what checkRoom reads with: the database, or a transaction of it.
+type querier interface {
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// checkRoom checks, in q, both bounds for a config id of caller's for task (task "": the caller's bound
+// only); a config of that id is replaced, so it is not one more.
+func (n *Notifier) checkRoom(ctx context.Context, q querier, caller string, task a2a.TaskID, id string) error {
+	if task != "" {
+		var count int
+		var exists bool
+		if err := q.QueryRowContext(ctx, `SELECT count(*), coalesce(sum(id = ?), 0) > 0 FROM push_configs WHERE task_id = ?`, id, string(task)).Scan(&count, &exists); err != nil {
+			return err
+		}
+		if !exists && count >= n.cfg.ConfigsPerTask {
+			return fmt.Errorf("%w: task %s has %d push notification configs, the most one task may have (push.max_configs_per_task of this member's murmur.yaml); delete one with DeleteTaskPushNotificationConfig first, or replace one by giving its id",
+				ErrTooMany, task, count)
+		}
+	}
+	var mine int
+	if err := q.QueryRowContext(ctx, qConfigsOfCaller, caller, string(task), id, n.cfg.ConfigsPerCaller).Scan(&mine); err != nil {
+		return err
+	}
+	if mine >= n.cfg.ConfigsPerCaller {
+		return fmt.Errorf("%w: you have %d push notification configs on tasks that have not ended or with notifications still to deliver, the most one caller may have (push.max_configs_per_caller of this member's murmur.yaml); delete one with DeleteTaskPushNotificationConfig, or wait until your tasks end and their webhooks take what is waiting",
+			ErrTooManyOfCaller, mine)
+	}
+	return nil
+}
+
+// qConfigsOfCaller counts, up to a limit, a caller's configs but one (task, id) that still count toward
+// Config.ConfigsPerCaller: those that have not queued their task's end (its state is the status key's
+// first word), and those with changes waiting.
+const qConfigsOfCaller = `SELECT count(*) FROM (SELECT 1 FROM push_configs p WHERE p.caller = ? AND NOT (p.task_id = ? AND p.id = ?)
+	AND (p.queued IS NULL
+		OR substr(p.queued, 1, instr(p.queued, ' ') - 1) NOT IN ('` + string(a2a.TaskStateCompleted) + `', '` +
+	string(a2a.TaskStateFailed) + `', '` + string(a2a.TaskStateCanceled) + `', '` + string(a2a.TaskStateRejected) + `')
+		OR EXISTS (SELECT 1 FROM push_outbox o WHERE o.task_id = p.task_id AND o.config_id = p.id)) LIMIT ?)`
+
+// ErrTooMany is the failure of Create past Config.ConfigsPerTask.
+var ErrTooMany = errors.New("too many push notification configs for this task")
+
+// ErrTooManyOfCaller is the failure of Create past Config.ConfigsPerCaller.
+var ErrTooManyOfCaller = errors.New("too many push notification configs for one caller")
 
 // Get returns one config of a task.
 func (n *Notifier) Get(ctx context.Context, task a2a.TaskID, id string) (a2a.TaskPushNotificationConfig, error) {

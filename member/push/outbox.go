@@ -8,8 +8,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math/rand/v2"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 	"time"
@@ -183,10 +185,39 @@ func (n *Notifier) reconcile(ctx context.Context, ended bool) error {
 	return tx.Commit()
 }
 
-// head is the oldest waiting change of a config: the one its webhook gets next.
+// head is the oldest waiting change of a config: the one its webhook gets next, with the slots its
+// delivery takes: its caller's and its caller's to its webhook's host.
 type head struct {
-	seq int64
-	k   configKey
+	seq            int64
+	k              configKey
+	caller, sendTo *slots
+}
+
+// slots counts the deliveries in flight of one caller, or of one caller to one host.
+type slots struct{ busy int }
+
+// lane is a caller and a webhook host.
+type lane struct {
+	caller, host string
+}
+
+// slotsOf returns the slots of caller and of caller's posts to rawURL's host. An entry lives while a
+// head or a delivery holds it: refresh drops the idle ones.
+func (d *dispatch) slotsOf(caller, rawURL string) (*slots, *slots) {
+	l := lane{caller: caller}
+	if u, err := url.Parse(rawURL); err == nil {
+		l.host = strings.ToLower(u.Host)
+	}
+	c, h := d.callers[caller], d.hosts[l]
+	if c == nil {
+		c = &slots{}
+		d.callers[caller] = c
+	}
+	if h == nil {
+		h = &slots{}
+		d.hosts[l] = h
+	}
+	return c, h
 }
 
 // result is the end of one delivery.
@@ -204,8 +235,10 @@ type failure struct {
 
 // dispatch is the run goroutine's own state.
 type dispatch struct {
-	ready    []head // heads to start, oldest first
+	ready    []head // heads to start, oldest first; those without a free slot keep their place
 	inflight map[configKey]bool
+	callers  map[string]*slots // the slots of each caller with a head or a delivery
+	hosts    map[lane]*slots   // the slots of each caller's posts to one host
 	failures map[configKey]failure
 	done     []head // delivered (or given up), not yet deleted from the outbox
 	fresh    []head // delivered (or given up) since the last step: their configs' next changes are due
@@ -213,13 +246,15 @@ type dispatch struct {
 }
 
 // run writes observed changes to the outbox and delivers it until Close. Deliveries of one config are
-// made one at a time in the order of its changes; up to parallel configs are delivered to at once.
+// made one at a time in the order of its changes; each caller's configs are delivered to up to
+// perCaller at once, up to perReceiver of them to one host, whatever other callers' webhooks do.
 func (n *Notifier) run(ctx context.Context) {
 	defer close(n.done)
 	// A sweep now and then is the safety net of a change that reached no observer.
 	sweep := time.NewTicker(sweepEvery)
 	defer sweep.Stop()
-	d := &dispatch{inflight: map[configKey]bool{}, failures: map[configKey]failure{}}
+	d := &dispatch{inflight: map[configKey]bool{}, failures: map[configKey]failure{},
+		callers: map[string]*slots{}, hosts: map[lane]*slots{}}
 	for {
 		full := false
 		select {
@@ -278,14 +313,26 @@ func (n *Notifier) step(ctx context.Context, d *dispatch, full bool) {
 			n.failed(ctx, "reading the outbox", err)
 		}
 	}
-	for len(d.inflight) < parallel && len(d.ready) > 0 {
-		h := d.ready[0]
-		d.ready = d.ready[1:]
-		if d.inflight[h.k] {
-			continue
+	n.startReady(ctx, d)
+}
+
+// startReady starts, oldest first, the ready heads whose caller, and whose caller's posts to their host,
+// have a slot free; the others keep their place. So one caller's webhooks that hang hold that caller's
+// slots only, and one host that hangs half of them.
+func (n *Notifier) startReady(ctx context.Context, d *dispatch) {
+	kept := d.ready[:0]
+	for _, h := range d.ready {
+		switch {
+		case d.inflight[h.k]:
+			// its config's delivery in flight: its end makes the next change ready
+		case h.caller.busy >= perCaller || h.sendTo.busy >= perReceiver:
+			kept = append(kept, h)
+		default:
+			n.start(ctx, d, h)
 		}
-		n.start(ctx, d, h)
 	}
+	clear(d.ready[len(kept):])
+	d.ready = kept
 }
 
 // failed logs an error of the outbox and tries again after a backoff.
@@ -329,6 +376,8 @@ func (n *Notifier) writeChanges(ctx context.Context) bool {
 // settle takes in one ended delivery.
 func (n *Notifier) settle(d *dispatch, r result) {
 	delete(d.inflight, r.k)
+	r.caller.busy--
+	r.sendTo.busy--
 	if r.closing {
 		return // not made: it stays waiting for the next Open
 	}
@@ -404,14 +453,16 @@ func (n *Notifier) advance(ctx context.Context, d *dispatch) {
 		if d.inflight[h.k] || slices.ContainsFunc(d.ready, func(r head) bool { return r.k == h.k }) {
 			continue
 		}
-		var seq int64
+		next := head{k: h.k}
+		var caller, hook string
 		st, err := n.stmt(ctx, nil, qNext)
 		if err == nil {
-			err = st.QueryRowContext(ctx, string(h.k.task), h.k.id, h.seq).Scan(&seq)
+			err = st.QueryRowContext(ctx, string(h.k.task), h.k.id, h.seq).Scan(&next.seq, &caller, &hook)
 		}
 		switch {
 		case err == nil:
-			d.ready = append(d.ready, head{seq, h.k})
+			next.caller, next.sendTo = d.slotsOf(caller, hook)
+			d.ready = append(d.ready, next)
 		case !errors.Is(err, sql.ErrNoRows):
 			n.failed(ctx, "reading the outbox", err)
 		}
@@ -422,7 +473,9 @@ func (n *Notifier) advance(ctx context.Context, d *dispatch) {
 // refresh reads every config's oldest waiting change, and makes ready those not being delivered and not
 // waiting for a retry.
 func (n *Notifier) refresh(ctx context.Context, d *dispatch) error {
-	rows, err := n.db.QueryContext(ctx, `SELECT min(seq), task_id, config_id FROM push_outbox GROUP BY task_id, config_id ORDER BY 1`)
+	rows, err := n.db.QueryContext(ctx, `SELECT h.seq, h.task_id, h.config_id, p.caller, coalesce(json_extract(p.config, '$.url'), '')
+		FROM (SELECT min(seq) AS seq, task_id, config_id FROM push_outbox GROUP BY task_id, config_id) h
+		JOIN push_configs p ON p.task_id = h.task_id AND p.id = h.config_id ORDER BY h.seq`)
 	if err != nil {
 		return err
 	}
@@ -430,13 +483,16 @@ func (n *Notifier) refresh(ctx context.Context, d *dispatch) error {
 	now := time.Now()
 	seen := map[configKey]bool{}
 	d.ready = d.ready[:0]
+	maps.DeleteFunc(d.callers, func(_ string, s *slots) bool { return s.busy == 0 })
+	maps.DeleteFunc(d.hosts, func(_ lane, s *slots) bool { return s.busy == 0 })
 	for rows.Next() {
 		var h head
-		var task string
-		if err := rows.Scan(&h.seq, &task, &h.k.id); err != nil {
+		var task, caller, hook string
+		if err := rows.Scan(&h.seq, &task, &h.k.id, &caller, &hook); err != nil {
 			return err
 		}
 		h.k.task = a2a.TaskID(task)
+		h.caller, h.sendTo = d.slotsOf(caller, hook)
 		seen[h.k] = true
 		if d.inflight[h.k] {
 			continue
@@ -474,6 +530,8 @@ func (n *Notifier) start(ctx context.Context, d *dispatch, h head) {
 		return
 	}
 	d.inflight[h.k] = true
+	h.caller.busy++
+	h.sendTo.busy++
 	go func() {
 		err := n.post(ctx, c, []byte(body))
 		n.results <- result{head: h, err: err, closing: ctx.Err() != nil}
@@ -554,8 +612,10 @@ const (
 		FROM push_configs p WHERE p.task_id = ? AND (? = '' OR p.id = ?) ORDER BY p.created, p.id`
 	qInsert = `INSERT INTO push_outbox (task_id, config_id, status, body, created) VALUES (?, ?, ?, ?, ?)`
 	qQueued = `UPDATE push_configs SET queued = ? WHERE task_id = ? AND id = ?`
-	qNext   = `SELECT seq FROM push_outbox WHERE task_id = ? AND config_id = ? AND seq > ? ORDER BY seq LIMIT 1`
-	qBody   = `SELECT o.body, p.config FROM push_outbox o
+	qNext   = `SELECT o.seq, p.caller, coalesce(json_extract(p.config, '$.url'), '') FROM push_outbox o
+		JOIN push_configs p ON p.task_id = o.task_id AND p.id = o.config_id
+		WHERE o.task_id = ? AND o.config_id = ? AND o.seq > ? ORDER BY o.seq LIMIT 1`
+	qBody = `SELECT o.body, p.config FROM push_outbox o
 		JOIN push_configs p ON p.task_id = o.task_id AND p.id = o.config_id WHERE o.seq = ?`
 )
 

@@ -84,7 +84,7 @@ func TestEachChangeDelivered(t *testing.T) {
 	n := open(t, path, Config{})
 	defer n.Close()
 	storeAndReport(t, db, n, "tsk_1", a2a.TaskStateSubmitted, 1)
-	if _, err := n.Create(context.Background(), a2a.TaskPushNotificationConfig{TaskID: "tsk_1", URL: r.srv.URL}); err != nil {
+	if _, err := n.Create(context.Background(), "", a2a.TaskPushNotificationConfig{TaskID: "tsk_1", URL: r.srv.URL}); err != nil {
 		t.Fatal(err)
 	}
 	<-r.held // SUBMITTED is being delivered
@@ -115,7 +115,7 @@ func TestOutboxBound(t *testing.T) {
 	n := open(t, path, Config{Outbox: 3, Dropped: func() { dropped.Add(1) }})
 	defer n.Close()
 	storeAndReport(t, db, n, "tsk_1", a2a.TaskStateSubmitted, 1)
-	if _, err := n.Create(context.Background(), a2a.TaskPushNotificationConfig{TaskID: "tsk_1", URL: r.srv.URL}); err != nil {
+	if _, err := n.Create(context.Background(), "", a2a.TaskPushNotificationConfig{TaskID: "tsk_1", URL: r.srv.URL}); err != nil {
 		t.Fatal(err)
 	}
 	<-r.held
@@ -159,7 +159,7 @@ func child() int {
 		fmt.Println(err)
 		return 1
 	}
-	if _, err := n.Create(context.Background(), a2a.TaskPushNotificationConfig{TaskID: "tsk_1", URL: hook}); err != nil {
+	if _, err := n.Create(context.Background(), "", a2a.TaskPushNotificationConfig{TaskID: "tsk_1", URL: hook}); err != nil {
 		fmt.Println(err)
 		return 1
 	}
@@ -169,9 +169,22 @@ func child() int {
 			return 1
 		}
 	}
-	for k, err := countWaiting(db); k != 3; k, err = countWaiting(db) {
+	// The task's end is queued: WORKING may have been merged into it when the notifier fell behind (a
+	// loaded machine), so what is waiting is the end and what came before it, 2 or 3 changes.
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		var ended int
+		err := db.QueryRow(`SELECT count(*) FROM push_outbox WHERE status LIKE '%COMPLETED%'`).Scan(&ended)
 		if err != nil {
 			fmt.Println(err)
+			return 1
+		}
+		if ended > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			k, _ := countWaiting(db)
+			fmt.Printf("the task's end was not queued within 60s (%d changes waiting)\n", k)
 			return 1
 		}
 		time.Sleep(2 * time.Millisecond)
@@ -206,8 +219,9 @@ func TestDeliveredAfterKill(t *testing.T) {
 		t.Fatal(err)
 	}
 	cmd.Wait()
-	if k := waiting(t, db); k != 3 {
-		t.Fatalf("%d changes waiting after the kill, want 3", k)
+	k := waiting(t, db)
+	if k != 2 && k != 3 {
+		t.Fatalf("%d changes waiting after the kill, want SUBMITTED, WORKING (unless merged) and COMPLETED", k)
 	}
 	up := newReceiver(t, 0)
 	if _, err := db.Exec(`UPDATE push_configs SET config = json_set(config, '$.url', ?)`, up.srv.URL+"/hook"); err != nil {
@@ -215,9 +229,13 @@ func TestDeliveredAfterKill(t *testing.T) {
 	}
 	n := open(t, path, Config{})
 	defer n.Close()
-	got := up.states(t, 3)
-	if fmt.Sprint(got) != fmt.Sprint([]a2a.TaskState{a2a.TaskStateSubmitted, a2a.TaskStateWorking, a2a.TaskStateCompleted}) {
-		t.Errorf("after the restart the webhook got %v, want SUBMITTED, WORKING, COMPLETED", got)
+	got := up.states(t, k)
+	want := []a2a.TaskState{a2a.TaskStateSubmitted, a2a.TaskStateWorking, a2a.TaskStateCompleted}
+	if k == 2 {
+		want = []a2a.TaskState{a2a.TaskStateSubmitted, a2a.TaskStateCompleted}
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("after the restart the webhook got %v, want %v", got, want)
 	}
 	waitUntil(t, "the outbox emptied", func() bool { return waiting(t, db) == 0 })
 	n.Close()

@@ -182,7 +182,7 @@ func TestDeliveryRetriesThenSucceeds(t *testing.T) {
 	n := open(t, path, Config{Backoff: time.Millisecond, Delivered: func(o string) { omu.Lock(); outcomes = append(outcomes, o); omu.Unlock() }})
 	defer n.Close()
 	ctx := context.Background()
-	c, err := n.Create(ctx, a2a.TaskPushNotificationConfig{TaskID: "tsk_1", URL: r.srv.URL + "/hook", Token: "tok-1",
+	c, err := n.Create(ctx, "", a2a.TaskPushNotificationConfig{TaskID: "tsk_1", URL: r.srv.URL + "/hook", Token: "tok-1",
 		Authentication: &a2a.AuthenticationInfo{Scheme: "Bearer", Credentials: "cred-1"}})
 	if err != nil || !strings.HasPrefix(c.ID, "pnc_") {
 		t.Fatal(c, err)
@@ -224,7 +224,7 @@ func TestPendingDeliverySurvivesRestart(t *testing.T) {
 	storeTask(t, db, "tsk_1", a2a.TaskStateWorking)
 	down := newReceiver(t, 1000)
 	n := open(t, path, Config{Backoff: time.Hour})
-	if _, err := n.Create(context.Background(), a2a.TaskPushNotificationConfig{ID: "mine", TaskID: "tsk_1", URL: down.srv.URL}); err != nil {
+	if _, err := n.Create(context.Background(), "", a2a.TaskPushNotificationConfig{ID: "mine", TaskID: "tsk_1", URL: down.srv.URL}); err != nil {
 		t.Fatal(err)
 	}
 	storeTask(t, db, "tsk_1", a2a.TaskStateCompleted) // stored; the notifier is never told
@@ -262,20 +262,20 @@ func TestRefusedWebhooks(t *testing.T) {
 	allow, _ := NewAllowlist([]string{"hooks.example.com", "*"})
 	n := open(t, path, Config{Allow: allow})
 	defer n.Close()
-	_, err := n.Create(context.Background(), a2a.TaskPushNotificationConfig{TaskID: "tsk_1", URL: "http://127.0.0.1:9/hook"})
+	_, err := n.Create(context.Background(), "", a2a.TaskPushNotificationConfig{TaskID: "tsk_1", URL: "http://127.0.0.1:9/hook"})
 	if !errors.Is(err, ErrNotAllowed) || !strings.Contains(err.Error(), "add 127.0.0.1 to push.allow") {
 		t.Errorf("a loopback webhook not named in push.allow: %v", err)
 	}
-	for i := range MaxConfigsPerTask {
-		if _, err := n.Create(context.Background(), a2a.TaskPushNotificationConfig{ID: string(rune('a' + i)), TaskID: "tsk_1", URL: "https://hooks.example.com/x"}); err != nil {
+	for i := range DefaultConfigsPerTask {
+		if _, err := n.Create(context.Background(), "", a2a.TaskPushNotificationConfig{ID: string(rune('a' + i)), TaskID: "tsk_1", URL: "https://hooks.example.com/x"}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, err := n.Create(context.Background(), a2a.TaskPushNotificationConfig{TaskID: "tsk_1", URL: "https://hooks.example.com/x"}); !errors.Is(err, ErrTooMany) {
-		t.Errorf("config %d: %v", MaxConfigsPerTask+1, err)
+	if _, err := n.Create(context.Background(), "", a2a.TaskPushNotificationConfig{TaskID: "tsk_1", URL: "https://hooks.example.com/x"}); !errors.Is(err, ErrTooMany) {
+		t.Errorf("config %d: %v", DefaultConfigsPerTask+1, err)
 	}
 	// Replacing one by its id is not one more.
-	if _, err := n.Create(context.Background(), a2a.TaskPushNotificationConfig{ID: "a", TaskID: "tsk_1", URL: "https://hooks.example.com/y"}); err != nil {
+	if _, err := n.Create(context.Background(), "", a2a.TaskPushNotificationConfig{ID: "a", TaskID: "tsk_1", URL: "https://hooks.example.com/y"}); err != nil {
 		t.Errorf("replacing a config: %v", err)
 	}
 }

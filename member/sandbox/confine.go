@@ -9,7 +9,6 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
-	"slices"
 	"strings"
 	"syscall"
 	"unsafe"
@@ -482,22 +481,4 @@ func confineExec(path string, argv, env []string, spec Spec) int {
 func (c Spec) Encode() string {
 	b, _ := json.Marshal(c)
 	return envConfine + "=" + string(b)
-}
-
-// secretFree returns env without the entries that may carry a token: MUR_…TOKEN… names, and any value
-// holding one of the secrets given. A command's environment is built from scratch; this is the guard
-// that keeps it so when someone adds to it.
-func SecretFree(env []string, secrets ...string) []string {
-	return slices.DeleteFunc(slices.Clone(env), func(kv string) bool {
-		k, v, _ := strings.Cut(kv, "=")
-		if strings.HasPrefix(k, "MUR_") && strings.Contains(k, "TOKEN") {
-			return true
-		}
-		for _, s := range secrets {
-			if s != "" && strings.Contains(v, s) {
-				return true
-			}
-		}
-		return false
-	})
 }

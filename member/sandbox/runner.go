@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -19,18 +20,20 @@ import (
 
 // RunnerConfig is what a session's runner is given: plain values, read-only.
 type RunnerConfig struct {
-	Capsule        *capsule.Capsule
-	Isolation      Isolation // what the host gives (Probe)
-	Landlock       bool      // commands run under their Landlock rules
-	ConfineHelper  string    // the executable that runs ConfineCommand (mur itself); "" runs commands directly
-	Workdir        string    // absolute; where commands run and the only place they write
-	DataDir        string    // never readable by a command
-	RecordsRoot    string    // never readable by a command
-	Member         string
-	Formation      string
-	Session        string // the session id, MUR_SESSION
-	FormationToken string // kept out of every command's environment
-	Log            *slog.Logger
+	Capsule       *capsule.Capsule
+	Isolation     Isolation // what the host gives (Probe)
+	Landlock      bool      // commands run under their Landlock rules
+	ConfineHelper string    // the executable that runs ConfineCommand (mur itself); "" runs commands directly
+	Workdir       string    // absolute; where commands run and the only place they write
+	DataDir       string    // never readable by a command
+	RecordsRoot   string    // never readable by a command
+	Member        string
+	Formation     string
+	Session       string // the session id, MUR_SESSION
+	// Secrets are kept out of every command's environment (DropSecrets): the formation token, the
+	// operator token, the control tokens.
+	Secrets []Secret
+	Log     *slog.Logger
 }
 
 // Runner starts a session's commands, each confined the same way.
@@ -38,6 +41,10 @@ type Runner struct{ cfg RunnerConfig }
 
 // NewRunner returns the runner of one session.
 func NewRunner(cfg RunnerConfig) *Runner { return &Runner{cfg: cfg} }
+
+// Secrets returns the secrets the runner keeps out of every command's environment, for what starts
+// programs of its own through it (a sub-session) or checks an environment before it does (harness.env).
+func (r *Runner) Secrets() []Secret { return slices.Clone(r.cfg.Secrets) }
 
 // program is one command the runtime runs for a capsule: a shell binary, a script capsule's command,
 // lifecycle.done_check. Every one goes through Runner.Start, so every one gets the same confinement.
@@ -193,7 +200,7 @@ func (r *Runner) Start(p Program) (*Proc, error) {
 		return nil, err
 	}
 	env := SecretFree(append([]string{"PATH=" + strings.Join(TrustedPath, ":"), "HOME=" + work, "TMPDIR=" + tmp, "LANG=C.UTF-8"}, p.Env...),
-		r.cfg.FormationToken)
+		r.cfg.Secrets)
 	memBytes := uint64(p.MemMB) << 20
 	if r.cfg.ConfineHelper == "" {
 		memBytes = 0 // unconfined (tests): no helper to apply a limit or join a v1 cgroup

@@ -94,11 +94,3 @@ func TestFSRules(t *testing.T) {
 		}
 	}
 }
-
-func TestSecretFree(t *testing.T) {
-	got := SecretFree([]string{"PATH=/bin", "MUR_OPERATOR_TOKEN=a", "MUR_FORMATION_TOKEN=b", "MUR_PEER_TOKEN_X=c",
-		"MUR_MEMBER=m", "X=has-the-secret-inside", "LANG=C.UTF-8"}, "the-secret")
-	if diff := cmp.Diff([]string{"PATH=/bin", "MUR_MEMBER=m", "LANG=C.UTF-8"}, got); diff != "" {
-		t.Errorf("(-want +got):\n%s", diff)
-	}
-}

@@ -3,6 +3,9 @@
 // the workdir, recovers the task store, opens the records, stages the artifacts, and resolves peer
 // files, the peers' doors and the spawn list; Tools stages the runtime-provided tools the capsule is
 // granted and writes their manifests; Start is the session_start record. The session core calls it from member.Start and keeps what it returns.
+// ClearRuntimeRoot and RemoveRuntimeDir keep a member's runtime root (run/) to the directories of its
+// live sessions: the member clears it when it starts, each session removes its own when it ends; neither
+// follows a symbolic link.
 //
 // Concurrency: Build and Tools run once, in Start, before the session is shared; they keep no state.
 // What they return carries its own contract (sandbox, records, staged, share); Parts.HostIsolation

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 
@@ -56,6 +57,8 @@ type Config struct {
 	// Moved and Ended are the background commands' callbacks (sandbox.CommandsConfig).
 	Moved func()
 	Ended func(sandbox.Ended)
+	// Secrets are kept out of every program's environment besides FormationToken (sandbox.DropSecrets).
+	Secrets []sandbox.Secret
 }
 
 // Parts is what Build made.
@@ -78,13 +81,15 @@ type Parts struct {
 
 	member    string
 	manifests bool // Tools writes the tools' manifests into RuntimeDir: the session has a runtime root
+	// runtimeRoot and session name the runtime directory Close removes; runtimeRoot is "" without one.
+	runtimeRoot, session string
 }
 
 // Build makes a session's parts. On an error nothing it opened stays open.
 func Build(cfg Config) (*Parts, error) {
 	c := cfg.Capsule
 	p := &Parts{Confined: sandbox.Confines(c.Capabilities.Shell.Confine, cfg.ConfineHelper), Peers: cfg.Peers,
-		member: cfg.Member, manifests: cfg.RuntimeRoot != ""}
+		member: cfg.Member, manifests: cfg.RuntimeRoot != "", runtimeRoot: cfg.RuntimeRoot, session: cfg.Session}
 	formation := "" // this member's peer credentials are derived with the formation's secret and name
 	if cfg.Roster != nil {
 		formation = cfg.Roster.Formation
@@ -109,7 +114,7 @@ func Build(cfg Config) (*Parts, error) {
 	}
 	p.Runner = sandbox.NewRunner(sandbox.RunnerConfig{Capsule: c, Isolation: p.Iso, Landlock: p.Confined,
 		ConfineHelper: cfg.ConfineHelper, Workdir: cfg.Workdir, DataDir: cfg.DataDir, RecordsRoot: cfg.RecordsRoot,
-		Member: cfg.Member, Formation: cfg.Formation, Session: cfg.Session, FormationToken: cfg.FormationToken, Log: cfg.Log})
+		Member: cfg.Member, Formation: cfg.Formation, Session: cfg.Session, Secrets: secrets(cfg), Log: cfg.Log})
 	if c.RunsCommands() {
 		p.Runner.WarnSecretReads()
 	}
@@ -139,9 +144,10 @@ func Build(cfg Config) (*Parts, error) {
 		GraceSecs: c.Lifecycle.ShellGraceSecs, LogDir: filepath.Join(rec.Dir(), "logs"), Moved: cfg.Moved, Ended: cfg.Ended})
 	p.Art, err = staged.Stage(staged.Config{Capsule: c, Member: cfg.Member, Session: cfg.Session, ProjectDir: cfg.ProjectDir,
 		DataDir: cfg.DataDir, WasmCacheDir: cfg.WasmCacheDir, RuntimeDir: p.RuntimeDir, Getenv: cfg.Getenv,
-		HTTPClient: cfg.HTTPClient, Recorder: rec, Runner: p.Runner, Workdir: cfg.WorkDir, OutputLimit: p.Commands.OutputLimit()})
+		HTTPClient: cfg.HTTPClient, Recorder: rec, Runner: p.Runner, Workdir: cfg.WorkDir, OutputLimit: p.Commands.OutputLimit(), Log: cfg.Log})
 	if err != nil {
 		rec.Close()
+		RemoveRuntimeDir(cfg.RuntimeRoot, cfg.Session) // what Stage copied before it failed; else the next start
 		return nil, err
 	}
 	p.Files = share.New(share.Config{Capsule: c, Roster: cfg.Roster, Member: cfg.Member,
@@ -154,10 +160,22 @@ func Build(cfg Config) (*Parts, error) {
 	return p, nil
 }
 
-// Close closes what Build opened, for a Start that fails after it: the staged artifacts, the records.
+// secrets are what the session's runner keeps out of every program's environment: cfg.Secrets and the
+// formation token.
+func secrets(cfg Config) []sandbox.Secret {
+	out := slices.Clone(cfg.Secrets)
+	if cfg.FormationToken != "" {
+		out = append(out, sandbox.Secret{What: "the formation token", Value: cfg.FormationToken})
+	}
+	return out
+}
+
+// Close closes what Build opened, for a Start that fails after it: the staged artifacts, the records,
+// and removes the session's runtime directory (what it leaves, the member's next start removes).
 func (p *Parts) Close() {
 	p.Art.Close()
 	p.Records.Close()
+	RemoveRuntimeDir(p.runtimeRoot, p.session)
 }
 
 // Deadline is a session's deadline: start plus the capsule's own (zero: none), or the deadline it

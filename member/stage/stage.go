@@ -9,6 +9,7 @@ import (
 
 	"github.com/murmur-run/murmur/member/capsule"
 	"github.com/murmur-run/murmur/member/driver"
+	"github.com/murmur-run/murmur/member/harness"
 	"github.com/murmur-run/murmur/member/sandbox"
 	"github.com/murmur-run/murmur/roster"
 )
@@ -48,6 +49,7 @@ const (
 	CodeShellNetwork   = "W-SHELL-006"   // commands keep the network without capabilities.shell.network: no way to cut it off
 	CodeHarnessMissing = "E-HARNESS-001" // harness.command[0] is no executable file (transport: process)
 	CodeHarnessNetwork = "W-HARNESS-002" // harness.network: false cannot be enforced on this host
+	CodeHarnessSecret  = "W-HARNESS-003" // a harness.env entry carries a secret of the runtime's: it is left out
 )
 
 // CheckFormation stages every member of r (or only those named) without starting anything and returns
@@ -122,6 +124,11 @@ func Capsule(c *capsule.Capsule, memberName string, getenv func(string) string) 
 			out = append(out, Finding{Code: CodeHarnessNetwork, Member: memberName, Message: fmt.Sprintf(
 				"%s: harness.network is false, but this kernel's Landlock has no TCP rules, so the harness keeps the network (it must reach its tool server on loopback, so it gets no network namespace); use Linux 6.7 or later with Landlock", c.Path)})
 		}
+		_, dropped := sandbox.DropSecrets(harness.ResolveEnv(h.Env, getenv), envSecrets(getenv))
+		for _, d := range dropped {
+			out = append(out, Finding{Code: CodeHarnessSecret, Member: memberName, Message: fmt.Sprintf(
+				"%s: harness.env %s is left out, and the harness never gets it: %s; a harness must not hold the runtime's tokens or credentials", c.Path, d.Name, d.Reason)})
+		}
 	}
 	if c.RunsCommands() {
 		out = append(out, confinementFindings(c, memberName, sandbox.LandlockABI(), sandbox.Probe())...)
@@ -154,6 +161,17 @@ func Capsule(c *capsule.Capsule, memberName string, getenv func(string) string) 
 		}
 	}
 	return out
+}
+
+// envSecrets are the runtime's secrets mur check can know: the tokens its environment gives. The ones
+// mur generates into the data directory are known only once members start, which leaves such an entry
+// out too, and logs it.
+func envSecrets(getenv func(string) string) []sandbox.Secret {
+	return []sandbox.Secret{
+		{What: "the operator token (MUR_OPERATOR_TOKEN)", Value: strings.TrimSpace(getenv("MUR_OPERATOR_TOKEN"))},
+		{What: "the formation token (MUR_FORMATION_TOKEN)", Value: strings.TrimSpace(getenv("MUR_FORMATION_TOKEN"))},
+		{What: "the control token (MUR_CONTROL_TOKEN)", Value: strings.TrimSpace(getenv("MUR_CONTROL_TOKEN"))},
+	}
 }
 
 // confinementFindings warns about what the host (its Landlock ABI, abi, 0 for none, and iso) or the

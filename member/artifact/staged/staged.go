@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -51,6 +52,8 @@ type Config struct {
 	Workdir string
 	// OutputLimit is how much of a tool's output the model is shown, in bytes.
 	OutputLimit int
+	// Log is told of a WebAssembly call given up on while blocked in a host call; nil discards.
+	Log *slog.Logger
 }
 
 // Set is what a session holds of artifacts: the tools murmur.yaml declares and those the agent pulled,
@@ -92,7 +95,7 @@ func Stage(cfg Config) (*Set, error) {
 	if cacheDir == "" && cfg.DataDir != "" {
 		cacheDir = filepath.Join(cfg.DataDir, "wasm-cache")
 	}
-	runner, err := wasm.New(wasm.Config{CacheDir: cacheDir})
+	runner, err := wasm.New(wasm.Config{CacheDir: cacheDir, Logger: cfg.Log})
 	if err != nil {
 		return nil, err
 	}

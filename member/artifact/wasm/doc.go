@@ -24,6 +24,9 @@
 //     language's relative paths land. The mount is an os.Root, not wazero's directory mount: a symbolic
 //     link is followed only while it stays inside the workdir, so a link made by the module (or by a
 //     shell command) cannot lead out of it (EPERM); wazero's own mount follows links anywhere on the host.
+//     Only regular files and directories open: a FIFO, a socket or a device (a shell command can make the
+//     first two in the workdir), or a link to one, is refused at once with ENOTSUP, since reading one
+//     waits inside a host call that neither the time limit nor a cancel can interrupt. stat shows them.
 //   - argv is the tool's name alone; the environment is empty (no variable is passed, so nothing of the
 //     host leaks through it; Go's wasip1 runtime then takes "/" as its working directory).
 //   - Clocks are the host's wall and monotonic clocks; random is crypto/rand; a sleep really sleeps and
@@ -40,6 +43,13 @@
 // Result.Limit says it in words ("its time limit of 5s", "its memory limit of 64 MB"). The result's output
 // is cut to its last Call.OutputLimit bytes, with its whole length in OutputBytes, as shell output is.
 //
+// wazero stops a module only in the module's own code, never inside a host call, so a host call that
+// waits (a read on a hung network filesystem, say) would hold its Run past any limit. Run therefore
+// waits for the module no more than a grace of a second once the call's context ends (its time limit,
+// the caller's cancel, Close): it answers as that stop does and leaves the module's goroutine to free the
+// instance, its memory and its workdir handle when the host call returns, and logs both
+// (Config.Logger).
+//
 // # Compiled modules
 //
 // A module is compiled once per Runner and digest ("sha256:<hex>" of the module's bytes; checked when the
@@ -55,7 +65,8 @@
 // shared compiled module; calls of one digest that arrive while it compiles wait for that one compilation.
 // Several Runners, in one process or several, may share a CacheDir: wazero writes each entry to a temporary
 // file and renames it into place. Close stops the calls in flight (they return ErrClosed), waits for them,
-// and frees the compiled modules.
+// and frees the compiled modules; a module still blocked in a host call after a few seconds is left the
+// runtime, which the last such module frees when it returns, and Close says so in its error.
 //
 // # Errors
 //

@@ -60,16 +60,71 @@ func (r *rootFS) OpenFile(name string, flag experimentalsys.Oflag, perm fs.FileM
 	if flag&experimentalsys.O_DIRECTORY != 0 && write {
 		return nil, experimentalsys.EISDIR
 	}
-	f, err := r.root.OpenFile(rel(name), osFlag(flag), perm)
+	f, err := openChecked(r.root, rel(name), osFlag(flag), perm)
 	if err != nil {
 		return nil, errnoOf(err)
 	}
 	return r.adapt(f, rel(name), flag)
 }
 
+// openChecked opens name beneath root and keeps it only when it is a regular file or a directory. A FIFO,
+// a socket or a device in the workdir (a shell command can make the first two) would let a module wedge
+// its call: open(2) of a FIFO waits for the other end, and a read of one, or of a device, waits for data,
+// inside a host call wazero cannot interrupt, so neither the time limit nor a cancel would end it. So the
+// file is opened with O_NONBLOCK (an open that would wait fails at once, ENXIO, or succeeds at once) and
+// O_NOCTTY, checked with fstat on the descriptor itself (what the path names may change between a stat and
+// an open; the descriptor cannot), refused when it is anything else, and only then made blocking again,
+// which is what a regular file's reads and writes expect. A link is followed as os.Root does, inside the
+// workdir, and the check is on what it leads to.
+//
+// The refusal is ENOTSUP, "not supported": the file exists and the module may see it with stat (which
+// never waits), but a tool cannot use it; EACCES would say the permission bits are wrong, and a module (or
+// the model reading its error) might then try chmod.
+func openChecked(root *os.Root, name string, flag int, perm fs.FileMode) (*os.File, error) {
+	f, err := root.OpenFile(name, flag|syscall.O_NONBLOCK|syscall.O_NOCTTY, perm)
+	if err != nil {
+		if errors.Is(err, syscall.ENXIO) { // a socket; a FIFO opened for writing with no reader; a device without its driver
+			return nil, &fs.PathError{Op: "open", Path: name, Err: syscall.ENOTSUP}
+		}
+		return nil, err
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	if t := fi.Mode().Type(); t != 0 && t != fs.ModeDir {
+		f.Close()
+		return nil, &fs.PathError{Op: "open", Path: name, Err: syscall.ENOTSUP}
+	}
+	if err := setBlocking(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
+}
+
+// setBlocking clears O_NONBLOCK on the open descriptor. It goes through SyscallConn rather than Fd, which
+// would also change how the os.File itself reads.
+func setBlocking(f *os.File) error {
+	sc, err := f.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var ferr error
+	err = sc.Control(func(fd uintptr) {
+		var fl int
+		if fl, ferr = unix.FcntlInt(fd, unix.F_GETFL, 0); ferr == nil && fl&unix.O_NONBLOCK != 0 {
+			_, ferr = unix.FcntlInt(fd, unix.F_SETFL, fl&^unix.O_NONBLOCK)
+		}
+	})
+	return errors.Join(err, ferr)
+}
+
 // osFlag maps wazero's open flags to the host's. O_NOFOLLOW is left out: os.Root opens every component
-// without following and follows a link itself, inside the workdir only. O_NONBLOCK is left out: the
-// files here are regular files and directories.
+// without following and follows a link itself, inside the workdir only. The module's O_NONBLOCK is left
+// out too: openChecked opens with it and clears it, since what it keeps (a regular file, a directory)
+// never waits.
 func osFlag(f experimentalsys.Oflag) int {
 	var o int
 	switch f & (experimentalsys.O_RDWR | experimentalsys.O_WRONLY) {
@@ -107,7 +162,8 @@ func (r *rootFS) Lstat(name string) (sys.Stat_t, experimentalsys.Errno) {
 	return sys.NewStat_t(fi), 0
 }
 
-// Stat stats a path, following links inside the workdir.
+// Stat stats a path, following links inside the workdir. Unlike OpenFile it shows a FIFO, a socket or a
+// device as what it is: stat(2) never waits on one.
 func (r *rootFS) Stat(name string) (sys.Stat_t, experimentalsys.Errno) {
 	fi, err := r.root.Stat(rel(name))
 	if err != nil {
@@ -210,7 +266,9 @@ func (o *reopener) Open(string) (fs.File, error) {
 		o.opened = true
 		return o.rf.f, nil
 	}
-	f, err := o.rf.root.Open(o.rf.name)
+	// The name may now be something else, a FIFO even (a module can rename one into its place): it is
+	// opened as OpenFile opens, with O_DIRECTORY, so nothing here waits.
+	f, err := openChecked(o.rf.root, o.rf.name, os.O_RDONLY|syscall.O_DIRECTORY, 0)
 	if err != nil {
 		return nil, err
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync"
 	"unicode/utf8"
 )
 
@@ -13,16 +14,21 @@ import (
 const resultShape = `{"status": "ok"|"error", "output": "…", "data": …}`
 
 // capture is a module's stdout or stderr: the first keep bytes (the result document), the last bytes (for
-// a failure's message), and how many bytes were written in all. Only the module's goroutine writes it,
-// and it is read once the module has ended.
+// a failure's message), and how many bytes were written in all. Only the module's goroutine writes it; it
+// is read once the module has ended, except by text, which Run also calls on the stderr of a module it
+// stopped waiting for, which may write still.
 type capture struct {
 	keep int
+
+	mu   sync.Mutex // guards the fields below
 	head []byte
 	tail tail
 	n    int64
 }
 
 func (c *capture) Write(p []byte) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	c.n += int64(len(p))
 	if room := c.keep - len(c.head); room > 0 {
 		c.head = append(c.head, p[:min(room, len(p))]...)
@@ -31,16 +37,19 @@ func (c *capture) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// text is all that was written when head and tail hold it, else the head, a mark, and the tail.
-func (c *capture) text() string {
+// text is all that was written when head and tail hold it, else the head, a mark, and the tail; and how
+// many bytes were written.
+func (c *capture) text() (string, int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	kept := int64(len(c.head) + len(c.tail.buf))
 	switch {
 	case c.n <= int64(len(c.head)):
-		return string(c.head)
+		return string(c.head), c.n
 	case c.n <= kept:
-		return string(c.head) + string(c.tail.buf[kept-c.n:])
+		return string(c.head) + string(c.tail.buf[kept-c.n:]), c.n
 	}
-	return fmt.Sprintf("%s\n… %d bytes left out …\n%s", c.head, c.n-kept, c.tail.buf)
+	return fmt.Sprintf("%s\n… %d bytes left out …\n%s", c.head, c.n-kept, c.tail.buf), c.n
 }
 
 // tail keeps the last max bytes written to it.

@@ -9,13 +9,16 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/experimental"
+	experimentalsys "github.com/tetratelabs/wazero/experimental/sys"
 	"github.com/tetratelabs/wazero/experimental/sysfs"
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
 	"github.com/tetratelabs/wazero/sys"
@@ -31,6 +34,9 @@ var (
 	ErrInvalidModule = errors.New("not a runnable WASI command module")
 )
 
+// errStuck is Close's error when calls it gave up on are still blocked in a host call after closeWait.
+var errStuck = errors.New("calls still blocked in a host call")
+
 // errTimeLimit is the cause of a call's context when its own time limit ended it, which tells it apart
 // from the caller's context ending.
 var errTimeLimit = errors.New("the call's time limit")
@@ -42,6 +48,14 @@ const DefaultResultLimit = 4 << 20
 const diagTail = 4 << 10
 
 const pageBytes = 64 << 10 // a WebAssembly page
+
+// The watchdog's bounds. A stopped module returns at once unless it is inside a host call that waits
+// (wazero checks for a stop only in the module's own code): stopGrace is how long Run waits for it before
+// it answers without it, closeWait how long Close waits for such calls before it leaves the runtime to them.
+const (
+	stopGrace = time.Second
+	closeWait = 5 * time.Second
+)
 
 // Status values of a result.
 const (
@@ -67,6 +81,8 @@ type Config struct {
 	CacheDir string
 	// ResultLimit is the most a module may write on stdout, in bytes; 0 means DefaultResultLimit.
 	ResultLimit int
+	// Logger is told of a call Run stopped waiting for (see Run) and of its end; nil discards.
+	Logger *slog.Logger
 }
 
 // Call is one run of a tool module.
@@ -123,9 +139,15 @@ type Runner struct {
 	rt          wazero.Runtime
 	cache       wazero.CompilationCache
 	resultLimit int
+	log         *slog.Logger
+	closeWait   time.Duration // closeWait; a test shortens it
+	// workdirFS is the module's view of a workdir; a test puts a filesystem that blocks in front of it.
+	workdirFS func(*os.Root) experimentalsys.FS
 
 	life    context.Context // ended by Close, which stops the calls in flight
 	stopAll context.CancelCauseFunc
+	modules sync.WaitGroup // the goroutines running a module, Run's own and those it stopped waiting for
+	freed   chan struct{}  // closed once the runtime is freed
 
 	mu     sync.Mutex
 	closed bool
@@ -165,13 +187,22 @@ func New(cfg Config) (*Runner, error) {
 	if limit <= 0 {
 		limit = DefaultResultLimit
 	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
 	life, stop := context.WithCancelCause(context.Background())
-	return &Runner{rt: rt, cache: cache, resultLimit: limit, life: life, stopAll: stop,
-		mods: map[string]*compiled{}}, nil
+	return &Runner{rt: rt, cache: cache, resultLimit: limit, log: log, closeWait: closeWait,
+		workdirFS: func(root *os.Root) experimentalsys.FS { return &rootFS{root: root} },
+		life:      life, stopAll: stop, freed: make(chan struct{}), mods: map[string]*compiled{}}, nil
 }
 
 // Close stops the calls in flight, waits for them, and frees the runtime and its compiled modules. The
 // compilation cache directory keeps its entries.
+//
+// A call whose module is blocked in a host call ends its Run within the grace all the same, but its
+// module cannot be freed under it: freeing the runtime unmaps the machine code it returns into. Close
+// waits a few seconds for such modules, then returns errStuck and leaves the freeing to the last of them.
 func (r *Runner) Close() error {
 	r.mu.Lock()
 	if r.closed {
@@ -181,7 +212,33 @@ func (r *Runner) Close() error {
 	r.closed = true
 	r.mu.Unlock()
 	r.stopAll(ErrClosed)
-	r.calls.Wait()
+	r.calls.Wait() // every Run returns within the grace of the stop
+	freed := make(chan error)
+	gaveUp := make(chan struct{})
+	go func() {
+		r.modules.Wait()
+		err := r.free()
+		select {
+		case freed <- err:
+		case <-gaveUp:
+			r.log.Info("wasm runner freed after its blocked calls returned", "error", err)
+		}
+	}()
+	t := time.NewTimer(r.closeWait)
+	defer t.Stop()
+	select {
+	case err := <-freed:
+		return err
+	case <-t.C:
+		close(gaveUp)
+		r.log.Warn("wasm runner closed with calls still blocked in a host call; it is freed when they return", "waited", r.closeWait)
+		return fmt.Errorf("closing the wasm runner: %w after %s; the runtime is freed when they return", errStuck, r.closeWait)
+	}
+}
+
+// free closes the runtime (its compiled modules with it) and the compilation cache; nothing may run after.
+func (r *Runner) free() error {
+	defer close(r.freed)
 	ctx := context.Background()
 	err := r.rt.Close(ctx) // closes the compiled modules too
 	if r.cache != nil {
@@ -206,7 +263,9 @@ func (r *Runner) Compile(ctx context.Context, call Call) error {
 	return err
 }
 
-// Run runs the module once with the call's input, workdir and limits.
+// Run runs the module once with the call's input, workdir and limits. Once the call is stopped (its time
+// limit, ctx, Close) it returns within a grace of a second, even when the module is blocked in a host
+// call: see the package documentation.
 func (r *Runner) Run(ctx context.Context, call Call) (Result, error) {
 	r.mu.Lock()
 	if r.closed {
@@ -228,12 +287,6 @@ func (r *Runner) Run(ctx context.Context, call Call) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	root, err := os.OpenRoot(call.Workdir)
-	if err != nil {
-		return Result{}, fmt.Errorf("wasm tool %s: opening its workdir: %w", call.label(), err)
-	}
-	defer root.Close()
-
 	res := Result{Cold: cold}
 	if call.MemoryMB > 0 {
 		for _, m := range cm.ExportedMemories() {
@@ -243,6 +296,10 @@ func (r *Runner) Run(ctx context.Context, call Call) (Result, error) {
 				return res, nil
 			}
 		}
+	}
+	root, err := os.OpenRoot(call.Workdir)
+	if err != nil {
+		return Result{}, fmt.Errorf("wasm tool %s: opening its workdir: %w", call.label(), err)
 	}
 
 	runCtx := ctx
@@ -255,7 +312,6 @@ func (r *Runner) Run(ctx context.Context, call Call) (Result, error) {
 	if call.MemoryMB > 0 {
 		mem.limit = uint64(call.MemoryMB) << 20
 	}
-	defer mem.release()
 	stdout := &capture{keep: r.resultLimit, tail: tail{max: diagTail}}
 	stderr := &capture{keep: diagTail / 2, tail: tail{max: diagTail / 2}}
 	name := call.Name
@@ -268,14 +324,20 @@ func (r *Runner) Run(ctx context.Context, call Call) (Result, error) {
 		WithStdin(bytes.NewReader(call.Input)).
 		WithStdout(stdout).
 		WithStderr(stderr).
-		WithFSConfig(wazero.NewFSConfig().(sysfs.FSConfig).WithSysFSMount(&rootFS{root: root}, "/")).
+		WithFSConfig(wazero.NewFSConfig().(sysfs.FSConfig).WithSysFSMount(r.workdirFS(root), "/")).
 		WithSysWalltime().
 		WithSysNanotime().
 		WithNanosleep(func(ns int64) { sleep(runCtx, time.Duration(ns)) }).
 		WithRandSource(rand.Reader)
-	mod, err := r.rt.InstantiateModule(experimental.WithMemoryAllocator(runCtx, mem), cm, mc)
-	if mod != nil {
-		mod.Close(context.Background())
+	ended, err := r.instantiate(runCtx, call, cm, mc, mem, root)
+	if !ended {
+		// The module is blocked in a host call past its stop: answer as if it had stopped.
+		if ctx.Err() != nil {
+			return Result{}, fmt.Errorf("wasm tool %s: %w", call.label(), context.Cause(ctx))
+		}
+		res.Stderr, res.StderrBytes = stderr.text()
+		res.stop(StopTime, call, "")
+		return res, nil
 	}
 
 	var exit *sys.ExitError
@@ -295,12 +357,12 @@ func (r *Runner) Run(ctx context.Context, call Call) (Result, error) {
 		}
 		if context.Cause(runCtx) == errTimeLimit {
 			res.ExitCode = 0
-			res.Stderr, res.StderrBytes = stderr.text(), stderr.n
+			res.Stderr, res.StderrBytes = stderr.text()
 			res.stop(StopTime, call, "")
 			return res, nil
 		}
 	}
-	res.Stderr, res.StderrBytes = stderr.text(), stderr.n
+	res.Stderr, res.StderrBytes = stderr.text()
 	if !trapped && res.answer(stdout, call.OutputLimit) {
 		return res, nil
 	}
@@ -318,6 +380,57 @@ func (r *Runner) Run(ctx context.Context, call Call) (Result, error) {
 		res.fail(stdout.fault(r.resultLimit, call.OutputLimit))
 	}
 	return res, nil
+}
+
+// instantiate runs the module on a goroutine of its own, which owns mem and root and frees them once the
+// module has returned. It returns true and the module's error once it has; or false when ctx ended and
+// the module had not returned within the grace: it is blocked in a host call that waits (wazero stops a
+// module only in its own code), and the goroutine is left to free what the call holds when that call
+// returns. Either way Run answers within the grace of a stop.
+func (r *Runner) instantiate(ctx context.Context, call Call, cm wazero.CompiledModule, mc wazero.ModuleConfig, mem *memory, root *os.Root) (bool, error) {
+	const (
+		running int32 = iota
+		returned
+		abandoned
+	)
+	var state atomic.Int32
+	done := make(chan error, 1)
+	var stopped time.Time // when ctx ended; set before abandoned is, read after: the state's atomics order them
+	r.modules.Add(1)
+	go func() {
+		defer r.modules.Done()
+		mod, err := r.rt.InstantiateModule(experimental.WithMemoryAllocator(ctx, mem), cm, mc)
+		if mod != nil {
+			mod.Close(context.Background())
+		}
+		mem.release()
+		root.Close()
+		if !state.CompareAndSwap(running, returned) {
+			r.log.Info("a wasm tool call Run had stopped waiting for has returned", "tool", call.label(),
+				"since_stop", time.Since(stopped).Round(time.Millisecond))
+			return
+		}
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		return true, err
+	case <-ctx.Done():
+	}
+	stopped = time.Now()
+	t := time.NewTimer(stopGrace)
+	defer t.Stop()
+	select {
+	case err := <-done:
+		return true, err
+	case <-t.C:
+	}
+	if !state.CompareAndSwap(running, abandoned) {
+		return true, <-done
+	}
+	r.log.Warn("a wasm tool call is blocked in a host call past its stop; Run answers without it, and what it holds is freed when it returns",
+		"tool", call.label(), "workdir", call.Workdir, "stopped_by", context.Cause(ctx).Error(), "grace", stopGrace)
+	return false, nil
 }
 
 // module returns the call's compiled module, compiling it if this Runner has no copy; cold is true for

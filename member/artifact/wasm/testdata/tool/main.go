@@ -70,6 +70,8 @@ func main() {
 			names = append(names, de.Name())
 		}
 		answer("ok", strings.Join(names, ","), nil)
+	case "rewind": // lists the directory path, moves it away, puts target in its place, lists path again from the start
+		status(rewind(in.Path, in.Target))
 	case "fsops":
 		if err := fsops(); err != nil {
 			answer("error", err.Error(), nil)
@@ -176,6 +178,30 @@ func rawCreate(path string) error {
 	}
 	fdClose(fd)
 	return nil
+}
+
+// rewind lists the directory dir through one descriptor, renames target (something else) into dir's place,
+// and lists through the same descriptor again from the start, which makes the host open dir's name anew.
+func rewind(dir, target string) error {
+	f, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if _, err := f.ReadDir(-1); err != nil {
+		return err
+	}
+	if err := os.Rename(dir, dir+".old"); err != nil {
+		return err
+	}
+	if err := os.Rename(target, dir); err != nil {
+		return err
+	}
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return err
+	}
+	_, err = f.ReadDir(-1)
+	return err
 }
 
 // fsops uses every file operation Go's os has on wasip1, each checked, and leaves d/kept behind.
