@@ -63,6 +63,11 @@ type Origin struct {
 	Caller       string // the calling member, for OriginPeer
 	CallID       string
 	CallerTaskID string
+	// Stored, when set, is called with a new task once it is stored and before the executor may start
+	// it: the door registers there the push config the message carried, so the webhook's first post is
+	// the task's SUBMITTED, and no change of a fast task comes and goes before the config exists. An
+	// error is returned by Send with the task, which runs all the same. Not called for a follow-up.
+	Stored func(*a2a.Task) error
 }
 
 // Config is everything a session is given; nothing is read from package state.
@@ -391,6 +396,10 @@ func (s *Session) Send(ctx context.Context, msg *a2a.Message, origin Origin) (*a
 	defer s.storing.Done()
 
 	err := s.cfg.Store.Create(ctx, t)
+	var storedErr error
+	if err == nil && origin.Stored != nil {
+		storedErr = origin.Stored(t) // the task is still unstored to the executor: it cannot start yet
+	}
 
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -423,7 +432,7 @@ func (s *Session) Send(ctx context.Context, msg *a2a.Message, origin Origin) (*a
 	}
 	s.changedLocked(t)
 	s.kickLocked()
-	return t, nil
+	return t, storedErr
 }
 
 // reject ends t rejected with text and hands it to the store's batch writer: a rejection takes no lock

@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -305,5 +306,27 @@ func TestPushConfigBounds(t *testing.T) {
 	}
 	if err := create(peer, one); err != nil {
 		t.Errorf("a config of the peer's after it deleted one: %v", err)
+	}
+}
+
+// TestPushOfAFastTaskStartsAtSubmitted: a push config a SendMessage carries is registered before its task
+// can start, so even a task that ends at once is posted SUBMITTED, WORKING and COMPLETED, in that order
+// (before, the config was made after the task had run, and its webhook got COMPLETED alone).
+func TestPushOfAFastTaskStartsAtSubmitted(t *testing.T) {
+	root := t.TempDir()
+	f := pushFormation(t, root, time.Millisecond)
+	defer shutdown(t, f)
+	os.WriteFile(filepath.Join(root, "worker", "go"), nil, 0o644) // the worker answers at once
+	c := a2agoClient(t, f.Members[0].URL, "op")
+	for i := range 5 {
+		hook := newWebhook(t, 0)
+		if _, err := c.SendMessage(context.Background(), &a2ago.SendMessageRequest{Message: userMessage("job"),
+			Config: &a2ago.SendMessageConfig{PushConfig: &a2ago.PushConfig{URL: hook.srv.URL + "/hook"}}}); err != nil {
+			t.Fatal(err)
+		}
+		got := hook.until(t, a2a.TaskStateCompleted)
+		if want := []a2a.TaskState{a2a.TaskStateSubmitted, a2a.TaskStateWorking, a2a.TaskStateCompleted}; !slices.Equal(got, want) {
+			t.Fatalf("task %d: the webhook got %v, want %v", i, got, want)
+		}
 	}
 }
