@@ -13,7 +13,7 @@ import (
 	"time"
 )
 
-// TestApprovalsExample runs the approvals example as the README shows it, on a copy: an approval from
+// TestApprovalsExample runs the approvals example as docs/conversations.md shows it, on a copy: an approval from
 // mur send (the question shown, then --task … approve), a denial from curl's JSON-RPC (a data part),
 // an ask: question answered with mur send, and a conversation continued with --context.
 func TestApprovalsExample(t *testing.T) {
@@ -100,4 +100,5 @@ func TestApprovalsExample(t *testing.T) {
 	if sout, _, err = send("--context", ctxOf[1], "what is my name?"); err != nil || !strings.Contains(sout, "user:\nmy name is Ada") {
 		t.Errorf("the second task of the conversation: %v\n%s", err, sout)
 	}
+	leavesGitStatusClean(t, "approvals", root, "records")
 }

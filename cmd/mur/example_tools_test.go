@@ -67,14 +67,14 @@ func runFormation(t *testing.T, rosterPath string, env func(string) string, wait
 	}
 }
 
-// TestToolsExample checks the tools example as its README section runs it, on a copy (never in the
+// TestToolsExample checks the tools example as docs/artifacts.md runs it, on a copy (never in the
 // example's folder): the module builds from the Go source, mur check passes, and staging's pins are what
 // mur list shows.
 func TestToolsExample(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "tools")
 	copyDir(t, "../../deploy/examples/tools", dir)
 	os.RemoveAll(filepath.Join(dir, ".murmur", "members"))
-	// The README's command, run from the repository's copy of the source (the copy is outside the module).
+	// The docs' command, run from the repository's copy of the source (the copy is outside the module).
 	build := exec.Command("go", "build", "-o", filepath.Join(dir, ".murmur/store/local/wordcount/1.0.0/tool.wasm"), "../../deploy/examples/tools/wordcount")
 	build.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm", "CGO_ENABLED=0")
 	if out, err := build.CombinedOutput(); err != nil {
@@ -108,7 +108,7 @@ func TestToolsExample(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "local/no-secrets") || !strings.Contains(out, "local/wordcount") {
 		t.Errorf("mur list:\n%s", out)
 	}
-	// The formation runs as the README shows, on a free port.
+	// The formation runs as docs/artifacts.md shows, on a free port.
 	os.Remove(filepath.Join(lead, "murmur.lock"))
 	rosterPath := filepath.Join(dir, "roster.yaml")
 	b, _ := os.ReadFile(rosterPath)
@@ -130,4 +130,5 @@ func TestToolsExample(t *testing.T) {
 			t.Errorf("mur send %q: %v, stdout %q, stderr %q; want %q", tc.text, err, sout.String(), serr.String(), tc.want)
 		}
 	}
+	leavesGitStatusClean(t, "tools", dir, "records")
 }
