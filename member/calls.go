@@ -80,8 +80,12 @@ func (s *Session) beginCalls(ctx context.Context, t *a2a.Task) (tc *calls.Tracke
 	return tc, dt, func() {
 		tc.Finish(cancel)
 		dt.Finish(cancelDelegations)
+		left := tc.LeftRunning()
 		s.mu.Lock()
 		s.calls, s.delegations, s.callsTask = nil, nil, ""
+		if left > 0 && ctx.Err() != nil {
+			s.callsLeft[string(t.ID)] = left
+		}
 		s.mu.Unlock()
 	}
 }

@@ -58,6 +58,8 @@ func (s *Session) execute(ctx context.Context, r *runningTask) {
 	files := s.collectFiles(t, before)
 	s.mu.Lock()
 	p := s.meter.EndTask()
+	callsLeft := s.callsLeft[string(t.ID)]
+	delete(s.callsLeft, string(t.ID))
 	if !r.canceled {
 		t.Artifacts = append(t.Artifacts, files...)
 	}
@@ -66,6 +68,9 @@ func (s *Session) execute(ctx context.Context, r *runningTask) {
 	switch {
 	case r.canceled:
 		state, msg = a2a.TaskStateCanceled, CanceledMessage
+		if callsLeft > 0 {
+			msg = fmt.Sprintf(CanceledCallsRunning, callsLeft)
+		}
 	case errors.As(context.Cause(ctx), &timedOut):
 		msg = timedOut.Error()
 	case context.Cause(ctx) == errSessionDeadline:

@@ -51,6 +51,9 @@ const (
 	BusyMessage     = "task rejected: capsule is busy"
 	ShutdownReject  = "task rejected: the member is shutting down"
 	CanceledMessage = "task canceled"
+	// CanceledCallsRunning is CanceledMessage for a task that had member calls outstanding: a cancel does
+	// not reach the tasks it gave other members (they keep running, as a call that is abandoned does).
+	CanceledCallsRunning = "task canceled; the %d task(s) it gave other members with call-member keep running, since a cancel does not reach them: cancel each on its member's door (CancelTask) if it should stop"
 	ShutdownCancel  = "task canceled: the member shut down"
 	DeadlineReject  = "task rejected: the session ended at its deadline, %s"
 	DeadlineFail    = "the session reached its deadline, %s, before the task finished"
@@ -178,6 +181,9 @@ type Session struct {
 	calls         *calls.Tracker    // the running agent task's member calls
 	delegations   *delegate.Tracker // the running agent task's delegations
 	callsTask     string            // the task calls and delegations belong to
+	// callsLeft counts, for a task whose attempt ended with member calls outstanding, the member tasks
+	// still running, for its cancel's status message; the executor takes it out.
+	callsLeft map[string]int
 	spawn         []delegate.Entry  // capabilities.spawn.allow, resolved at Start
 	peers         calls.Peers
 	hostIso       func() sandbox.Isolation // what this host puts around commands, for sub-sessions
@@ -232,6 +238,7 @@ func Start(cfg Config) (*Session, error) {
 		done:       make(chan struct{}),
 		waiter:     converse.NewWaiter(),
 		continuing: map[a2a.TaskID]bool{},
+		callsLeft:  map[string]int{},
 	}
 	parts, err := setup.Build(setup.Config{Capsule: cfg.Capsule, Store: cfg.Store, Member: cfg.Member, Formation: cfg.Formation,
 		Session: s.id, RecordsRoot: cfg.RecordsRoot, DataDir: cfg.DataDir, WorkDir: cfg.WorkDir, Workdir: s.workdir(),

@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"net"
 	"os"
@@ -17,6 +18,7 @@ import (
 	"time"
 
 	"github.com/murmur-run/murmur/a2a"
+	"github.com/murmur-run/murmur/member"
 	"github.com/murmur-run/murmur/roster"
 )
 
@@ -364,6 +366,10 @@ func TestWaitingOnACallThenCanceled(t *testing.T) {
 	got, err := fx.c["lead"].CancelTask(ctx, &a2a.CancelTaskRequest{ID: id})
 	if err != nil || got.Status.State != a2a.TaskStateCanceled {
 		t.Fatalf("cancel while waiting: %+v %v", got, err)
+	}
+	// The status message says the callee's task goes on, and how to stop it.
+	if m := got.Status.Message; m == nil || m.Text() != fmt.Sprintf(member.CanceledCallsRunning, 1) {
+		t.Errorf("the canceled task's status message %+v, want it to say the worker's task keeps running", m)
 	}
 	var abandoned bool
 	for _, r := range fx.records(t, "lead") {

@@ -124,6 +124,9 @@ type memberCall struct {
 	status string // completed, no_answer, failed, canceled, rejected, timed_out, unreachable, abandoned
 	output string
 	below  []NoAnswer
+	// leftRunning: abandoned while the member worked on its task, which goes on. Set by poll before it
+	// ends the call; read once the calls have finished (LeftRunning).
+	leftRunning bool
 }
 
 // Tracker holds the member calls of one running task. Their goroutines end when the task does.
@@ -317,6 +320,7 @@ func (tc *Tracker) poll(c *memberCall) {
 	for {
 		select {
 		case <-tc.ctx.Done():
+			c.leftRunning = true
 			tc.end(c, "abandoned", fmt.Sprintf("the calling task ended while %s was working on the task; it was left running", c.member), nil, false)
 			return
 		case <-deadline.C:
@@ -422,6 +426,18 @@ func (tc *Tracker) Finish(cancel context.CancelFunc) {
 	cancel()
 	tc.wg.Wait()
 	tc.book.Close(func(c *memberCall) { c.status, c.output, c.below = "abandoned", "the calling task ended", nil })
+}
+
+// LeftRunning counts the member tasks the end of the calling task's attempt left running (calls
+// abandoned while their member worked on them); call it after Finish.
+func (tc *Tracker) LeftRunning() int {
+	n := 0
+	for _, c := range tc.book.Ended() {
+		if c.leftRunning {
+			n++
+		}
+	}
+	return n
 }
 
 // EndWithoutAnswer accepts end-without-answer for the task (runtimetools.NoAnswerEnder), once the
