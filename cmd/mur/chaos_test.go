@@ -430,8 +430,8 @@ func checkTask(t *testing.T, proc *formationProc, task *chaosTask, counts *chaos
 	counts.checkedAgain++
 	got, err := proc.client(task.member).GetTask(context.Background(), &a2a.GetTaskRequest{ID: task.id, HistoryLength: new(int)})
 	if err != nil && task.state == a2a.TaskStateRejected && errors.Is(err, a2a.ErrTaskNotFound) {
-		// A rejection is answered at once and kept later, in a batch without an fsync of its own (README
-		// "Who may do what", floods), so a kill may take it; an admitted task is never lost.
+		// A rejection is answered at once and kept later, in a batch without an fsync of its own (docs/security.md,
+		// floods; docs/task-store.md), so a kill may take it; an admitted task is never lost.
 		counts.rejectedNotKept++
 		return
 	}

@@ -44,7 +44,7 @@ func dockerCompose(t *testing.T) []string {
 		t.Skipf("container tests skipped: no Docker engine on this machine (docker version: %v %s)", err, line)
 	}
 	if os.Getenv(e2eImageEnv) == "" {
-		t.Skipf("container tests skipped: %s is not set; build the image (README: Run a formation in containers) and set it to its tag, as .ci/run does", e2eImageEnv)
+		t.Skipf("container tests skipped: %s is not set; build the image (docs/containers.md) and set it to its tag, as .ci/run does", e2eImageEnv)
 	}
 	for _, argv := range [][]string{{"docker", "compose"}, {"docker-compose"}} {
 		if err := exec.CommandContext(ctx, argv[0], append(argv[1:], "version")...).Run(); err == nil {
@@ -119,7 +119,7 @@ func (f *formation) waitHealthy(services ...string) {
 	}
 }
 
-// rpc posts one JSON-RPC request to a member's door, as the README's curl lines do, and decodes its result.
+// rpc posts one JSON-RPC request to a member's door, as the curl lines of docs/door.md do, and decodes its result.
 func (f *formation) rpc(member, method string, params, result any) error {
 	body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": method, "params": params})
 	req, err := http.NewRequest(http.MethodPost, f.doors[member]+"/a2a", bytes.NewReader(body))

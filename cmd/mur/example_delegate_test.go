@@ -9,7 +9,7 @@ import (
 	"time"
 )
 
-// TestDelegateExample runs the delegate example as its README section does, on a copy: both
+// TestDelegateExample runs the delegate example as docs/tools.md does, on a copy: both
 // sub-capsules answer in one continuation, and a plan of three shell steps runs with references.
 func TestDelegateExample(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "delegate")

@@ -325,7 +325,7 @@ func prometheusYAML(l *layout, outDir string) ([]byte, error) {
 	header := append(generatedBy(fmt.Sprintf("Prometheus scrape configuration for the %s formation: every member's door, by its service name.", r.Formation),
 		"mur export prometheus --roster "+rosterRel+" --out prometheus.yml"),
 		"Regenerate it rather than edit it. A Prometheus outside the formation's network scrapes the address",
-		"each door is published on instead (README: Run a formation in containers).",
+		"each door is published on instead (docs/containers.md).",
 		"",
 	)
 	var targets []any
@@ -493,7 +493,7 @@ func k8sYAML(l *layout, used []usedArtifact, outDir, outName, image string, with
 			"  kubectl -n "+formation+" apply -f "+outName)
 	}
 	header = append(header,
-		fmt.Sprintf("  kubectl -n %s port-forward svc/%s %d    # then the curl lines of the README, on 127.0.0.1", formation, l.entry, l.ports[l.entry]),
+		fmt.Sprintf("  kubectl -n %s port-forward svc/%s %d    # then the curl lines of docs/door.md, on 127.0.0.1", formation, l.entry, l.ports[l.entry]),
 		"")
 
 	files, err := formationFiles(l, used)

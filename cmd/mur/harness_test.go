@@ -17,7 +17,7 @@ import (
 	"github.com/murmur-run/murmur/member/sandbox"
 )
 
-// The harness example (deploy/examples/harness), as its README section runs it: the fake harness built
+// The harness example (deploy/examples/harness), as docs/process-transport.md runs it: the fake harness built
 // from the repository, mur run with the real confinement (this binary is the helper), mur send. The
 // harness calls a shell binary and call-member over its tool server, is resumed with worker's answer,
 // and cannot read the formation's operator token.

@@ -32,7 +32,7 @@ func (f Finding) String() string {
 // IsError reports whether the finding stops staging.
 func (f Finding) IsError() bool { return len(f.Code) > 0 && f.Code[0] == 'E' }
 
-// The staging codes of this build (DESIGN §7; the README lists them).
+// The staging codes of this build (docs/codes.md lists them).
 const (
 	CodeCapsuleInvalid = "E-CFG-001"     // murmur.yaml does not parse or validate
 	CodeScriptInvalid  = "E-CFG-002"     // a script driver's script.yaml does not parse or validate

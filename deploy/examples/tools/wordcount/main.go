@@ -1,7 +1,7 @@
 // Command wordcount is the example tool artifact local/wordcount: a WebAssembly (WASI preview 1) module
 // that counts the words and lines of a text, given inline or as a file in the session's workdir.
 //
-// Build it into the example's project store (the README's "Tool artifacts, skills and hooks" section):
+// Build it into the example's project store (docs/artifacts.md):
 //
 //	GOOS=wasip1 GOARCH=wasm go build -o .murmur/store/local/wordcount/1.0.0/tool.wasm ./wordcount
 //
