@@ -101,4 +101,40 @@ func TestHelloPushExample(t *testing.T) {
 			t.Errorf("a line without the token and task: %q", l)
 		}
 	}
+
+	// A file answer: worker writes out/artifacts/report.md, which comes back as an artifact of its task
+	// beside the printed answer (docs/conversations.md).
+	body = `{"jsonrpc":"2.0","id":9,"method":"SendMessage","params":{"message":{"messageId":"m9","role":"ROLE_USER","parts":[{"text":"report all is well"}]}}}`
+	req, _ = http.NewRequest(http.MethodPost, "http://"+worker+"/a2a", strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(token)))
+	req.Header.Set("Content-Type", "application/json")
+	if resp, err = http.DefaultClient.Do(req); err != nil {
+		t.Fatal(err)
+	}
+	var task struct {
+		Result struct {
+			Task struct {
+				Artifacts []struct {
+					Name  string
+					Parts []struct {
+						Text      string
+						Raw       []byte
+						MediaType string
+						Filename  string
+					}
+				}
+			}
+		}
+	}
+	json.NewDecoder(resp.Body).Decode(&task)
+	resp.Body.Close()
+	files := map[string]string{}
+	for _, a := range task.Result.Task.Artifacts {
+		for _, p := range a.Parts {
+			files[a.Name] = p.Text + string(p.Raw) + " " + p.MediaType
+		}
+	}
+	if files["response"] != "worker wrote report.md " || files["report.md"] != "# Report\n\nall is well\n text/markdown; charset=utf-8" {
+		t.Errorf("worker's report task: artifacts %q, want the answer and report.md", files)
+	}
 }

@@ -10,6 +10,12 @@ case "$line" in
     n=${line#slow }; n=${n%%[!0-9]*}
     sleep "$n"
     echo "worker waited ${n}s" ;;
+  'report '*)
+    # A file answer: what a task writes under out/artifacts/ in the workdir comes back as artifacts
+    # of the task (docs/conversations.md), beside the printed answer.
+    mkdir -p out/artifacts
+    printf '# Report\n\n%s\n' "${line#report }" > out/artifacts/report.md
+    echo "worker wrote report.md" ;;
   *[!0-9\ +]*)
     echo "worker got: $line" ;;
   *[0-9]' + '[0-9]*)
