@@ -32,7 +32,7 @@ func TestApprovalsExample(t *testing.T) {
 		err := run(ctx, append([]string{"send", "--roster", rosterPath, "--wait"}, args...), env, &sout, &serr)
 		return sout.String(), serr.String(), err
 	}
-	taskOf := regexp.MustCompile(`mur send --task (tsk_\w+) --wait`)
+	taskOf := regexp.MustCompile(`mur send --roster \S+ --task (tsk_\w+) --wait`)
 
 	// An approval from mur send: the question and how to answer it, exit status 3; then approve.
 	sout, serr, err := send("status")
@@ -93,7 +93,7 @@ func TestApprovalsExample(t *testing.T) {
 
 	// A conversation: the second task sees the first.
 	sout, serr, err = send("my name is Ada")
-	ctxOf := regexp.MustCompile(`mur send --context (ctx_\w+) TEXT`).FindStringSubmatch(serr)
+	ctxOf := regexp.MustCompile(`mur send --roster \S+ --wait --context (ctx_\w+) TEXT`).FindStringSubmatch(serr)
 	if err != nil || ctxOf == nil {
 		t.Fatalf("mur send: %v %q %q", err, sout, serr)
 	}

@@ -34,7 +34,7 @@ func usedArtifacts(l *layout, getenv func(string) string, warn io.Writer) ([]use
 		lockPath := artifact.LockPath(c.Dir)
 		arts, err := artifact.StageDeclared(context.Background(), stores, lockPath, artifact.Declared{Tools: c.Tools, Skills: c.Skills, Hooks: c.Hooks}, false)
 		if err != nil {
-			fmt.Fprintf(warn, "mur export: member %s's artifacts do not stage, so the exported formation will not start it (mur check --roster says why):\n%v\n", m.Name, err)
+			fmt.Fprintf(warn, "mur export: member %s's artifacts do not stage, so the exported formation will not start it (mur check --roster %s says why):\n%v\n", m.Name, shellQuote(l.r.Path), err)
 			continue
 		}
 		lock, err := artifact.ReadLock(lockPath)
@@ -43,8 +43,8 @@ func usedArtifacts(l *layout, getenv func(string) string, warn io.Writer) ([]use
 		}
 		for _, a := range arts {
 			if !lock.PinsDeclared(a) {
-				fmt.Fprintf(warn, "mur export: %s does not pin %s@%s yet, and in the containers the capsule's directory is read-only: run the formation once (mur run --roster …), which pins it, then export again\n",
-					lockPath, a.Manifest.Name, a.Manifest.Version)
+				fmt.Fprintf(warn, "mur export: %s does not pin %s@%s yet, and in the containers the capsule's directory is read-only: run the formation once (mur run --roster %s), which pins it, then export again\n",
+					lockPath, a.Manifest.Name, a.Manifest.Version, shellQuote(l.r.Path))
 			}
 			out = append(out, usedArtifact{member: m.Name, a: a})
 		}

@@ -23,15 +23,21 @@ var version = "0.1.0-dev"
 const usage = `mur runs formations of AI agents: members listed in a roster.yaml, each behind its own A2A 1.0 door.
 
 Usage:
+  mur init [DIR]                     write a formation of two members that runs offline into DIR (default .)
   mur run --roster FILE              start every member of the formation (one process, doors on loopback)
                                      and its console (--console ADDR, default 127.0.0.1:0; off to disable)
   mur member --roster FILE --name N  run one member (what each container of a compose formation runs)
   mur check --roster FILE            validate every file and print every error and warning
   mur check --capsule DIR            the same for one capsule outside a formation
   mur console --roster FILE          serve the console of a formation that runs elsewhere
-  mur send [--door URL | --member N --roster FILE] [--wait] TEXT
-                                     send a task; with --wait, print its answer
-  mur tasks [--door URL | --member N --roster FILE]
+  mur send [--roster FILE [--member N] | --door URL] [--wait | --follow] [--save DIR] TEXT
+                                     send a task (to the entry member by default); --wait prints its
+                                     answer, --follow its progress too, --save saves its files
+  mur get [--roster FILE | --door URL] [--follow] [--save DIR] TASK
+                                     show a task: its state, answer and artifacts
+  mur cancel [--roster FILE | --door URL] [--tree] TASK
+                                     cancel a task; --tree also the tasks it gave other members
+  mur tasks [--roster FILE [--member N] | --door URL]
                                      list a member's tasks
   mur export compose|k8s|prometheus --roster FILE
                                      write a compose file, Kubernetes manifests or a scrape config
@@ -42,7 +48,7 @@ Usage:
   mur version                        print the version
 
 Run "mur COMMAND --help" for a command's flags. Exit codes: 0 ok, 1 runtime failure, 2 bad usage or
-bad configuration.
+bad configuration, 3 the task waits for your input (mur send --wait or --follow, mur get --follow).
 `
 
 // command is one of mur's commands: each is given the same arguments and uses those it needs.
@@ -57,7 +63,8 @@ func commands() map[string]command {
 	}
 	return map[string]command{
 		"run": cmdRun, "member": cmdMember, "check": noContext(cmdCheck), "console": cmdConsole,
-		"send": cmdSend, "tasks": cmdTasks, "export": noContext(cmdExport), "pull": cmdPull,
+		"send": cmdSend, "tasks": cmdTasks, "get": cmdGet, "cancel": cmdCancel, "init": cmdInit,
+		"export": noContext(cmdExport), "pull": cmdPull,
 		"list": noContext(func(args []string, _ func(string) string, stdout, stderr io.Writer) error {
 			return cmdList(args, stdout, stderr)
 		}),
@@ -307,7 +314,8 @@ func serve(ctx context.Context, c common, only []string, listen, consoleAddr str
 			first = m
 		}
 	}
-	fmt.Fprintf(stdout, "\ntry:\n  curl -s %s/a2a -H \"Authorization: Bearer %s\" -H 'Content-Type: application/json' \\\n"+
+	fmt.Fprintf(stdout, "\ntry:\n  %s\n", sendHint(c, r, first.Name, first.URL, tokenRef, getenv))
+	fmt.Fprintf(stdout, "  curl -s %s/a2a -H \"Authorization: Bearer %s\" -H 'Content-Type: application/json' \\\n"+
 		"    -d '{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"SendMessage\",\"params\":{\"message\":{\"messageId\":\"m1\",\"role\":\"ROLE_USER\",\"parts\":[{\"text\":\"hello\"}]}}}'\n\n",
 		first.URL, tokenRef)
 

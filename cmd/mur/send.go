@@ -4,11 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -16,83 +13,19 @@ import (
 	"github.com/oklog/ulid/v2"
 
 	"github.com/murmur-run/murmur/a2a"
-	"github.com/murmur-run/murmur/roster"
-	"github.com/murmur-run/murmur/server"
+	"github.com/murmur-run/murmur/internal/ids"
 )
 
-// target are the flags that say which door a client command talks to.
-type target struct {
-	door    string
-	member  string
-	roster  string
-	token   string
-	dataDir string
-}
-
-func (t *target) register(fs *flag.FlagSet, getenv func(string) string) {
-	fs.StringVar(&t.door, "door", "", "the door's base URL, e.g. http://127.0.0.1:7101")
-	fs.StringVar(&t.member, "member", "", "the member to talk to, found in --roster")
-	fs.StringVar(&t.roster, "roster", "", "the roster.yaml that lists --member (default: the entry member when --member is empty)")
-	fs.StringVar(&t.token, "token", getenv("MUR_OPERATOR_TOKEN"), "the operator token (env MUR_OPERATOR_TOKEN; default: read from the data directory beside the roster)")
-	fs.StringVar(&t.dataDir, "data-dir", getenv("MUR_DATA_DIR"), "data directory holding operator.token (default .murmur/ beside the roster)")
-}
-
-// client resolves the door and the token.
-func (t *target) client() (*a2a.Client, error) {
-	base := strings.TrimRight(t.door, "/")
-	var r *roster.Roster
-	if t.roster != "" {
-		var err error
-		if r, err = roster.Load(t.roster); err != nil {
-			return nil, usageError{err}
-		}
-	}
-	switch {
-	case base != "" && t.member != "":
-		return nil, usagef("give either --door or --member with --roster, not both")
-	case base != "":
-	case r != nil:
-		name := t.member
-		if name == "" {
-			name = r.Entry
-		}
-		if name == "" {
-			name = r.Names()[0]
-		}
-		m, ok := r.Member(name)
-		if !ok {
-			return nil, usagef("%s: no member named %q; the members are %s", r.Path, name, strings.Join(r.Names(), ", "))
-		}
-		base = m.URL
-	default:
-		return nil, usagef("say which door to talk to: --door URL, or --member NAME --roster FILE")
-	}
-	token := t.token
-	if token == "" && r != nil {
-		path := filepath.Join(dataDir(t.dataDir, r), server.OperatorTokenFile)
-		b, err := os.ReadFile(path)
-		if err != nil {
-			return nil, usagef("no operator token: set MUR_OPERATOR_TOKEN or --token (%v)", err)
-		}
-		token = strings.TrimSpace(string(b))
-	}
-	if token == "" {
-		return nil, usagef("no operator token: set MUR_OPERATOR_TOKEN or --token")
-	}
-	if !strings.HasSuffix(base, "/a2a") {
-		base += "/a2a"
-	}
-	return a2a.NewClient(base, token, nil), nil
-}
-
 func cmdSend(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	fs := newFlags("send", "mur send [--door URL | --member NAME --roster FILE] [--context ID | --task ID] [--wait] TEXT", stderr)
+	fs := newFlags("send", "mur send [--roster FILE [--member NAME] | --door URL] [--context ID | --task ID] [--wait | --follow] [--save DIR] TEXT", stderr)
 	var t target
 	t.register(fs, getenv)
 	wait := fs.Bool("wait", false, "wait for the task to end and print its answer (or its failure, or the question it asks)")
+	follow := fs.Bool("follow", false, "as --wait, and print the task's progress as it works (each state, tool call and artifact) on stderr")
+	save := fs.String("save", "", "with --wait or --follow, save the answer's file artifacts into this folder")
 	contextID := fs.String("context", "", "continue this conversation: a new task in context ID sees its earlier tasks")
 	taskID := fs.String("task", "", "answer task ID, which waits for input: TEXT is the answer, or approve/deny [REASON] for an approval")
-	timeout := fs.Duration("timeout", 10*time.Minute, "with --wait, how long to wait")
+	timeout := fs.Duration("timeout", 10*time.Minute, "with --wait or --follow, how long to wait")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -103,10 +36,15 @@ func cmdSend(ctx context.Context, args []string, getenv func(string) string, std
 		}
 		return usagef("give the task text: mur send [flags] TEXT")
 	}
-	c, err := t.client()
+	if *save != "" && !*wait && !*follow {
+		return usagef("--save %s needs --wait or --follow: the files are saved once the task has answered", *save)
+	}
+	c, err := t.connect()
 	if err != nil {
 		return err
 	}
+	defer c.close()
+	d := c.door
 	msg := &a2a.Message{
 		MessageID: a2a.MessageID("msg_" + strings.ToLower(ulid.Make().String())),
 		Role:      a2a.RoleUser,
@@ -114,10 +52,30 @@ func cmdSend(ctx context.Context, args []string, getenv func(string) string, std
 		ContextID: *contextID,
 		TaskID:    a2a.TaskID(*taskID),
 	}
-	resp, err := c.SendMessage(ctx, &a2a.SendMessageRequest{Message: msg,
+	wctx, cancel := context.WithTimeout(ctx, *timeout)
+	defer cancel()
+	if *follow {
+		p := &progress{w: stderr}
+		err := c.stream(wctx, d, a2a.MethodSendStreamingMessage, &a2a.SendMessageRequest{Message: msg}, p.event)
+		switch {
+		case p.msg != nil:
+			fmt.Fprintln(stdout, p.msg.Text())
+			return nil
+		case p.id == "" && err != nil:
+			return c.explain(d, err)
+		case err != nil && !errors.Is(err, errStreamClosed) && wctx.Err() == nil:
+			fmt.Fprintf(stderr, "mur: following task %s: %v; waiting for it by polling instead\n", p.id, err)
+		}
+		task, err := c.waitTask(wctx, d, p.id, *timeout)
+		if err != nil {
+			return err
+		}
+		return c.showOutcome(wctx, d, task, *save, stdout, stderr)
+	}
+	resp, err := d.client.SendMessage(ctx, &a2a.SendMessageRequest{Message: msg,
 		Configuration: &a2a.SendMessageConfig{ReturnImmediately: true}})
 	if err != nil {
-		return err
+		return c.explain(d, err)
 	}
 	if resp.Task == nil {
 		if resp.Message == nil {
@@ -129,31 +87,60 @@ func cmdSend(ctx context.Context, args []string, getenv func(string) string, std
 	task := resp.Task
 	if !*wait {
 		fmt.Fprintf(stdout, "%s\t%s\n", task.ID, task.Status.State)
+		if !task.Status.State.Terminal() {
+			fmt.Fprintf(stderr, "(watch it: mur get%s --follow %s)\n", c.flagsFor(d.member), task.ID)
+		}
 		return nil
 	}
-	wctx, cancel := context.WithTimeout(ctx, *timeout)
-	defer cancel()
+	if task, err = c.waitTask(wctx, d, task.ID, *timeout); err != nil {
+		return err
+	}
+	return c.showOutcome(wctx, d, task, *save, stdout, stderr)
+}
+
+// waitTask reads task id until it ends or waits for its sender.
+func (c *conn) waitTask(ctx context.Context, d door, id a2a.TaskID, timeout time.Duration) (*a2a.Task, error) {
 	tick := time.NewTicker(200 * time.Millisecond)
 	defer tick.Stop()
-	for !task.Status.State.Terminal() && !task.Status.State.Interrupted() {
+	for {
+		task, err := d.client.GetTask(ctx, &a2a.GetTaskRequest{ID: id})
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			return nil, fmt.Errorf("task %s still not done after %s: watch it with mur get%s --follow %s", id, timeout, c.flagsFor(d.member), id)
+		}
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		if err != nil {
+			return nil, c.explain(d, err)
+		}
+		if task.Status.State.Terminal() || task.Status.State.Interrupted() {
+			return task, nil
+		}
 		select {
-		case <-wctx.Done():
-			return fmt.Errorf("task %s still %s after %s", task.ID, task.Status.State, *timeout)
+		case <-ctx.Done():
 		case <-tick.C:
 		}
-		if task, err = c.GetTask(wctx, &a2a.GetTaskRequest{ID: task.ID}); err != nil {
-			return err
-		}
 	}
+}
+
+// showOutcome prints how a task that ended or waits for its sender stands, as mur send --wait does: its
+// answer (exit 0), the question it asks (exit 3), or how it failed (exit 1); with save, the answer's
+// files are saved there.
+func (c *conn) showOutcome(ctx context.Context, d door, task *a2a.Task, save string, stdout, stderr io.Writer) error {
 	if task.Status.State == a2a.TaskStateInputRequired {
-		showQuestion(stdout, task)
+		c.showQuestion(stdout, d, task)
 		return errReported{3}
 	}
 	if task.Status.State == a2a.TaskStateCompleted {
-		if a, ok := task.Artifact("response"); ok {
+		if a, ok := task.Artifact(responseArtifact); ok {
 			fmt.Fprintln(stdout, a.Text())
-			fmt.Fprintf(stderr, "(to continue this conversation: mur send --context %s TEXT)\n", task.ContextID)
-			return nil
+			var err error
+			if save != "" {
+				err = c.saveFiles(ctx, d, task, save, stderr)
+			}
+			c.noteExtras(stderr, d, task, save != "")
+			c.continueHint(stderr, d, task)
+			return err
 		}
 	}
 	reason := ""
@@ -165,7 +152,7 @@ func cmdSend(ctx context.Context, args []string, getenv func(string) string, std
 }
 
 func cmdTasks(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	fs := newFlags("tasks", "mur tasks [--door URL | --member NAME --roster FILE] [--state STATE]", stderr)
+	fs := newFlags("tasks", "mur tasks [--roster FILE [--member NAME] | --door URL] [--state STATE]", stderr)
 	var t target
 	t.register(fs, getenv)
 	state := fs.String("state", "", "only tasks in this state, e.g. TASK_STATE_COMPLETED")
@@ -173,14 +160,15 @@ func cmdTasks(ctx context.Context, args []string, getenv func(string) string, st
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	c, err := t.client()
+	c, err := t.connect()
 	if err != nil {
 		return err
 	}
+	defer c.close()
 	size := *limit
-	res, err := c.ListTasks(ctx, &a2a.ListTasksRequest{Status: a2a.TaskState(*state), PageSize: &size, HistoryLength: new(int)})
+	res, err := c.door.client.ListTasks(ctx, &a2a.ListTasksRequest{Status: a2a.TaskState(*state), PageSize: &size, HistoryLength: new(int)})
 	if err != nil {
-		return err
+		return c.explain(c.door, err)
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "TASK\tSTATE\tUPDATED\tSTATUS")
@@ -204,7 +192,7 @@ func cmdTasks(ctx context.Context, args []string, getenv func(string) string, st
 }
 
 // showQuestion prints what a task that waits for its sender asks, and the mur send that answers it.
-func showQuestion(w io.Writer, task *a2a.Task) {
+func (c *conn) showQuestion(w io.Writer, d door, task *a2a.Task) {
 	question, approval := "", false
 	if m := task.Status.Message; m != nil {
 		for _, p := range m.Parts {
@@ -226,8 +214,18 @@ func showQuestion(w io.Writer, task *a2a.Task) {
 	}
 	fmt.Fprintf(w, "task %s waits for your input: %s\n", task.ID, question)
 	if approval {
-		fmt.Fprintf(w, "answer: mur send --task %s --wait approve   (or: deny REASON)\n", task.ID)
+		fmt.Fprintf(w, "answer: mur send%s --task %s --wait approve   (or: deny REASON)\n", c.flagsFor(d.member), task.ID)
 		return
 	}
-	fmt.Fprintf(w, "answer: mur send --task %s --wait 'YOUR ANSWER'\n", task.ID)
+	fmt.Fprintf(w, "answer: mur send%s --task %s --wait 'YOUR ANSWER'\n", c.flagsFor(d.member), task.ID)
+}
+
+// continueHint prints the mur send that continues the conversation of a task the operator sent; a
+// conversation a member started with call-member is that member's, which no one else may continue.
+func (c *conn) continueHint(w io.Writer, d door, task *a2a.Task) {
+	if caller, _ := ids.Get(ids.Murmur(task.Metadata), ids.MetaCaller).(string); caller != "" {
+		fmt.Fprintf(w, "(%s gave this task to %s with call-member: its conversation is %s's)\n", caller, d.where(), caller)
+		return
+	}
+	fmt.Fprintf(w, "(to continue this conversation: mur send%s --wait --context %s TEXT)\n", c.flagsFor(d.member), task.ContextID)
 }
