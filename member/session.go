@@ -54,9 +54,9 @@ const (
 	// CanceledCallsRunning is CanceledMessage for a task that had member calls outstanding: a cancel does
 	// not reach the tasks it gave other members (they keep running, as a call that is abandoned does).
 	CanceledCallsRunning = "task canceled; the %d task(s) it gave other members with call-member keep running, since a cancel does not reach them: cancel each on its member's door (CancelTask) if it should stop"
-	ShutdownCancel  = "task canceled: the member shut down"
-	DeadlineReject  = "task rejected: the session ended at its deadline, %s"
-	DeadlineFail    = "the session reached its deadline, %s, before the task finished"
+	ShutdownCancel       = "task canceled: the member shut down"
+	DeadlineReject       = "task rejected: the session ended at its deadline, %s"
+	DeadlineFail         = "the session reached its deadline, %s, before the task finished"
 )
 
 // Origin says who sent a task and with which trust class.
@@ -184,10 +184,10 @@ type Session struct {
 	// callsLeft counts, for a task whose attempt ended with member calls outstanding, the member tasks
 	// still running, for its cancel's status message; the executor takes it out.
 	callsLeft map[string]int
-	spawn         []delegate.Entry  // capabilities.spawn.allow, resolved at Start
-	peers         calls.Peers
-	hostIso       func() sandbox.Isolation // what this host puts around commands, for sub-sessions
-	proc          *harness.Transport       // transport: process; nil under http
+	spawn     []delegate.Entry // capabilities.spawn.allow, resolved at Start
+	peers     calls.Peers
+	hostIso   func() sandbox.Isolation // what this host puts around commands, for sub-sessions
+	proc      *harness.Transport       // transport: process; nil under http
 
 	base    context.Context
 	stopAll context.CancelFunc
