@@ -56,7 +56,9 @@ type HTTPAuthSecurityScheme struct {
 	Scheme string `json:"scheme"`
 }
 
-// SecurityRequirement lists the schemes (by name) a request must satisfy, each with its scopes.
+// SecurityRequirement lists the schemes (by name) a request must satisfy, each with its scopes. A door's
+// card lists none: a2a-go v2.3.1 cannot read this ProtoJSON form (a2aproject/a2a-go#430), see
+// server.NewCard.
 type SecurityRequirement struct {
 	Schemes map[string]StringList `json:"schemes"`
 }

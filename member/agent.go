@@ -83,6 +83,11 @@ func (s *Session) runAgent(ctx context.Context, t *a2a.Task, text string) (strin
 			}
 			req.Messages = append(req.Messages, driver.ChatMessage{Role: driver.RoleTool, Results: results})
 			if err := noAnswer(tc); err != nil {
+				// An on-task-end hook may reopen an attempt that ends without an answer (SPEC).
+				if msg, ok := s.noAnswerHooks(ctx, task, tc); ok {
+					req.Messages = append(req.Messages, driver.ChatMessage{Role: driver.RoleUser, Text: msg})
+					continue
+				}
 				return "", err
 			}
 			continue
@@ -174,10 +179,20 @@ func (s *Session) dispatchCall(ctx context.Context, task string, call driver.Too
 	var res runtimetools.Result
 	ran := false
 	// Precedence (SPEC "Reserved names"): the runtime-provided tools, then a shell binary, then a tool
-	// artifact of the same name; every call passes the on-tool-call hooks first.
-	if refusal, ok := s.checkHooks(ctx, task, call); !ok {
+	// artifact of the same name. A name the session does not have is refused as such before the
+	// on-tool-call hooks are asked (SPEC "The grant is the tool's existence"); every other call passes
+	// them first.
+	tool, native := s.tools.Lookup(call.Name)
+	a, isArtifact := s.art.Tool(call.Name)
+	if !native && !isArtifact {
+		if s.art.Removed(call.Name) {
+			res = runtimetools.Refused(runtimetools.RemovedCall(call.Name))
+		} else {
+			res = runtimetools.Refused(runtimetools.Unstaged(call.Name, s.inventory()))
+		}
+	} else if refusal, ok := s.checkHooks(ctx, task, call); !ok {
 		res = runtimetools.Refused(refusal)
-	} else if tool, ok := s.tools.Lookup(call.Name); ok {
+	} else if native {
 		events.ToolProgress(s.cfg.Events, task, call.Name, call.ID, "running")
 		defer func() { events.ToolProgress(s.cfg.Events, task, call.Name, call.ID, res.Status) }()
 		r, err := tool.Run(ctx, runtimetools.Call{ID: call.ID, Name: call.Name, Input: call.Input, Task: task})
@@ -187,13 +202,9 @@ func (s *Session) dispatchCall(ctx context.Context, task string, call driver.Too
 			ran = true
 		}
 		res = r
-	} else if a, ok := s.art.Tool(call.Name); ok {
+	} else {
 		res = s.art.Run(ctx, a, call)
 		ran = res.Status != runtimetools.StatusRefused
-	} else if s.art.Removed(call.Name) {
-		res = runtimetools.Refused(runtimetools.RemovedCall(call.Name))
-	} else {
-		res = runtimetools.Refused(runtimetools.Unstaged(call.Name, s.inventory()))
 	}
 	s.cfg.Metrics.ToolCalls.WithLabelValues(call.Name, res.Status).Inc()
 	s.cfg.Metrics.ToolDuration.WithLabelValues(call.Name).Observe(time.Since(start).Seconds())

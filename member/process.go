@@ -22,7 +22,7 @@ func (s *Session) startProcess(confined bool) (err error) {
 	}
 	s.proc, err = harness.NewTransport(harness.TransportConfig{Capsule: s.cfg.Capsule, Member: s.cfg.Member,
 		Formation: s.cfg.Formation, Session: s.id, RuntimeDir: dir, Getenv: s.cfg.Getenv, Start: s.runner.Start,
-		Confined: confined, Secrets: s.runner.Secrets(), Log: s.log, StartToolServer: s.cfg.StartToolServer, Tools: s.tools.Manifests,
+		Confined: confined, Secrets: s.runner.Secrets(), Log: s.log, StartToolServer: s.cfg.StartToolServer, Tools: s.processTools, SystemPrompt: s.systemPrompt,
 		Dispatch: func(ctx context.Context, task, id, name string, input json.RawMessage) (string, bool) {
 			r := s.dispatch(ctx, task, driver.ToolCall{ID: id, Name: name, Input: input})
 			return r.Text, r.Status != runtimetools.StatusOK
@@ -45,9 +45,30 @@ func (s *Session) runProcess(ctx context.Context, t *a2a.Task, text string) (str
 		Resume: func(ctx context.Context) (string, error) {
 			prompt, _, err := s.resume(ctx, t, tc, dt)
 			return prompt, err
-		}})
+		},
+		// The same hooks, reopen count and records as the http loop's (runAgent).
+		End: func(ctx context.Context, answer string) (string, bool) {
+			return s.taskEndHooks(ctx, task, "completed", answer)
+		},
+		EndNoAnswer: func(ctx context.Context) (string, bool) { return s.noAnswerHooks(ctx, task, tc) }})
 	if err == nil {
 		markNoAnswerBelow(t, tc)
 	}
 	return answer, err
+}
+
+// processTools is the session's tools as the tool server lists them to the harness: the tool array the
+// http loop offers its model (toolSpecsNow), the tool artifacts with their own description and schema.
+// A tool artifact that declares no input_schema takes any object, as the MCP tool list needs a schema.
+func (s *Session) processTools() []runtimetools.Manifest {
+	specs := s.toolSpecsNow()
+	out := make([]runtimetools.Manifest, 0, len(specs))
+	for _, t := range specs {
+		schema := t.InputSchema
+		if len(schema) == 0 || string(schema) == "null" {
+			schema = json.RawMessage(`{"type":"object"}`)
+		}
+		out = append(out, runtimetools.Manifest{Name: t.Name, Description: t.Description, InputSchema: schema})
+	}
+	return out
 }

@@ -49,7 +49,11 @@ func (d *Door) serveCard(w http.ResponseWriter, r *http.Request) {
 	w.Write(d.card.body)
 }
 
-// NewCard returns the agent card of a member whose door is reached at baseURL.
+// NewCard returns the agent card of a member whose door is reached at baseURL. It declares the bearer
+// scheme every request needs and lists no securityRequirements, so that every A2A 1.0 client reads it,
+// a2a-go v2.3.1's included; a2a-go's AuthInterceptor attaches credentials only for listed requirements,
+// so a Go client sends the token from its HTTP client (a RoundTripper setting Authorization, passed with
+// a2aclient.WithJSONRPCTransport).
 func NewCard(name, description, version, baseURL, formation string) a2a.AgentCard {
 	if description == "" {
 		description = "murmur member " + name + " of formation " + formation
@@ -70,6 +74,8 @@ func NewCard(name, description, version, baseURL, formation string) a2a.AgentCar
 		SecuritySchemes: map[string]a2a.SecurityScheme{
 			"bearer": {HTTPAuth: &a2a.HTTPAuthSecurityScheme{Scheme: "Bearer"}},
 		},
-		SecurityRequirements: []a2a.SecurityRequirement{{Schemes: map[string]a2a.StringList{"bearer": {List: []string{}}}}},
+		// No securityRequirements: A2A's form, {"schemes": {"bearer": {"list": []}}}, stops a2a-go v2.3.1's
+		// agentcard.Resolver (it reads a bare array, a2aproject/a2a-go#430), and the form it reads is not
+		// valid ProtoJSON. The field is optional; the declared scheme says how to authenticate.
 	}
 }

@@ -192,7 +192,7 @@ func TestAgentCard(t *testing.T) {
 	if err := json.Unmarshal(body, &card); err != nil {
 		t.Fatal(err)
 	}
-	for _, k := range []string{"name", "description", "version", "capabilities", "supportedInterfaces", "defaultInputModes", "defaultOutputModes", "skills", "securitySchemes", "securityRequirements"} {
+	for _, k := range []string{"name", "description", "version", "capabilities", "supportedInterfaces", "defaultInputModes", "defaultOutputModes", "skills", "securitySchemes"} {
 		if _, ok := card[k]; !ok {
 			t.Errorf("agent card lacks %s", k)
 		}

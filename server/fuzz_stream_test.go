@@ -38,7 +38,7 @@ func FuzzSendStreamingMessageParams(f *testing.F) {
 		`{"message":null}`,
 	}, func(_ *fuzzDoor, t *testing.T, params []byte, a rpcAnswer) {
 		var req a2a.SendMessageRequest
-		if err := json.Unmarshal(params, &req); err != nil || req.Message == nil {
+		if err := json.Unmarshal(jsonNames(params), &req); err != nil || req.Message == nil {
 			t.Fatalf("params that are no SendMessage request opened a stream (%v): %s", err, a.raw)
 		}
 		var event map[string]json.RawMessage
@@ -91,7 +91,7 @@ func FuzzPushConfigParams(f *testing.F) {
 			t.Fatalf("a peer got a result from %s on the operator's tasks: %s", method, a.raw)
 		}
 		var req a2a.TaskPushNotificationConfig // taskId and id, as every one of the four requests has them
-		if err := json.Unmarshal(params, &req); err != nil {
+		if err := json.Unmarshal(jsonNames(params), &req); err != nil {
 			t.Fatalf("params that are no %s request got a result (%v): %s", method, err, a.raw)
 		}
 		switch method {

@@ -518,7 +518,7 @@ func decodeResultTask(t *testing.T, raw []byte, a rpcAnswer) a2a.Task {
 func (d *fuzzDoor) checkSendResult(t *testing.T, params []byte, a rpcAnswer) {
 	t.Helper()
 	var req a2a.SendMessageRequest
-	if err := json.Unmarshal(params, &req); err != nil || req.Message == nil {
+	if err := json.Unmarshal(jsonNames(params), &req); err != nil || req.Message == nil {
 		t.Fatalf("params that are no SendMessage request got a result (%v): %s", err, a.raw)
 	}
 	var res map[string]json.RawMessage
@@ -549,7 +549,7 @@ func (d *fuzzDoor) checkSendResult(t *testing.T, params []byte, a rpcAnswer) {
 func checkGetResult(t *testing.T, params []byte, a rpcAnswer) {
 	t.Helper()
 	var req a2a.GetTaskRequest
-	if err := json.Unmarshal(params, &req); err != nil {
+	if err := json.Unmarshal(jsonNames(params), &req); err != nil {
 		t.Fatalf("params that are no GetTask request got a result (%v): %s", err, a.raw)
 	}
 	task := decodeResultTask(t, a.result, a)
@@ -567,7 +567,7 @@ func checkListResult(t *testing.T, params []byte, a rpcAnswer) {
 	if len(params) == 0 {
 		params = []byte("{}") // every ListTasks field is optional, so params may be left out
 	}
-	if err := json.Unmarshal(params, &req); err != nil {
+	if err := json.Unmarshal(jsonNames(params), &req); err != nil {
 		t.Fatalf("params that are no ListTasks request got a result (%v): %s", err, a.raw)
 	}
 	var res a2a.ListTasksResponse
@@ -604,7 +604,7 @@ func checkListResult(t *testing.T, params []byte, a rpcAnswer) {
 func checkCancelResult(t *testing.T, params []byte, a rpcAnswer) {
 	t.Helper()
 	var req a2a.CancelTaskRequest
-	if err := json.Unmarshal(params, &req); err != nil {
+	if err := json.Unmarshal(jsonNames(params), &req); err != nil {
 		t.Fatalf("params that are no CancelTask request got a result (%v): %s", err, a.raw)
 	}
 	task := decodeResultTask(t, a.result, a)
@@ -614,4 +614,14 @@ func checkCancelResult(t *testing.T, params []byte, a rpcAnswer) {
 	if task.Status.State != a2a.TaskStateCanceled {
 		t.Fatalf("CancelTask answered a task in %s, want canceled: %s", task.Status.State, a.raw)
 	}
+}
+
+// jsonNames is params as the door reads them, proto field names spelled as JSON names (a2a.JSONNames),
+// so that a checker predicts what the door did with snake_case fields.
+func jsonNames(params []byte) []byte {
+	out, err := a2a.JSONNames(params)
+	if err != nil {
+		return params
+	}
+	return out
 }

@@ -608,11 +608,17 @@ func (d *Door) listTasks(ctx context.Context, req *a2a.ListTasksRequest, scope s
 	return out, nil
 }
 
-// decodeParams decodes params into v. Unknown fields are ignored, as A2A says; missing params and values
-// of the wrong type are invalid params naming the field.
+// decodeParams decodes params into v. Every field may be named by its JSON name (taskId) or by its proto
+// field name (task_id), as ProtoJSON parsers accept (a2a.JSONNames), the same field under both names with
+// different values being refused. Unknown fields are ignored, as A2A says; missing params and values of
+// the wrong type are invalid params naming the field.
 func decodeParams(params json.RawMessage, v any) error {
 	if len(params) == 0 || string(params) == "null" {
 		return a2a.InvalidParams(a2a.FieldViolation{Field: "params", Description: "required: this method takes a params object"})
+	}
+	params, err := a2a.JSONNames(params)
+	if err != nil {
+		return err
 	}
 	if err := json.Unmarshal(params, v); err != nil {
 		var te *json.UnmarshalTypeError

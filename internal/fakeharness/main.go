@@ -12,6 +12,7 @@
 //	read PATH           tries to read the file PATH and logs whether it could (a confinement probe)
 //	say TEXT            the answer (the last one wins); without one, the answer is "done"
 //	env                 the answer is its environment, one NAME=value a line, sorted (a confinement probe)
+//	args                the answer is its arguments (after its name) as a JSON array of strings
 //	hang                after the lines before it, never exits (a test kills it, or the deadline does)
 //	exit N              exits with status N, its answer unsaid
 //
@@ -21,7 +22,8 @@
 // them byte for byte.
 //
 // -mode fail exits with status 3 before any event; -mode garbage prints a garbage line before every
-// event; -mode hang never exits once its prompt is done.
+// event; -mode hang never exits once its prompt is done. In claude-stream-json it writes what a real
+// Claude Code writes, and has more verbs and modes (mcp-failed, no-tools): see claude.go.
 package main
 
 import (
@@ -54,6 +56,8 @@ type harness struct {
 	log     *os.File
 	turns   int
 	msgs    int
+	claude  claudeRun
+	ending  map[string]any // the result a verb ended the run with (claude-stream-json), nil none
 }
 
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
@@ -62,7 +66,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	dialect := fs.String("dialect", "murmur-jsonl", "claude-stream-json or murmur-jsonl")
 	config := fs.String("mcp-config", getenv("MUR_MCP_CONFIG"), "the MCP config file")
 	resume := fs.String("resume", "", "the session to resume")
-	mode := fs.String("mode", "normal", "normal, fail, garbage or hang")
+	mode := fs.String("mode", "normal", "normal, fail, garbage, hang, mcp-failed or no-tools")
 	logPath := fs.String("log", "fake-harness.jsonl", "where to append what it received")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -91,7 +95,6 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		h.session = fmt.Sprintf("fh-%d", os.Getpid())
 	}
 	h.record(map[string]any{"kind": "prompt", "session": h.session, "resumed": *resume != "", "prompt": prompt})
-	h.event(map[string]any{"type": "system", "subtype": "init", "session_id": h.session})
 
 	cs, err := connect(ctx, *config)
 	if err != nil {
@@ -109,6 +112,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		listed = append(listed, map[string]any{"name": t.Name, "description": t.Description, "input_schema": t.InputSchema})
 	}
 	h.record(map[string]any{"kind": "tools", "tools": listed})
+	h.init(tools.Tools)
 
 	answer := "done"
 	if *resume != "" {
@@ -159,6 +163,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 				env := os.Environ()
 				slices.Sort(env)
 				answer = strings.Join(env, "\n")
+			case "args":
+				b, _ := json.Marshal(args)
+				answer = string(b)
 			case "hang":
 				h.out.Flush()
 				select {}
@@ -166,15 +173,23 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 				n, _ := strconv.Atoi(rest)
 				h.out.Flush()
 				return n
+			default:
+				h.claudeVerb(verb, rest, &answer)
+			}
+			if h.ending != nil {
+				break
 			}
 		}
 	}
-	h.turn(len(prompt), len(answer))
-	if *dialect == "murmur-jsonl" {
+	switch {
+	case h.ending != nil:
+		h.event(h.ending)
+	case *dialect == "murmur-jsonl":
+		h.turn(len(prompt), len(answer))
 		h.event(map[string]any{"type": "answer", "text": answer, "session": h.session})
-	} else {
-		h.event(map[string]any{"type": "result", "subtype": "success", "is_error": false, "num_turns": h.turns,
-			"result": answer, "session_id": h.session})
+	default:
+		h.turn(len(prompt), len(answer))
+		h.event(h.result(answer))
 	}
 	if h.mode == "hang" {
 		h.out.Flush()
@@ -192,9 +207,7 @@ func (h *harness) turn(prompt, out int) {
 		h.event(map[string]any{"type": "turn", "usage": map[string]any{"input": in, "output": o}})
 		return
 	}
-	h.msgs++
-	h.event(map[string]any{"type": "assistant", "session_id": h.session, "message": map[string]any{
-		"id": fmt.Sprintf("msg_%d", h.msgs), "usage": map[string]any{"input_tokens": in, "output_tokens": o}}})
+	h.claudeTurn(in, o)
 }
 
 func (h *harness) quota(name string, used float64) {

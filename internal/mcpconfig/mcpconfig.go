@@ -12,10 +12,13 @@ type Server struct {
 }
 
 // Encode is the content of an MCP config naming one server, name, reached over HTTP at url with token as
-// its Authorization header.
+// its Authorization header. The entry sets alwaysLoad: Claude Code (2.1 and later) otherwise defers an MCP
+// server's tools behind its tool search, which costs a model call a run before the session's tools are
+// reached; harnesses that do not know the key ignore it.
 func Encode(name, url, token string) []byte {
 	cfg := map[string]any{"mcpServers": map[string]any{name: map[string]any{
-		"type": "http", "url": url, "headers": map[string]string{"Authorization": "Bearer " + token}}}}
+		"type": "http", "url": url, "headers": map[string]string{"Authorization": "Bearer " + token},
+		"alwaysLoad": true}}}
 	b, _ := json.MarshalIndent(cfg, "", "  ")
 	return append(b, '\n')
 }

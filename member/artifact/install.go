@@ -296,8 +296,11 @@ func (in *Installer) Remove(ctx context.Context, value string) (runtimetools.Rem
 	return runtimetools.Removed{Artifact: string(name), Removed: true, ToolName: tool, Runtime: string(rt)}, nil
 }
 
-// nameOf resolves a value remove-artifact was given: a full name, or the tool name of an artifact the
-// agent pulled in this session or pinned.
+// nameOf resolves a value remove-artifact was given, "the full name or the tool name" (SPEC): a full
+// name as it is; a tool name to the artifact the agent pulled in this session under it, else one
+// murmur.yaml declares (tools:, skills:, hooks:), else a pin in murmur.lock, the agent's before the
+// operator's. Resolving the tool names of what is not removable lets Remove refuse them by tool name
+// as it does by full name, rather than report nothing installed.
 func (in *Installer) nameOf(value string) (Name, string, bool) {
 	if n, err := ParseName(value); err == nil {
 		return n, n.Tool(), true
@@ -305,11 +308,24 @@ func (in *Installer) nameOf(value string) (Name, string, bool) {
 	if h, ok := in.held[value]; ok {
 		return h.Artifact.Manifest.Name, value, true
 	}
+	for _, n := range in.cfg.Declared {
+		if n.Tool() == value {
+			return n, value, true
+		}
+	}
 	if lock, err := ReadLock(in.cfg.LockPath); err == nil {
+		var operator Name
 		for _, p := range lock.Pins {
-			if p.Name.Tool() == value && p.Origin == OriginAgent {
+			switch {
+			case p.Name.Tool() != value:
+			case p.Origin == OriginAgent:
 				return p.Name, value, true
+			case operator == "":
+				operator = p.Name
 			}
+		}
+		if operator != "" {
+			return operator, value, true
 		}
 	}
 	return "", "", false

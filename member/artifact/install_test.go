@@ -393,6 +393,9 @@ func TestRemove(t *testing.T) {
 	}{
 		{"declared", e.in, "local/declared", "not-removable: local/declared is declared in murmur.yaml; only the operator takes it out, by editing murmur.yaml"},
 		{"operator's pin", e.in, "local/ops", "not-removable: local/ops is pinned by the operator (origin: operator in murmur.lock); only the operator takes it out"},
+		// SPEC: "the full name or the tool name"; by tool name the refusal is the one the full name gets.
+		{"declared, by tool name", e.in, "declared", "not-removable: local/declared is declared in murmur.yaml; only the operator takes it out, by editing murmur.yaml"},
+		{"operator's pin, by tool name", e.in, "ops", "not-removable: local/ops is pinned by the operator (origin: operator in murmur.lock); only the operator takes it out"},
 		{"no install", newInstallEnv(t, nil).in, "local/echo", "not-granted: this capsule declares no capabilities.install, so it may pull nothing"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -112,6 +112,14 @@ func (tc *Tracker) NoAnswer() (string, bool) {
 	return *tc.noAnswer, true
 }
 
+// ReopenNoAnswer withdraws an accepted end-without-answer, for an attempt an on-task-end hook reopened:
+// the reopened attempt may answer, call members, or end without an answer again (SPEC).
+func (tc *Tracker) ReopenNoAnswer() {
+	tc.book.mu.Lock()
+	defer tc.book.mu.Unlock()
+	tc.noAnswer = nil
+}
+
 // memberCall is one call-member call of the running task.
 type memberCall struct {
 	id, member, text string

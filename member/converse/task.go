@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -81,18 +82,24 @@ func (c Config) FollowUp(ctx context.Context, msg *a2a.Message, scope store.Scop
 		t.ID, t.Status.State))
 }
 
-// CheckContext refuses a contextId that names no conversation of the sender's: one no task of this
-// member has, or another sender's (which is answered the same, so a sender cannot learn it exists). The
-// sender is the operator (caller "") or a peer member.
+// CheckContext checks the contextId of a new task from the sender (the operator, caller "", or a peer
+// member). A context of the sender's continues that conversation; an id no task of this member has
+// starts a new conversation under the id the sender chose, as A2A allows. A context is its starter's
+// alone, the operator's too: another sender's is refused, so a task of one sender never joins another's
+// conversation or reads its history.
 func (c Config) CheckContext(ctx context.Context, contextID, caller string) error {
+	if len(contextID) > a2a.MaxIDBytes {
+		return a2a.InvalidParams(a2a.FieldViolation{Field: "message.contextId", Description: fmt.Sprintf(
+			"%d bytes long: a contextId may be at most %d bytes; use a shorter one, or leave it out and member %s chooses one",
+			len(contextID), a2a.MaxIDBytes, c.Member)})
+	}
 	page, err := c.List(ctx, store.ListQuery{ContextID: contextID, PageSize: 1})
 	if err != nil {
 		return err
 	}
-	// A context is its starter's alone, the operator's too: a task of another sender never joins it.
-	if len(page.Tasks) == 0 || c.Caller(page.Tasks[0]) != caller {
+	if len(page.Tasks) > 0 && c.Caller(page.Tasks[0]) != caller {
 		return a2a.InvalidParams(a2a.FieldViolation{Field: "message.contextId", Description: fmt.Sprintf(
-			"context %s does not exist at member %s: a contextId continues a conversation this member started for you; use the contextId of one of your tasks, or leave it out to start a new conversation",
+			"context %s is not one of your conversations at member %s: a contextId continues a conversation of yours, or starts a new one under an id no one else uses; use the contextId of one of your tasks, choose another id, or leave it out to start a new conversation",
 			a2a.CutID(contextID), c.Member)})
 	}
 	return nil
@@ -100,11 +107,15 @@ func (c Config) CheckContext(ctx context.Context, contextID, caller string) erro
 
 // Earlier is the earlier conversation of t's context: every earlier task of it that ended, as History
 // hands it to t.
+// Only the tasks of t's sender count: two senders choosing the same new contextId at the same moment
+// both pass CheckContext, and neither may read the other's.
 func (c Config) Earlier(ctx context.Context, t *a2a.Task) ([]driver.ChatMessage, error) {
 	tasks, err := c.ContextTasks(ctx, t)
 	if err != nil {
 		return nil, err
 	}
+	caller := c.Caller(t)
+	tasks = slices.DeleteFunc(tasks, func(o *a2a.Task) bool { return c.Caller(o) != caller })
 	return History(tasks, t.ID), nil
 }
 
@@ -195,10 +206,16 @@ func Approval(reply Reply, err error, q Question, hookReason string) (string, bo
 	return fmt.Sprintf("denied by the task's sender, asked by policy %s: %s", q.Hook, why), false
 }
 
-// AnswerData makes a data answer the task's: a data artifact, and the status message's data part.
+// AnswerData makes a data answer the task's: a data artifact, and the status message's data part. The
+// data artifact goes before the response artifact that holds its JSON as text (first when there is
+// none), the richest part first: a client reading only the first artifact gets the data.
 func AnswerData(t *a2a.Task, data json.RawMessage) {
 	part := a2a.Part{Data: data, MediaType: "application/json"}
-	t.Artifacts = append(t.Artifacts, a2a.Artifact{ArtifactID: ids.New("art_"), Name: "data", Parts: []a2a.Part{part}})
+	at := slices.IndexFunc(t.Artifacts, func(a a2a.Artifact) bool { return a.Name == "response" })
+	if at < 0 {
+		at = 0
+	}
+	t.Artifacts = slices.Insert(t.Artifacts, at, a2a.Artifact{ArtifactID: ids.New("art_"), Name: "data", Parts: []a2a.Part{part}})
 	if m := t.Status.Message; m != nil {
 		m.Parts = []a2a.Part{part}
 	}

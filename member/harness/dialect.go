@@ -18,8 +18,10 @@ type Dialect string
 // The dialects of DESIGN §13.
 const (
 	// ClaudeStreamJSON is Claude Code's --output-format stream-json: a system init event with the
-	// session id, assistant events (one model turn each, by message id, with its usage), user events
-	// (tool results), rate-limit events, and a result event with the final text.
+	// session id, its tools and MCP servers; assistant events (one line per content block, a model turn
+	// per message id of the main agent); user events (tool results); rate-limit events; stream events
+	// (--include-partial-messages); and a result event with the final text and the run's final usage.
+	// claude.go says how turns and tokens are counted.
 	ClaudeStreamJSON Dialect = "claude-stream-json"
 	// MurmurJSONL is murmur's own: {"type":"turn","usage":{…}}, {"type":"quota",…} and
 	// {"type":"answer","text":…,"session":…}, one object a line.
@@ -39,6 +41,19 @@ const (
 	KindQuota   Kind = "quota"   // a subscription window, as the harness reported it
 	KindAnswer  Kind = "answer"  // the harness's final text for this run
 	KindGarbage Kind = "garbage" // a line that is not an event of the dialect
+	// KindNotice is something the harness reported that the task should show although it is no failure
+	// of the line (claude-stream-json: tools Claude Code could not reach, calls it refused itself):
+	// Reason is a short code (NoticeToolsUnreachable, NoticePermissionDenied), Text one sentence.
+	KindNotice Kind = "notice"
+)
+
+// The codes of KindNotice events.
+const (
+	// NoticeToolsUnreachable: the harness started without the session's tool server or its tools; the
+	// run's answer is then an error (the task fails saying so).
+	NoticeToolsUnreachable = "tools_unreachable"
+	// NoticePermissionDenied: the harness refused some of its own tool calls for want of permission.
+	NoticePermissionDenied = "permission_denied"
 )
 
 // Usage is the token counts of one closed turn, as the harness reported them. Reported is false for a
@@ -156,11 +171,7 @@ func Read(r io.Reader, d Dialect, emit func(Event)) error {
 type parser struct {
 	d    Dialect
 	emit func(Event)
-	// claude-stream-json: the assistant message whose turn is open (its usage is the latest seen).
-	openID    string
-	openUsage Usage
-	openLine  int
-	turns     int // turns emitted, to tell a result event with num_turns whether the stream showed any
+	cs   claudeState // claude-stream-json
 }
 
 func newParser(d Dialect, emit func(Event)) *parser { return &parser{d: d, emit: emit} }
@@ -298,135 +309,7 @@ func quota(name string, used *float64, resetsAt string, window *int64, state str
 	return q, nil
 }
 
-// claude-stream-json.
-
-type claudeUsage struct {
-	InputTokens              *int64 `json:"input_tokens"`
-	OutputTokens             *int64 `json:"output_tokens"`
-	CacheReadInputTokens     *int64 `json:"cache_read_input_tokens"`
-	CacheCreationInputTokens *int64 `json:"cache_creation_input_tokens"`
-}
-
-func (u *claudeUsage) usage() Usage {
-	if u == nil {
-		return Usage{}
-	}
-	return Usage{
-		Input: deref(u.InputTokens), Output: deref(u.OutputTokens),
-		Cached: deref(u.CacheReadInputTokens), CacheWrite: deref(u.CacheCreationInputTokens),
-		Reported:      u.InputTokens != nil || u.OutputTokens != nil,
-		CacheReported: u.CacheReadInputTokens != nil || u.CacheCreationInputTokens != nil,
-	}
-}
-
-type claudeEvent struct {
-	Type      string `json:"type"`
-	Subtype   string `json:"subtype"`
-	SessionID string `json:"session_id"`
-	Message   *struct {
-		ID    string       `json:"id"`
-		Usage *claudeUsage `json:"usage"`
-	} `json:"message"`
-	// result
-	Result   *string      `json:"result"`
-	IsError  bool         `json:"is_error"`
-	NumTurns int          `json:"num_turns"`
-	Usage    *claudeUsage `json:"usage"`
-	// rate_limit_event
-	RateLimitInfo *struct {
-		Status        string   `json:"status"`
-		ResetsAt      *int64   `json:"resetsAt"`
-		RateLimitType string   `json:"rateLimitType"`
-		Utilization   *float64 `json:"utilization"`
-	} `json:"rate_limit_info"`
-}
-
-// claudeWindows are the lengths of Claude's subscription windows by the name its rate-limit events give.
-var claudeWindows = map[string]int64{"five_hour": 300, "seven_day": 7 * 24 * 60, "seven_day_opus": 7 * 24 * 60, "seven_day_sonnet": 7 * 24 * 60}
-
-// claudeStates maps a rate-limit event's status to SPEC's quota states.
-var claudeStates = map[string]string{"allowed": "ok", "allowed_warning": "warning", "rejected": "exhausted"}
-
-func (p *parser) claude(n int, line []byte) error {
-	var e claudeEvent
-	if err := json.Unmarshal(line, &e); err != nil {
-		return notJSON(err)
-	}
-	if e.Type != "assistant" {
-		p.closeTurn()
-	}
-	switch e.Type {
-	case "system":
-		p.sessionOf(n, e.SessionID)
-	case "assistant":
-		if e.Message == nil {
-			return errors.New("an assistant event without a message")
-		}
-		p.sessionOf(n, e.SessionID)
-		// Claude Code writes one assistant event per content block of a message, each with the
-		// message's usage so far: one turn per message id, closed by whatever comes next.
-		if e.Message.ID == "" || e.Message.ID != p.openID {
-			p.closeTurn()
-			p.openID, p.openLine = e.Message.ID, n
-			if p.openID == "" {
-				p.openID = fmt.Sprintf("line %d", n)
-			}
-		}
-		p.openUsage = e.Message.Usage.usage()
-	case "user", "stream_event":
-		p.sessionOf(n, e.SessionID)
-	case "rate_limit_event":
-		ri := e.RateLimitInfo
-		if ri == nil || ri.RateLimitType == "" {
-			return errors.New("a rate_limit_event without rate_limit_info.rateLimitType")
-		}
-		name := strings.ReplaceAll(ri.RateLimitType, "_", "-")
-		var resets string
-		if ri.ResetsAt != nil {
-			resets = time.Unix(*ri.ResetsAt, 0).UTC().Format(time.RFC3339)
-		}
-		var window *int64
-		if w, ok := claudeWindows[ri.RateLimitType]; ok {
-			window = &w
-		}
-		q, err := quota(name, ri.Utilization, resets, window, claudeStates[ri.Status])
-		if err != nil {
-			return err
-		}
-		p.emit(Event{Kind: KindQuota, Line: n, Quota: q})
-	case "result":
-		p.sessionOf(n, e.SessionID)
-		// A harness that showed no assistant event still closed its turns: the result's totals stand
-		// for them.
-		if p.turns == 0 && e.NumTurns > 0 {
-			p.turns += e.NumTurns
-			p.emit(Event{Kind: KindTurn, Line: n, Usage: e.Usage.usage()})
-			for range e.NumTurns - 1 {
-				p.emit(Event{Kind: KindTurn, Line: n})
-			}
-		}
-		text := ""
-		if e.Result != nil {
-			text = *e.Result
-		}
-		p.emit(Event{Kind: KindAnswer, Line: n, Text: text, Session: e.SessionID, IsError: e.IsError || e.Subtype != "success" && e.Subtype != ""})
-	case "":
-		return errors.New(`no "type"`)
-	default:
-		return fmt.Errorf("unknown event type %q", e.Type)
-	}
-	return nil
-}
-
-// closeTurn emits the open assistant turn, if any.
-func (p *parser) closeTurn() {
-	if p.openID == "" {
-		return
-	}
-	p.turns++
-	p.emit(Event{Kind: KindTurn, Line: p.openLine, Usage: p.openUsage})
-	p.openID, p.openUsage = "", Usage{}
-}
+// claude-stream-json: see claude.go.
 
 func notJSON(err error) error {
 	var se *json.SyntaxError

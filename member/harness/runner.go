@@ -21,7 +21,8 @@ const (
 	PlaceholderSession = "{session}"
 	// PlaceholderMCPConfig is the path of the MCP config file naming the session's tool server.
 	PlaceholderMCPConfig = "{mcp_config}"
-	// PlaceholderInstructions is the capsule's instructions (for a flag such as Claude Code's
+	// PlaceholderInstructions is the system prompt the http loop would send the model: the capsule's
+	// instructions, its skills and the plan guidance (for a flag such as Claude Code's
 	// --append-system-prompt).
 	PlaceholderInstructions = "{instructions}"
 )
@@ -56,15 +57,32 @@ type Starter interface {
 
 // Runner runs the harness of one capsule (murmur.yaml's harness: block).
 type Runner struct {
-	Command      []string
-	Resume       []string
-	Dialect      Dialect
-	Env          []string // NAME=value, resolved (ResolveEnv)
-	Read         []string
-	Network      bool
-	MCPConfig    string // the MCP config file's path
-	Instructions string // the capsule's instructions
+	Command   []string
+	Resume    []string
+	Dialect   Dialect
+	Env       []string // NAME=value, resolved (ResolveEnv)
+	Read      []string
+	Network   bool
+	MCPConfig string // the MCP config file's path
+	// Instructions is what PlaceholderInstructions stands for: the system prompt the http loop would
+	// send (the capsule's instructions, its skills, the plan guidance).
+	Instructions string
 	Starter      Starter
+
+	mu  sync.Mutex
+	out *stdout // the running run's stdout, for Sync
+}
+
+// Sync returns once every event the running harness has written so far has been handed to its run's
+// emit (nothing when no run is running). A tool call of the harness waits for it, so the turns the
+// harness closed before calling are counted before the call is answered.
+func (r *Runner) Sync() {
+	r.mu.Lock()
+	out := r.out
+	r.mu.Unlock()
+	if out != nil {
+		out.Sync()
+	}
 }
 
 // Result is what one run of the harness reported.
@@ -127,33 +145,10 @@ func (r *Runner) Run(ctx context.Context, prompt, session string, emit func(Even
 	if err := ctx.Err(); err != nil {
 		return res, err
 	}
-	pr, pw := io.Pipe()
-	events := make(chan Event, 64)
-	go func() {
-		err := Read(pr, r.Dialect, func(e Event) { events <- e })
-		pr.CloseWithError(err)
-		close(events)
-	}()
-	stderr := &tailBuffer{max: stderrKept}
-	env := append([]string{EnvMCPConfig + "=" + r.MCPConfig}, r.Env...)
-	p, err := r.Starter.Start(Program{Command: r.Args(prompt, session), Env: env, Read: r.Read, Network: r.Network, Stdout: pw, Stderr: stderr})
-	if err != nil {
-		pw.Close()
-		for range events {
-		}
-		return res, fmt.Errorf("starting the harness %s: %w", r.Command[0], err)
-	}
-	go func() {
-		select {
-		case <-p.Done():
-		case <-ctx.Done():
-			p.Kill()
-			<-p.Done()
-		}
-		pw.Close()
-	}()
 	var reportedErr bool
-	for e := range events {
+	// The events are accounted for on the parser's goroutine, each before the next chunk of the stream
+	// is read, so that Sync can make a tool call wait for them; res is read once the parser is done.
+	out := newStdout(r.Dialect, func(e Event) {
 		if e.Kind == KindGarbage {
 			res.Garbage++
 		} else {
@@ -171,7 +166,33 @@ func (r *Runner) Run(ctx context.Context, prompt, session string, emit func(Even
 		if emit != nil {
 			emit(e)
 		}
+	})
+	r.mu.Lock()
+	r.out = out
+	r.mu.Unlock()
+	defer func() {
+		r.mu.Lock()
+		r.out = nil
+		r.mu.Unlock()
+	}()
+	stderr := &tailBuffer{max: stderrKept}
+	env := append([]string{EnvMCPConfig + "=" + r.MCPConfig}, r.Env...)
+	p, err := r.Starter.Start(Program{Command: r.Args(prompt, session), Env: env, Read: r.Read, Network: r.Network, Stdout: out, Stderr: stderr})
+	if err != nil {
+		out.Close()
+		<-out.done
+		return Result{}, fmt.Errorf("starting the harness %s: %w", r.Command[0], err)
 	}
+	go func() {
+		select {
+		case <-p.Done():
+		case <-ctx.Done():
+			p.Kill()
+			<-p.Done()
+		}
+		out.Close()
+	}()
+	<-out.done
 	<-p.Done()
 	res.ExitCode = p.ExitCode()
 	res.Stderr = stderr.String()

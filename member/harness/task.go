@@ -21,13 +21,22 @@ type Task struct {
 	TurnsLeft func() bool
 	// Resume waits for every call and delegation to end and returns the continuation message.
 	Resume func(ctx context.Context) (prompt string, err error)
+	// End asks the task's on-task-end hooks about the answer: the message to reopen the task with, and
+	// true when one reopens it (the reopen counted and recorded, as for an http member). nil asks none.
+	End func(ctx context.Context, answer string) (reopen string, ok bool)
+	// EndNoAnswer asks the on-task-end hooks about an attempt the harness ended with end-without-answer
+	// (exit status no_answer): the message to reopen the task with, and true when one reopens it, the
+	// end-without-answer then withdrawn. nil asks none.
+	EndNoAnswer func(ctx context.Context) (reopen string, ok bool)
 }
 
 // RunTask runs one task: the harness with the task's prompt; when it ends its run with member calls
 // out, the task waits for their answers (SPEC "How the answer arrives") and resumes the harness's same
 // session with the continuation message as the prompt. A harness that called end-without-answer and
-// kept going ends the task the same way once it finishes. The caller makes the task the running one
-// (Begin) for as long as its calls last.
+// kept going ends the task the same way once it finishes. Once the harness answers with nothing left to
+// continue with, the on-task-end hooks (End) are asked; a hook that reopens the task resumes the
+// harness's same session with the hook's message as the prompt, as the http loop continues its
+// conversation. The caller makes the task the running one (Begin) for as long as its calls last.
 func (tr *Transport) RunTask(ctx context.Context, t Task) (string, error) {
 	c := tr.cfg.Capsule
 	prompt, session := t.Prompt, ""
@@ -37,7 +46,18 @@ func (tr *Transport) RunTask(ctx context.Context, t Task) (string, error) {
 			return "", ctx.Err()
 		}
 		if err := t.NoAnswer(); err != nil {
-			return "", err
+			if t.EndNoAnswer == nil || ctx.Err() != nil {
+				return "", err
+			}
+			msg, reopen := t.EndNoAnswer(ctx)
+			if !reopen {
+				return "", err
+			}
+			if err := tr.resumable(res.Session, "an on-task-end hook reopened the task"); err != nil {
+				return "", err
+			}
+			prompt, session = msg, res.Session
+			continue
 		}
 		if stopped != nil {
 			return "", stopped
@@ -61,6 +81,29 @@ func (tr *Transport) RunTask(ctx context.Context, t Task) (string, error) {
 		if strings.TrimSpace(res.Answer) == "" {
 			return "", errors.New("the harness ended its run with an empty answer")
 		}
-		return res.Answer, nil
+		if t.End == nil {
+			return res.Answer, nil
+		}
+		msg, reopen := t.End(ctx, res.Answer)
+		if !reopen {
+			return res.Answer, nil
+		}
+		if err := tr.resumable(res.Session, "an on-task-end hook reopened the task"); err != nil {
+			return "", err
+		}
+		prompt, session = msg, res.Session
 	}
+}
+
+// resumable says why the harness cannot be resumed in session with a hook's message, after what
+// happened; nil when it can.
+func (tr *Transport) resumable(session, what string) error {
+	c := tr.cfg.Capsule
+	if session == "" {
+		return fmt.Errorf("%s, but the harness reported no session id, so it cannot be resumed with the hook's message (dialect %s)", what, c.Harness.Dialect)
+	}
+	if len(c.Harness.Resume) == 0 {
+		return fmt.Errorf("%s, but %s sets no harness.resume, so the harness cannot be resumed with the hook's message; add resume: [--resume, \"{session}\"] or what the harness takes", what, c.Path)
+	}
+	return nil
 }

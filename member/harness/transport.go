@@ -67,8 +67,12 @@ type TransportConfig struct {
 	Log      *slog.Logger
 	// StartToolServer starts the loopback tool server the harness calls the session's tools on.
 	StartToolServer func(ToolSet) (ToolServer, error)
-	// Tools lists the session's runtime-provided tools, as the tool server offers them.
+	// Tools lists the session's tools as the http loop offers them to a model: the runtime-provided
+	// tools and shell binaries, and the tool artifacts (DESIGN §13), as the tool server offers them.
 	Tools func() []runtimetools.Manifest
+	// SystemPrompt is the system prompt the http loop would send: the capsule's instructions, its skills
+	// and the plan guidance. PlaceholderInstructions stands for it; nil stands for the instructions.
+	SystemPrompt func() string
 	// Dispatch answers one tool call for the running task through the session's one dispatch: the text
 	// the model would be handed, and whether it reports an error.
 	Dispatch func(ctx context.Context, task, callID, name string, input json.RawMessage) (text string, isError bool)
@@ -143,10 +147,14 @@ func NewTransport(cfg TransportConfig) (*Transport, error) {
 			"entry", d.Name, "reason", d.Reason, "capsule", c.Path)
 	}
 	tr.envDropped = dropped
+	instructions := c.Instructions
+	if cfg.SystemPrompt != nil {
+		instructions = cfg.SystemPrompt()
+	}
 	tr.runner = &Runner{
 		Command: h.Command, Resume: h.Resume, Dialect: Dialect(h.Dialect),
 		Env: env, Read: h.Read, Network: h.Network, MCPConfig: cfgPath,
-		Instructions: c.Instructions,
+		Instructions: instructions,
 		Starter:      confinedStarter{cfg: &tr.cfg, exe: exe, mcpConfig: cfgPath, port: port},
 	}
 	if !h.Network && cfg.Confined && sandbox.LandlockABI() < sandbox.LandlockTCPABI {
@@ -224,6 +232,9 @@ func (tr *Transport) CallTool(ctx context.Context, name string, input json.RawMe
 	defer cancel()
 	stop := context.AfterFunc(ctx, cancel)
 	defer stop()
+	// The harness wrote its events before it called: count them first, so the call (session-status)
+	// sees the turns the harness has closed.
+	tr.runner.Sync()
 	id := fmt.Sprintf("harness_%d", tr.callSeq.Add(1))
 	return tr.cfg.Dispatch(cctx, rt.id, id, name, input)
 }
@@ -303,6 +314,9 @@ func (tr *Transport) event(task string, e Event, stop context.CancelCauseFunc) {
 			tr.quota = append(tr.quota, w)
 		}
 		tr.mu.Unlock()
+	case KindNotice:
+		tr.cfg.Log.Warn("the harness reported something the task should show", "task", task, "line", e.Line, "notice", e.Reason, "text", e.Text)
+		tr.cfg.Record("harness_notice", task, map[string]any{"line": e.Line, "notice": e.Reason, "text": e.Text})
 	case KindGarbage:
 		tr.cfg.Log.Warn("the harness printed a line that is not an event of its dialect", "task", task, "line", e.Line, "reason", e.Reason)
 		tr.cfg.Record("harness_output", task, map[string]any{"line": e.Line, "reason": e.Reason, "text": e.Text})

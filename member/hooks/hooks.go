@@ -179,6 +179,7 @@ type TaskEnd struct {
 	Task    string `json:"task"`
 	Status  string `json:"status"` // completed, failed, no_answer, canceled, …: task_end's exit_status
 	Answer  string `json:"answer"`
+	Reason  string `json:"reason,omitempty"` // for no_answer, the reason end-without-answer gave
 	Trust   string `json:"trust"`
 	Reopens int    `json:"reopens"` // how often the task was reopened so far
 }

@@ -50,6 +50,7 @@ const (
 	CodeHarnessMissing = "E-HARNESS-001" // harness.command[0] is no executable file (transport: process)
 	CodeHarnessNetwork = "W-HARNESS-002" // harness.network: false cannot be enforced on this host
 	CodeHarnessSecret  = "W-HARNESS-003" // a harness.env entry carries a secret of the runtime's: it is left out
+	CodeHarnessPrompt  = "W-HARNESS-004" // the harness's command line has no {instructions}: it never gets the system prompt
 )
 
 // CheckFormation stages every member of r (or only those named) without starting anything and returns
@@ -123,6 +124,9 @@ func Capsule(c *capsule.Capsule, memberName string, getenv func(string) string) 
 		if !h.Network && sandbox.LandlockABI() < sandbox.LandlockTCPABI {
 			out = append(out, Finding{Code: CodeHarnessNetwork, Member: memberName, Message: fmt.Sprintf(
 				"%s: harness.network is false, but this kernel's Landlock has no TCP rules, so the harness keeps the network (it must reach its tool server on loopback, so it gets no network namespace); use Linux 6.7 or later with Landlock", c.Path)})
+		}
+		if f, ok := harnessPromptFinding(c, memberName); ok {
+			out = append(out, f)
 		}
 		_, dropped := sandbox.DropSecrets(harness.ResolveEnv(h.Env, getenv), envSecrets(getenv))
 		for _, d := range dropped {
@@ -247,4 +251,31 @@ func splitJoined(err error) []error {
 		return j.Unwrap()
 	}
 	return []error{err}
+}
+
+// harnessPromptFinding warns (W-HARNESS-004) when a harness would be sent a system prompt (the capsule's
+// instructions, its skills, the plan guidance) but no argument of harness.command holds
+// {instructions}, the only way a harness receives it.
+func harnessPromptFinding(c *capsule.Capsule, memberName string) (Finding, bool) {
+	for _, a := range c.Harness.Command {
+		if strings.Contains(a, harness.PlaceholderInstructions) {
+			return Finding{}, false
+		}
+	}
+	var parts []string
+	if strings.TrimSpace(c.Instructions) != "" {
+		parts = append(parts, "the instructions")
+	}
+	if n := len(c.Skills); n > 0 {
+		parts = append(parts, fmt.Sprintf("%d skill(s)", n))
+	}
+	if c.Capabilities.Plan.Submit {
+		parts = append(parts, "the plan guidance (capabilities.plan.submit)")
+	}
+	if len(parts) == 0 {
+		return Finding{}, false
+	}
+	return Finding{Code: CodeHarnessPrompt, Member: memberName, Message: fmt.Sprintf(
+		"%s: no argument of harness.command holds %s, so the harness never receives the system prompt the runtime would send (%s); pass it to the harness's system-prompt flag, such as Claude Code's --append-system-prompt %q",
+		c.Path, harness.PlaceholderInstructions, strings.Join(parts, ", "), harness.PlaceholderInstructions)}, true
 }
