@@ -19,7 +19,7 @@ var readmeExpect = []struct{ command, output string }{
 	{`DOOR=http://127.0.0.1:7101/a2a`, ""},
 	{`"parts":[{"text":"hello"}]`, `Hello from lead`},
 	{`"parts":[{"text":"ask worker: 2 + 3"}]`, `worker says: 5`},
-	{`go build -o mur ./cmd/mur`, ""},
+	{`-o mur ./cmd/mur`, ""},
 	{`--wait 'ask worker: 2 + 3'`, `worker says: 5`},
 	{`--member worker --wait '2 + 3'`, `5`},
 	{`tasks --roster deploy/examples/hello/roster.yaml --member worker`, `tsk_`},

@@ -37,6 +37,7 @@ const (
 	CodeCapsuleInvalid = "E-CFG-001"     // murmur.yaml does not parse or validate
 	CodeScriptInvalid  = "E-CFG-002"     // a script driver's script.yaml does not parse or validate
 	CodeDriverMissing  = "E-DRV-001"     // the starting driver choice uses a driver this build does not serve
+	CodeDriverMissingW = "W-DRV-001"     // another driver choice uses a driver this build leaves out: switching to it is refused
 	CodeNoCredential   = "E-DRV-002"     // the starting driver choice's credential produces no value
 	CodeNoCredentialW  = "W-DRV-002"     // another driver choice's credential produces no value: switching to it is refused
 	CodeReservedName   = "E-CAP-013"     // an artifact named like a runtime-provided tool
@@ -140,6 +141,10 @@ func Capsule(c *capsule.Capsule, memberName string, getenv func(string) string) 
 	if c.IsAgent() && c.Harness == nil {
 		for _, name := range c.Inference.ChoiceOrder {
 			ch := c.Inference.Choices[name]
+			if err := driver.Serves(ch.Driver); err != nil && name != c.Inference.Driver { // the starting choice: Build's error below
+				out = append(out, Finding{Code: CodeDriverMissingW, Member: memberName, Message: fmt.Sprintf(
+					"%s: driver choice %s cannot be switched to: %v", c.Path, name, err)})
+			}
 			if ch.Credential == "" {
 				continue
 			}
