@@ -6,6 +6,8 @@ import (
 	"net/http/httptest"
 	"sync"
 	"testing"
+
+	"github.com/murmur-run/murmur/member/driver"
 )
 
 // playAnswers starts a provider on loopback that answers its requests with bodies, in order, repeating
@@ -31,6 +33,7 @@ func playAnswers(t *testing.T, bodies ...string) *httptest.Server {
 // "inference records that carried no count"; context.measured_by is "estimate" when that call reported
 // none. A provider answer without usage, through the agent loop, for both real drivers.
 func TestUnreportedUsageIsNotSummed(t *testing.T) {
+	driver.SkipUnlessModelDrivers(t)
 	for _, p := range []struct {
 		driver, model, toolCall, text string
 	}{

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/murmur-run/murmur/member/capsule"
+	"github.com/murmur-run/murmur/member/driver"
 )
 
 const controlledAgent = `name: lead
@@ -42,6 +43,7 @@ func postControl(t *testing.T, url, token, body string) (int, map[string]string)
 // inference call, with switch-driver's checks; every other token is turned away; refusals and changes
 // are recorded with the token's id, and control_applied at the call that uses the change.
 func TestControlSurface(t *testing.T) {
+	driver.SkipUnlessModelDrivers(t)
 	fx := startFormation(t, map[string]string{
 		"roster.yaml":       "formation: f\nmembers:\n  - {name: lead, capsule: ./lead, listen: '127.0.0.1:0'}\n  - {name: plain, capsule: ./plain, listen: '127.0.0.1:0'}\n",
 		"lead/murmur.yaml":  controlledAgent,

@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	a2ago "github.com/a2aproject/a2a-go/v2/a2a"
+
+	"github.com/murmur-run/murmur/member/driver"
 )
 
 // fakeOpenAI is a local server speaking the Chat Completions API: the first call of a conversation
@@ -57,6 +59,7 @@ func (f *fakeOpenAI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 func TestMemberOnAnOpenAICompatibleServer(t *testing.T) {
+	driver.SkipUnlessModelDrivers(t)
 	fake := &fakeOpenAI{}
 	llm := httptest.NewServer(fake)
 	defer llm.Close()
@@ -104,6 +107,7 @@ inference:
 // as five seconds (it goes on to look for the work id) and refuses 5.5, through a real driver's wire
 // format rather than the script driver, which writes its numbers itself.
 func TestModelNumbersReachTheToolAsWritten(t *testing.T) {
+	driver.SkipUnlessModelDrivers(t)
 	fake := &fakeOpenAI{tool: "background-command"}
 	llm := httptest.NewServer(fake)
 	defer llm.Close()

@@ -12,6 +12,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/murmur-run/murmur/member/driver"
 )
 
 func noEnv(string) string { return "" }
@@ -87,6 +89,7 @@ func TestCheckTheHelloExample(t *testing.T) {
 }
 
 func TestCheckReportsEveryProblemWithItsCode(t *testing.T) {
+	driver.SkipUnlessModelDrivers(t)
 	root := t.TempDir()
 	write := func(rel, body string) {
 		p := filepath.Join(root, rel)

@@ -87,3 +87,18 @@ func CheckChoice(inf *capsule.Inference, served map[string]Driver, name string, 
 	}
 	return nil
 }
+
+// skipper is the part of *testing.T that SkipUnlessModelDrivers uses.
+type skipper interface {
+	Helper()
+	Skipf(format string, args ...any)
+}
+
+// SkipUnlessModelDrivers skips a test that needs the model providers' drivers when this build leaves
+// them out (-tags offline), so the offline build's tests say what they did not run.
+func SkipUnlessModelDrivers(t skipper) {
+	t.Helper()
+	if !ModelDrivers {
+		t.Skipf("needs the openai and anthropic drivers, which a build with -tags %s leaves out", OfflineTag)
+	}
+}
