@@ -1,7 +1,6 @@
 package console
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -116,10 +115,9 @@ func (c *Console) followTask(m *memberWatch, id string) error {
 		return err
 	}
 	defer body.Close()
-	rd := bufio.NewReaderSize(body, 64<<10)
-	var data bytes.Buffer
+	events := a2a.NewEventReader(readNotify{body, func() { idle.Reset(streamIdle) }}, maxStreamEvent)
 	for {
-		line, err := readLine(rd)
+		data, err := events.Next()
 		if err != nil {
 			if ctx.Err() != nil && c.ctx.Err() == nil {
 				return fmt.Errorf("door %s sent nothing for %s", m.URL, streamIdle)
@@ -127,45 +125,27 @@ func (c *Console) followTask(m *memberWatch, id string) error {
 			if errors.Is(err, io.EOF) {
 				return errStreamEnded
 			}
-			return err
+			return fmt.Errorf("door %s: %w", m.URL, err)
 		}
-		idle.Reset(streamIdle)
-		switch {
-		case bytes.HasPrefix(line, []byte("data:")):
-			if data.Len()+len(line) > maxStreamEvent {
-				return fmt.Errorf("door %s sent a stream event over %d bytes", m.URL, maxStreamEvent)
-			}
-			data.Write(bytes.TrimPrefix(bytes.TrimPrefix(line, []byte("data:")), []byte(" ")))
-		case len(line) == 0 && data.Len() > 0:
-			done, err := c.onStreamEvent(m, id, data.Bytes())
-			data.Reset()
-			if done || err != nil {
-				return err
-			}
+		if done, err := c.onStreamEvent(m, id, data); done || err != nil {
+			return err
 		}
 	}
 }
 
-// readLine reads one line without its end of line, whatever its length (up to maxStreamEvent).
-func readLine(rd *bufio.Reader) ([]byte, error) {
-	var long []byte
-	for {
-		part, err := rd.ReadSlice('\n')
-		if err == bufio.ErrBufferFull {
-			if len(long)+len(part) > maxStreamEvent {
-				return nil, fmt.Errorf("a stream line over %d bytes", maxStreamEvent)
-			}
-			long = append(long, part...)
-			continue
-		}
-		if err != nil {
-			return nil, err
-		}
-		if long != nil {
-			part = append(long, part...)
-		}
-		return bytes.TrimRight(part, "\r\n"), nil
+// readNotify calls read after every read that returns bytes: anything a door sends, a keep-alive
+// included, shows it is still there.
+type readNotify struct {
+	r    io.Reader
+	read func()
+}
+
+func (n readNotify) Read(p []byte) (int, error) {
+	k, err := n.r.Read(p)
+	if k > 0 {
+		n.read()
 	}
+	return k, err
 }
 
 // subscribe opens task id's stream at m's door (SubscribeToTask) and returns its body.

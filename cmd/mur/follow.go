@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -57,61 +56,28 @@ func (c *conn) stream(ctx context.Context, d door, method a2a.Method, params any
 		}
 		return fmt.Errorf("door %s answered %s with HTTP %d %s, not a stream: %.200s", d.base, method, res.StatusCode, res.Header.Get("Content-Type"), raw)
 	}
-	rd := bufio.NewReaderSize(res.Body, 64<<10)
-	var data bytes.Buffer
+	events := a2a.NewEventReader(res.Body, maxEventBytes)
 	for {
-		line, err := readEventLine(rd)
+		data, err := events.Next()
 		if errors.Is(err, io.EOF) {
 			return errStreamClosed
 		}
 		if err != nil {
 			return fmt.Errorf("reading %s's stream: %w", d.base, err)
 		}
-		switch {
-		case bytes.HasPrefix(line, []byte("data:")):
-			if data.Len()+len(line) > maxEventBytes {
-				return fmt.Errorf("door %s sent a stream event over %d bytes", d.base, maxEventBytes)
-			}
-			data.Write(bytes.TrimPrefix(bytes.TrimPrefix(line, []byte("data:")), []byte(" ")))
-		case len(line) == 0 && data.Len() > 0:
-			var rpc struct {
-				Result *a2a.StreamResponse `json:"result"`
-				Error  *jsonrpc2.Error     `json:"error"`
-			}
-			if err := json.Unmarshal(data.Bytes(), &rpc); err != nil {
-				return fmt.Errorf("door %s sent a stream event that is not JSON-RPC: %.200s", d.base, data.Bytes())
-			}
-			data.Reset()
-			if rpc.Error != nil {
-				return a2a.FromJSONRPC(rpc.Error)
-			}
-			if rpc.Result != nil && on(rpc.Result) {
-				return nil
-			}
+		var rpc struct {
+			Result *a2a.StreamResponse `json:"result"`
+			Error  *jsonrpc2.Error     `json:"error"`
 		}
-	}
-}
-
-// readEventLine reads one line of a stream without its end of line, whatever its length (up to
-// maxEventBytes).
-func readEventLine(rd *bufio.Reader) ([]byte, error) {
-	var long []byte
-	for {
-		part, err := rd.ReadSlice('\n')
-		if errors.Is(err, bufio.ErrBufferFull) {
-			if len(long)+len(part) > maxEventBytes {
-				return nil, fmt.Errorf("a stream line over %d bytes", maxEventBytes)
-			}
-			long = append(long, part...)
-			continue
+		if err := json.Unmarshal(data, &rpc); err != nil {
+			return fmt.Errorf("door %s sent a stream event that is not JSON-RPC: %.200s", d.base, data)
 		}
-		if err != nil {
-			return nil, err
+		if rpc.Error != nil {
+			return a2a.FromJSONRPC(rpc.Error)
 		}
-		if long != nil {
-			part = append(long, part...)
+		if rpc.Result != nil && on(rpc.Result) {
+			return nil
 		}
-		return bytes.TrimRight(part, "\r\n"), nil
 	}
 }
 
