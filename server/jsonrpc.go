@@ -473,9 +473,11 @@ func (d *Door) submit(ctx context.Context, caller Caller, req *a2a.SendMessageRe
 	// A new task's push config is registered as soon as the task is stored, before it can start, so the
 	// webhook gets each change from SUBMITTED on; a follow-up's, once the message is taken.
 	registered := false
-	origin.Stored = func(t *a2a.Task) error {
-		registered = true
-		return d.sendPushConfig(ctx, caller, req, t)
+	if c := req.Configuration; c != nil && c.PushConfig != nil {
+		origin.Stored = func(t *a2a.Task) error {
+			registered = true
+			return d.sendPushConfig(ctx, caller, req, t)
+		}
 	}
 	task, err := d.cfg.Executor.Send(ctx, req.Message, origin)
 	if err != nil {
