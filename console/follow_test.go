@@ -97,10 +97,11 @@ func TestLiveTasksFollowTheDoorsStreams(t *testing.T) {
 // proxy forwards loopback connections to a door until it is cut, which closes every connection at
 // once, as a door that went down mid-stream does.
 type proxy struct {
-	ln    net.Listener
-	mu    sync.Mutex
-	conns []net.Conn
-	wg    sync.WaitGroup
+	ln     net.Listener
+	mu     sync.Mutex
+	conns  []net.Conn
+	closed bool // cut has run: a connection accepted since is closed at once
+	wg     sync.WaitGroup
 }
 
 func startProxy(t *testing.T, target string) *proxy {
@@ -121,6 +122,12 @@ func startProxy(t *testing.T, target string) *proxy {
 				continue
 			}
 			p.mu.Lock()
+			if p.closed {
+				p.mu.Unlock()
+				in.Close()
+				out.Close()
+				return
+			}
 			p.conns = append(p.conns, in, out)
 			p.mu.Unlock()
 			p.wg.Go(func() { io.Copy(out, in); out.Close() })
@@ -136,6 +143,7 @@ func (p *proxy) url() string { return "http://" + p.ln.Addr().String() }
 func (p *proxy) cut() {
 	p.ln.Close()
 	p.mu.Lock()
+	p.closed = true
 	for _, c := range p.conns {
 		c.Close()
 	}
