@@ -13,6 +13,7 @@ import (
 	"github.com/murmur-run/murmur/member/converse"
 	"github.com/murmur-run/murmur/member/driver"
 	"github.com/murmur-run/murmur/member/events"
+	"github.com/murmur-run/murmur/member/meter"
 	"github.com/murmur-run/murmur/member/records"
 	"github.com/murmur-run/murmur/runtimetools"
 )
@@ -41,10 +42,10 @@ func (s *Session) runAgent(ctx context.Context, t *a2a.Task, text string) (strin
 		turns, spend := s.meter.Used()
 		choice, applied := s.choice.Next()
 		if inf.MaxTurns > 0 && turns >= inf.MaxTurns {
-			return "", fmt.Errorf("the task used all %d turns of inference.max_turns without an answer", inf.MaxTurns)
+			return "", fmt.Errorf("%s without an answer", meter.TurnsUsedUp(inf.MaxTurns))
 		}
 		if inf.MaxSessionTokens > 0 && spend >= inf.MaxSessionTokens {
-			return "", fmt.Errorf("the session has spent %d tokens, its inference.max_session_tokens ceiling of %d; the task ends without an answer", spend, inf.MaxSessionTokens)
+			return "", fmt.Errorf("%s; the task ends without an answer", meter.SpendReached(spend, inf.MaxSessionTokens))
 		}
 		if applied {
 			s.records.Write("control_applied", task, map[string]any{"setting": string(ids.SettingInferenceDriver), "value": choice})
@@ -203,7 +204,7 @@ func (s *Session) dispatchCall(ctx context.Context, task string, call driver.Too
 		}
 		res = r
 	} else {
-		res = s.art.Run(ctx, a, call)
+		res = s.art.Run(ctx, task, a, call)
 		ran = res.Status != runtimetools.StatusRefused
 	}
 	s.cfg.Metrics.ToolCalls.WithLabelValues(call.Name, res.Status).Inc()

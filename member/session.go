@@ -249,7 +249,8 @@ func Start(cfg Config) (*Session, error) {
 			s.log.Warn("task was running when the member stopped; marked failed", "task", id)
 			cfg.Metrics.TasksTotal.WithLabelValues(string(a2a.TaskStateFailed)).Inc()
 		},
-		Moved: func() { cfg.Metrics.BackgroundCommands.WithLabelValues("running").Inc() }, Ended: s.backgroundEnded})
+		Moved: func() { cfg.Metrics.BackgroundCommands.WithLabelValues("running").Inc() }, Ended: s.backgroundEnded,
+		ToolHost: s.toolHost, HookHost: s.hookHost})
 	if err != nil {
 		return nil, err
 	}

@@ -106,12 +106,30 @@ func token(err error) string {
 	return "error"
 }
 
+// The ways a pull reaches the installer, as artifact_pulled's via says them.
+const (
+	ViaTool   = "pull-artifact" // the agent called pull-artifact
+	ViaManage = "manage"        // a WIT level 2 tool called manage.pull() (DESIGN §18)
+)
+
 // Run pulls or lists. A refusal is a tool error carrying the installer's text word for word.
 func (t *PullArtifact) Run(ctx context.Context, call Call) (Result, error) {
 	value, bad := artifactInput("pull-artifact", call.Input)
 	if bad != "" {
 		return Refused("not-granted: " + bad), nil
 	}
+	return t.pull(ctx, call.Task, value, ViaTool)
+}
+
+// Manage is manage.pull() (DESIGN §18), asked by a WIT level 2 tool artifact within the call the agent
+// made of it, for task: exactly what pull-artifact does with {"artifact": artifact} (its checks, texts,
+// murmur.lock, the pulls metric, the tool in the tool array from the next turn), its artifact_pulled
+// record saying via: "manage". A refusal is a Result of status refused, its Output the text.
+func (t *PullArtifact) Manage(ctx context.Context, task, artifact string) (Result, error) {
+	return t.pull(ctx, task, artifact, ViaManage)
+}
+
+func (t *PullArtifact) pull(ctx context.Context, task, value, via string) (Result, error) {
 	if strings.HasSuffix(value, "*") {
 		l, err := t.Installer.List(ctx, value)
 		if err != nil {
@@ -136,8 +154,8 @@ func (t *PullArtifact) Run(ctx context.Context, call Call) (Result, error) {
 	if len(p.Notes) > 0 {
 		data["notes"] = p.Notes
 	}
-	if err := t.Recorder.Write("artifact_pulled", call.Task, map[string]any{"artifact": p.Artifact, "version": p.Version,
-		"runtime": p.Runtime, "tool_name": p.ToolName, "fetched_from": p.FetchedFrom, "digest": p.Digest, "origin": "agent"}); err != nil {
+	if err := t.Recorder.Write("artifact_pulled", task, map[string]any{"artifact": p.Artifact, "version": p.Version,
+		"runtime": p.Runtime, "tool_name": p.ToolName, "fetched_from": p.FetchedFrom, "digest": p.Digest, "origin": "agent", "via": via}); err != nil {
 		return Result{}, err
 	}
 	out, _ := json.Marshal(data)

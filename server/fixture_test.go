@@ -66,6 +66,11 @@ type doorOptions struct {
 	pushAllow []string
 	// maxStreams is how many streams one caller may hold open; 0: the default.
 	maxStreams int
+	// wasmCache is the compilation cache of WebAssembly modules the session loads from ("": none).
+	wasmCache string
+	// getenv is the session's environment; nil: the process's, but for the global artifact store, an
+	// empty directory of the test's.
+	getenv func(string) string
 }
 
 // startDoorWith is startDoor with options.
@@ -112,10 +117,21 @@ func startDoorWith(t testing.TB, files map[string]string, opts doorOptions) *fix
 	hub := events.New(events.Config{Buffer: buffer})
 	srv := httptest.NewUnstartedServer(nil)
 	url := "http://" + srv.Listener.Addr().String()
+	getenv := opts.getenv
+	if getenv == nil {
+		global := filepath.Join(root, "global-store")
+		getenv = func(k string) string {
+			if k == "MUR_STORE_DIR" {
+				return global
+			}
+			return os.Getenv(k)
+		}
+	}
 	sess, err := member.Start(member.Config{
 		Member: "solo", Formation: "test", Capsule: capsule, Store: store,
 		RecordsRoot: filepath.Join(root, "records"), WorkDir: filepath.Join(root, "work"), Metrics: series,
 		Events: hub, DoorURL: url, ArtifactsDir: filepath.Join(root, "data", "artifacts"),
+		WasmCacheDir: opts.wasmCache, Getenv: getenv,
 	})
 	if err != nil {
 		t.Fatal(err)

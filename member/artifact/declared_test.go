@@ -60,7 +60,7 @@ func TestStageDeclaredRefusals(t *testing.T) {
 	stores := []Store{{ProjectStore, project}}
 	lock := filepath.Join(dir, LockFile)
 	putTool(t, project, "local/echo", "1.0.0", 1)
-	putTool(t, project, "local/new", "2.0.0", 2)
+	putTool(t, project, "local/new", "2.0.0", 3)
 	putSkill(t, project, "local/style", "1.0.0", "x")
 	for _, tc := range []struct {
 		name string
@@ -76,7 +76,7 @@ func TestStageDeclaredRefusals(t *testing.T) {
 		{"another role", Declared{Tools: []string{"local/style"}}, "",
 			"E-ART-001: tools[0]: local/style@1.0.0 is a skill, and tools: lists only tools; move it under the key of its role"},
 		{"does not fit", Declared{Tools: []string{"local/new@2.0.0"}}, "",
-			"E-WIT-LEVEL-001: tools[0]: local/new@2.0.0 needs WIT level 2, and this mur serves level 1; no version of local/new that this capsule may pull fits"},
+			"E-WIT-LEVEL-001: tools[0]: local/new@2.0.0 needs WIT level 3, and this mur serves level 2; no version of local/new that this capsule may pull fits"},
 		{"two with one tool name", Declared{Tools: []string{"local/echo", "acme/echo"}}, "",
 			"E-ART-001: tools[1]: acme/echo has the tool name echo, as local/echo does; give each artifact its own"},
 		{"invalid murmur.lock", Declared{Tools: []string{"local/echo"}}, "pins: [\n", "E-ART-003: "},

@@ -66,7 +66,7 @@ func TestPullTool(t *testing.T) {
 	e := newInstallEnv(t, mustGrant(t, []string{"local/*"}, nil, nil))
 	putTool(t, e.global, "local/echo", "1.0.0", 1)
 	putTool(t, e.project, "local/echo", "1.1.0", 1)
-	putTool(t, e.global, "local/echo", "2.0.0", 2) // needs a WIT level this mur does not serve
+	putTool(t, e.global, "local/echo", "2.0.0", 3) // needs a WIT level this mur does not serve
 	got, err := e.in.Pull(context.Background(), "local/echo")
 	if err != nil {
 		t.Fatal(err)
@@ -183,12 +183,12 @@ func TestPullRefusals(t *testing.T) {
 		{name: "does not fit", grant: grant, value: "local/echo@2.0.0",
 			setup: func(t *testing.T, e *installEnv) {
 				putTool(t, e.project, "local/echo", "1.0.0", 1)
-				putTool(t, e.project, "local/echo", "2.0.0", 2)
+				putTool(t, e.project, "local/echo", "2.0.0", 3)
 			}, is: ErrDoesNotFit,
-			want: "does-not-fit: E-WIT-LEVEL-001: local/echo@2.0.0 needs WIT level 2, and this mur serves level 1; the newest version that fits is 1.0.0: pull local/echo@1.0.0"},
+			want: "does-not-fit: E-WIT-LEVEL-001: local/echo@2.0.0 needs WIT level 3, and this mur serves level 2; the newest version that fits is 1.0.0: pull local/echo@1.0.0"},
 		{name: "no version fits", grant: grant, value: "local/echo",
-			setup: func(t *testing.T, e *installEnv) { putTool(t, e.project, "local/echo", "2.0.0", 2) }, is: ErrDoesNotFit,
-			want: "does-not-fit: E-WIT-LEVEL-001: no version of local/echo fits this mur, which serves WIT level 1; the newest, 2.0.0, needs level 2"},
+			setup: func(t *testing.T, e *installEnv) { putTool(t, e.project, "local/echo", "2.0.0", 3) }, is: ErrDoesNotFit,
+			want: "does-not-fit: E-WIT-LEVEL-001: no version of local/echo fits this mur, which serves WIT level 2; the newest, 2.0.0, needs level 3"},
 		{name: "pinned at another version", grant: grant, value: "local/echo@1.1.0",
 			setup: func(t *testing.T, e *installEnv) {
 				putTool(t, e.project, "local/echo", "1.1.0", 1)
@@ -308,7 +308,7 @@ func TestListPattern(t *testing.T) {
 	for i := range 55 {
 		putTool(t, e.project, fmt.Sprintf("local/t%02d", i), "1.0.0", 1)
 	}
-	putTool(t, e.global, "local/t00", "2.0.0", 2)
+	putTool(t, e.global, "local/t00", "2.0.0", 3)
 	putSkill(t, e.project, "local/style", "1.0.0", "x")
 	putSkill(t, e.project, "local/other-skill", "1.0.0", "x") // not in the skill tier: not listed
 	putHook(t, e.project, "local/policy", "1.0.0")            // never pullable: not listed

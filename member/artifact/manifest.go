@@ -17,10 +17,12 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/murmur-run/murmur/internal/yamldoc"
+	"github.com/murmur-run/murmur/member/artifact/wit"
 )
 
 // ServedWITLevel is the WIT level this mur serves: an artifact asking for a higher one does not fit.
-const ServedWITLevel = 1
+// Level 2 (DESIGN §18) lets a WebAssembly tool call manage_pull and a hook run_inference (package wit).
+const ServedWITLevel = wit.Level
 
 // ManifestFile is the name of an artifact's manifest in its directory.
 const ManifestFile = "murmur.yaml"
@@ -106,6 +108,36 @@ type Manifest struct {
 // Fits reports whether this mur serves the WIT level the artifact asks for.
 func (m *Manifest) Fits() bool { return m.WITLevel <= ServedWITLevel }
 
+// HostFunctions are the functions of the host module wit.Module a module of this role may import at WIT
+// level 2 (DESIGN §18): a tool's and a hook's module may import all three, since a guest library (Go's
+// included) imports them together; which one a run may call is decided when it calls (manage_pull during
+// a tool's call, run_inference during a hook's run; the other is refused not-granted:). None for another
+// role or a lower level.
+func (m *Manifest) HostFunctions() []string {
+	if m.WITLevel < wit.Level || (m.Runtime != RuntimeTool && m.Runtime != RuntimeHook) {
+		return nil
+	}
+	return []string{wit.FnAnswer, wit.FnManagePull, wit.FnRunInference}
+}
+
+// CheckHostImports says what is wrong when the module's imports of the host module (imports, from
+// wasm.HostImports) are more than its role and WIT level allow (HostFunctions): a level-1 artifact
+// imports none.
+func (m *Manifest) CheckHostImports(imports []string) error {
+	allowed := m.HostFunctions()
+	for _, fn := range imports {
+		if slices.Contains(allowed, fn) {
+			continue
+		}
+		if m.WITLevel < wit.Level {
+			return fmt.Errorf("its module imports %s.%s, which WIT level %d serves, but its murmur.yaml says wit_level: %d; write wit_level: %d",
+				wit.Module, fn, wit.Level, m.WITLevel, wit.Level)
+		}
+		return fmt.Errorf("its module imports %s.%s, which a %s artifact may not import", wit.Module, fn, m.Runtime)
+	}
+	return nil
+}
+
 // Line returns the line of the key in murmur.yaml, 0 when the file does not write it.
 func (m *Manifest) Line(key string) int { return m.lines[key] }
 
@@ -168,7 +200,7 @@ func ParseManifest(path string, data []byte) (*Manifest, error) {
 	if v := vals["wit_level"]; v != nil {
 		if n, ok := d.CountInt(v, "wit_level"); ok {
 			if n == 0 {
-				d.Add(v.Line, "wit_level must be 1 or more, not 0", fmt.Sprintf("write wit_level: %d, the level this mur serves", ServedWITLevel))
+				d.Add(v.Line, "wit_level must be 1 or more, not 0", "write wit_level: 1, or wit_level: 2 for an artifact that imports the murmur host module")
 			} else {
 				m.WITLevel = n
 			}

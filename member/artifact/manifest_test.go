@@ -39,11 +39,11 @@ input_schema:
 }
 
 func TestParseManifestDefaults(t *testing.T) {
-	m, err := ParseManifest("murmur.yaml", []byte("name: local/t\nversion: 1.0.0\nruntime: tool\nimplementation: wasm\nmodule: t.wasm\nwit_level: 2\n"))
+	m, err := ParseManifest("murmur.yaml", []byte("name: local/t\nversion: 1.0.0\nruntime: tool\nimplementation: wasm\nmodule: t.wasm\nwit_level: 3\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if string(m.InputSchema) != `{"type":"object","properties":{}}` || m.WITLevel != 2 || m.Fits() {
+	if string(m.InputSchema) != `{"type":"object","properties":{}}` || m.WITLevel != 3 || m.Fits() {
 		t.Errorf("schema %s, wit %d, fits %v", m.InputSchema, m.WITLevel, m.Fits())
 	}
 	h, err := ParseManifest("murmur.yaml", []byte("name: local/h\nversion: 1.0.0\nruntime: hook\nimplementation: command\ncommand: [./policy.sh, --strict]\nevents: [on-tool-call, on-task-end]\n"))
@@ -85,7 +85,7 @@ func TestParseManifestErrors(t *testing.T) {
 			f + `:7: description must be a single value, not a list; write the value on the same line, such as description: value (quote text that holds ": ")`,
 			f + `:8: wit_level must be a whole number, not the quoted text "2"; remove the quotes: wit_level: 2`}, false},
 		{"wit level 0", "name: local/t\nversion: 1.0.0\nruntime: tool\nimplementation: wasm\nmodule: t.wasm\nwit_level: 0\n",
-			[]string{f + ":6: wit_level must be 1 or more, not 0; write wit_level: 1, the level this mur serves"}, false},
+			[]string{f + ":6: wit_level must be 1 or more, not 0; write wit_level: 1, or wit_level: 2 for an artifact that imports the murmur host module"}, false},
 		{"tool without module", "name: local/t\nversion: 1.0.0\nruntime: tool\nimplementation: wasm\n",
 			[]string{f + ":4: implementation wasm needs module, and it is missing; add module: tool.wasm"}, true},
 		{"tool with a skill's implementation", "name: local/t\nversion: 1.0.0\nruntime: tool\nimplementation: text\ntext: SKILL.md\n", []string{
@@ -211,5 +211,34 @@ func TestLoadDirSkill(t *testing.T) {
 	want = filepath.Join(dir, "murmur.yaml") + ":5: text SKILL.md is 65537 bytes, more than the 65536 a skill may add to the system prompt; shorten it"
 	if err == nil || err.Error() != want {
 		t.Errorf("err = %v, want %s", err, want)
+	}
+}
+
+// A module may import the host module's functions only at WIT level 2, and only as a tool or a hook.
+func TestCheckHostImports(t *testing.T) {
+	all := []string{"answer", "manage_pull", "run_inference"}
+	for _, tt := range []struct {
+		runtime Runtime
+		level   int
+		imports []string
+		want    string // "" when allowed
+	}{
+		{RuntimeTool, 1, nil, ""},
+		{RuntimeTool, 1, []string{"manage_pull"}, "its module imports murmur.manage_pull, which WIT level 2 serves, but its murmur.yaml says wit_level: 1; write wit_level: 2"},
+		{RuntimeHook, 1, []string{"answer", "run_inference"}, "its module imports murmur.answer, which WIT level 2 serves, but its murmur.yaml says wit_level: 1; write wit_level: 2"},
+		{RuntimeTool, 2, all, ""},
+		{RuntimeHook, 2, all, ""},
+		{RuntimeHook, 2, nil, ""},
+		{RuntimeDriver, 2, []string{"run_inference"}, "its module imports murmur.run_inference, which a driver artifact may not import"},
+	} {
+		m := &Manifest{Runtime: tt.runtime, WITLevel: tt.level}
+		err := m.CheckHostImports(tt.imports)
+		got := ""
+		if err != nil {
+			got = err.Error()
+		}
+		if got != tt.want {
+			t.Errorf("%s level %d importing %v: %q, want %q", tt.runtime, tt.level, tt.imports, got, tt.want)
+		}
 	}
 }

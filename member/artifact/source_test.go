@@ -312,10 +312,10 @@ func TestFinder(t *testing.T) {
 	srv := newReleaseServer(t)
 	srv.publish("acme/fmt", "1.0.0", tarGz(t, toolEntries("acme/fmt", "1.0.0", 1)), "")
 	srv.publish("acme/fmt", "1.1.0", tarGz(t, toolEntries("acme/fmt", "1.1.0", 1)), "")
-	srv.publish("acme/fmt", "2.0.0", tarGz(t, toolEntries("acme/fmt", "2.0.0", 2)), "")
+	srv.publish("acme/fmt", "2.0.0", tarGz(t, toolEntries("acme/fmt", "2.0.0", 3)), "")
 	srv.releases = append(srv.releases, "fmt-v3.0.0-draft", "lint-v9.0.0")
 	stores := twoStores(t)
-	putTool(t, stores[1].Dir, "acme/fmt", "0.9.0", 2) // held, but does not fit
+	putTool(t, stores[1].Dir, "acme/fmt", "0.9.0", 3) // held, but does not fit
 	putTool(t, stores[0].Dir, "local/echo", "1.0.0", 1)
 	fin := &Finder{Stores: stores, Sources: Sources{"acme": acme}, Fetcher: srv.fetcher(t)}
 
@@ -341,13 +341,13 @@ func TestFinder(t *testing.T) {
 	got.Close()
 
 	_, _, err = fin.Find(context.Background(), Ref{"acme/fmt", "2.0.0"})
-	want := "does-not-fit: E-WIT-LEVEL-001: acme/fmt@2.0.0 needs WIT level 2, and this mur serves level 1; no version of acme/fmt that this capsule may pull fits"
+	want := "does-not-fit: E-WIT-LEVEL-001: acme/fmt@2.0.0 needs WIT level 3, and this mur serves level 2; no version of acme/fmt that this capsule may pull fits"
 	if err == nil || err.Error() != want {
 		t.Errorf("err = %v\nwant %s", err, want)
 	}
 	putTool(t, stores[0].Dir, "acme/fmt", "0.8.0", 1)
 	_, _, err = fin.Find(context.Background(), Ref{"acme/fmt", "2.0.0"})
-	want = "does-not-fit: E-WIT-LEVEL-001: acme/fmt@2.0.0 needs WIT level 2, and this mur serves level 1; the newest version that fits is 0.8.0: pull acme/fmt@0.8.0"
+	want = "does-not-fit: E-WIT-LEVEL-001: acme/fmt@2.0.0 needs WIT level 3, and this mur serves level 2; the newest version that fits is 0.8.0: pull acme/fmt@0.8.0"
 	if err == nil || err.Error() != want {
 		t.Errorf("err = %v\nwant %s", err, want)
 	}

@@ -79,23 +79,23 @@ func TestResolveLookupOrder(t *testing.T) {
 	}
 }
 
-// TestResolveNewestFitting has a WIT level 2 version newer than the ones that fit.
+// TestResolveNewestFitting has a WIT level 3 version newer than the ones that fit.
 func TestResolveNewestFitting(t *testing.T) {
 	stores := twoStores(t)
 	project, global := stores[0].Dir, stores[1].Dir
 	putTool(t, global, "local/echo", "1.0.0", 1)
 	putTool(t, project, "local/echo", "1.2.0", 1)
-	putTool(t, global, "local/echo", "2.0.0", 2)
+	putTool(t, global, "local/echo", "2.0.0", 3)
 	putTool(t, global, "local/echo", "2.1.0-rc.1", 1)
 
 	a, _, err := Resolve(stores, Ref{Name: "local/echo"})
 	if err != nil || a.Manifest.Version != "1.2.0" {
-		t.Fatalf("newest fitting = %v, %v; want 1.2.0 (2.0.0 needs level 2; a prerelease only when no release fits)", a, err)
+		t.Fatalf("newest fitting = %v, %v; want 1.2.0 (2.0.0 needs level 3; a prerelease only when no release fits)", a, err)
 	}
 
 	_, _, err = Resolve(stores, Ref{"local/echo", "2.0.0"})
 	var r *Refusal
-	want := "does-not-fit: E-WIT-LEVEL-001: local/echo@2.0.0 needs WIT level 2, and this mur serves level 1; the newest version that fits is 1.2.0: pull local/echo@1.2.0"
+	want := "does-not-fit: E-WIT-LEVEL-001: local/echo@2.0.0 needs WIT level 3, and this mur serves level 2; the newest version that fits is 1.2.0: pull local/echo@1.2.0"
 	if !errors.As(err, &r) || err.Error() != want || r.NewestFitting != "1.2.0" || !errors.Is(err, ErrDoesNotFit) {
 		t.Errorf("err = %v, want %s", err, want)
 	}
@@ -109,12 +109,12 @@ func TestResolveNewestFitting(t *testing.T) {
 	}
 	os.RemoveAll(filepath.Join(global, "local", "echo", "2.1.0-rc.1"))
 	_, _, err = Resolve(stores, Ref{Name: "local/echo"})
-	want = "does-not-fit: E-WIT-LEVEL-001: no version of local/echo fits this mur, which serves WIT level 1; the newest, 2.0.0, needs level 2"
+	want = "does-not-fit: E-WIT-LEVEL-001: no version of local/echo fits this mur, which serves WIT level 2; the newest, 2.0.0, needs level 3"
 	if err == nil || err.Error() != want {
 		t.Errorf("err = %v, want %s", err, want)
 	}
 	_, _, err = Resolve(stores, Ref{"local/echo", "2.0.0"})
-	want = "does-not-fit: E-WIT-LEVEL-001: local/echo@2.0.0 needs WIT level 2, and this mur serves level 1; no version of local/echo that this capsule may pull fits"
+	want = "does-not-fit: E-WIT-LEVEL-001: local/echo@2.0.0 needs WIT level 3, and this mur serves level 2; no version of local/echo that this capsule may pull fits"
 	if err == nil || err.Error() != want {
 		t.Errorf("err = %v, want %s", err, want)
 	}
@@ -169,8 +169,8 @@ func TestCatalog(t *testing.T) {
 	project, global := stores[0].Dir, stores[1].Dir
 	putTool(t, global, "local/echo", "1.0.0", 1)
 	putTool(t, project, "local/echo", "1.2.0", 1)
-	putTool(t, global, "local/echo", "2.0.0", 2)
-	putTool(t, global, "local/new", "1.0.0", 2)
+	putTool(t, global, "local/echo", "2.0.0", 3)
+	putTool(t, global, "local/new", "1.0.0", 3)
 	putTool(t, global, "acme/fmt", "1.0.0", 1)
 	writeFiles(t, filepath.Join(project, "local", "style", "0.1.0"), map[string]string{
 		"murmur.yaml": "name: local/style\nversion: 0.1.0\nruntime: skill\nimplementation: text\ntext: SKILL.md\ndescription: house style\n",

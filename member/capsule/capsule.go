@@ -215,6 +215,13 @@ type Capabilities struct {
 	PeerFetchMaxMB int
 	Network        AllowList // hosts the member may reach
 	Install        Install
+	Hooks          HookGrant
+}
+
+// HookGrant is capabilities.hooks: what the capsule's hooks may ask of the session (DESIGN §18).
+type HookGrant struct {
+	// Inference is capabilities.hooks.inference: a WIT level 2 hook may make run_inference calls.
+	Inference bool
 }
 
 // Plan grants submit-plan.
@@ -810,6 +817,11 @@ func (p *capsuleParser) capabilities(v *yaml.Node) {
 			d.Fields(v, "capabilities.install", []yamldoc.Field{
 				list("tool", &c.Install.Tool), list("skill", &c.Install.Skill), list("from", &c.Install.From),
 			})
+		}},
+		{Name: "hooks", Fn: func(_, v *yaml.Node) {
+			d.Fields(v, "capabilities.hooks", []yamldoc.Field{{Name: "inference", Fn: func(_, v *yaml.Node) {
+				c.Hooks.Inference, _ = d.Flag(v, "capabilities.hooks.inference")
+			}}})
 		}},
 	})
 }

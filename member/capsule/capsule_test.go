@@ -458,7 +458,7 @@ capabilities:
   network: {allow: [localhost], deny: [x]}
 `,
 			want: []string{
-				`/w/murmur.yaml:4: unknown key "shel" in capabilities; known keys: shell, spawn, plan, peer_fetch, network, install; did you mean "shell"?`,
+				`/w/murmur.yaml:4: unknown key "shel" in capabilities; known keys: shell, spawn, plan, peer_fetch, network, install, hooks; did you mean "shell"?`,
 				`/w/murmur.yaml:5: unknown key "deny" in capabilities.network; known keys: allow`,
 			},
 		},

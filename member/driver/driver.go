@@ -79,10 +79,22 @@ type InferRequest struct {
 	Tools    []ToolSpec
 	Turn     int    // 1-based, within the task
 	Task     string // raw task text
+	// MaxOutputTokens, when more than 0, caps this call's output below the choice's max_output_tokens
+	// (OutputCap): a hook's run_inference asks for a short answer this way (DESIGN §18).
+	MaxOutputTokens int
 	// Answers are the member answers and delegation outcomes of the latest continuation, each a map with
 	// the keys member, call_id, status and output; the script driver offers them as .answers. Nil when
 	// there are none.
 	Answers []map[string]any
+}
+
+// OutputCap is the output cap of a call of req on a choice whose max_output_tokens is choiceCap (0: none):
+// the smaller of the two that are set; 0 when neither is.
+func (req InferRequest) OutputCap(choiceCap int) int {
+	if n := req.MaxOutputTokens; n > 0 && (choiceCap <= 0 || n < choiceCap) {
+		return n
+	}
+	return max(choiceCap, 0)
 }
 
 // InferResponse is what a driver answers: text, tool calls, or both. A response with no call ends the

@@ -138,7 +138,7 @@ type anthropicTurn struct {
 
 func (d *AnthropicDriver) params(req InferRequest) (anthropic.MessageNewParams, error) {
 	p := anthropic.MessageNewParams{Model: d.ch.Model, MaxTokens: anthropicDefaultMaxTokens}
-	if n := d.ch.MaxOutputTokens; n > 0 {
+	if n := req.OutputCap(d.ch.MaxOutputTokens); n > 0 {
 		p.MaxTokens = int64(n)
 	}
 	if req.System != "" {
@@ -292,7 +292,7 @@ func (d *AnthropicDriver) response(msg *anthropic.Message, req InferRequest) (In
 	if resp.Text == "" && len(resp.Calls) == 0 {
 		switch msg.StopReason {
 		case anthropic.StopReasonMaxTokens:
-			return InferResponse{}, fmt.Errorf("the model stopped at max_tokens (%d) before it answered anything; raise max_output_tokens", d.maxTokens())
+			return InferResponse{}, fmt.Errorf("the model stopped at max_tokens (%d) before it answered anything; raise max_output_tokens", d.maxTokens(req))
 		case anthropic.StopReasonModelContextWindowExceeded:
 			return InferResponse{}, errors.New("the model stopped (stop_reason model_context_window_exceeded): the conversation fills its context window")
 		case anthropic.StopReasonRefusal:
@@ -309,9 +309,9 @@ func (d *AnthropicDriver) response(msg *anthropic.Message, req InferRequest) (In
 	return resp, nil
 }
 
-func (d *AnthropicDriver) maxTokens() int {
-	if d.ch.MaxOutputTokens > 0 {
-		return d.ch.MaxOutputTokens
+func (d *AnthropicDriver) maxTokens(req InferRequest) int {
+	if n := req.OutputCap(d.ch.MaxOutputTokens); n > 0 {
+		return n
 	}
 	return anthropicDefaultMaxTokens
 }

@@ -338,17 +338,23 @@ func TestAnthropicMaxTokens(t *testing.T) {
 	for _, tt := range []struct {
 		name string
 		max  int
+		req  int // the request's own cap (a hook's run_inference)
 		want float64
 	}{
-		{"default", 0, 4096},
-		{"choice", 1024, 1024},
+		{"default", 0, 0, 4096},
+		{"choice", 1024, 0, 1024},
 		// Past what the SDK lets a non-streaming call ask for without a timeout of its own.
-		{"large", 64000, 64000},
+		{"large", 64000, 0, 64000},
+		{"request below the choice", 1024, 100, 100},
+		{"request above the choice", 1024, 5000, 1024},
+		{"request without a choice cap", 0, 300, 300},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			f := newAnthropicFake(t, anthropicAnswer{Fixture: "text.json"})
 			d, _ := newAnthropicTestDriver(t, f, func(ch *capsule.Choice) { ch.MaxOutputTokens = tt.max })
-			if _, err := d.Infer(t.Context(), anthropicTask("sum 2 3")); err != nil {
+			req := anthropicTask("sum 2 3")
+			req.MaxOutputTokens = tt.req
+			if _, err := d.Infer(t.Context(), req); err != nil {
 				t.Fatal(err)
 			}
 			if got := anthropicBody(t, f.requests()[0])["max_tokens"]; got != tt.want {

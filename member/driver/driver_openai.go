@@ -164,7 +164,7 @@ func (d *OpenAIDriver) params(req InferRequest) (openai.ChatCompletionNewParams,
 		}
 		p.Tools = append(p.Tools, openai.ChatCompletionFunctionTool(fn))
 	}
-	if n := int64(d.ch.MaxOutputTokens); n > 0 {
+	if n := int64(req.OutputCap(d.ch.MaxOutputTokens)); n > 0 {
 		if d.completionTokens {
 			p.MaxCompletionTokens = openai.Int(n)
 		} else {

@@ -352,6 +352,19 @@ func TestOpenAIDefaultEndpoint(t *testing.T) {
 	if body["max_completion_tokens"] != 2048.0 || body["max_tokens"] != nil {
 		t.Errorf("output cap: max_completion_tokens %v, max_tokens %v; want 2048 and absent", body["max_completion_tokens"], body["max_tokens"])
 	}
+	// A request's own cap below the choice's (a hook's run_inference) is the one sent.
+	req := openAITask("sum 2 3")
+	req.MaxOutputTokens = 64
+	if _, err := d.Infer(t.Context(), req); err != nil {
+		t.Fatal(err)
+	}
+	body = nil
+	if err := json.Unmarshal(f.requests()[1].Body, &body); err != nil {
+		t.Fatal(err)
+	}
+	if body["max_completion_tokens"] != 64.0 {
+		t.Errorf("output cap with the request's own: max_completion_tokens %v, want 64", body["max_completion_tokens"])
+	}
 	if _, ok := body["messages"].([]any)[0].(map[string]any)["role"]; !ok {
 		t.Errorf("messages malformed: %v", body["messages"])
 	}

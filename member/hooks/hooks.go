@@ -22,19 +22,27 @@ const DefaultTimeout = 10 * time.Second
 // MaxAnswer bounds what a hook may write on stdout.
 const MaxAnswer = 64 << 10
 
-// Runner runs a hook's program once: input on its stdin; what it wrote on stdout, at most limit bytes
-// (more is an error). An error is a run that did not end with an exit code of 0.
+// Call is one run of a hook's program: what it is told and for whom. A level-2 hook's runner uses Hook
+// and Task to answer what the program asks of the session (run_inference, DESIGN §18).
+type Call struct {
+	Hook  string // the hook's full name
+	Event string // EventToolCall or EventTaskEnd
+	Task  string // the task it runs for
+	Input []byte // on its stdin
+	Limit int    // the most its answer may be, in bytes (more is an error)
+}
+
+// Runner runs a hook's program once: the call's input on its stdin; what it wrote on stdout, at most
+// call.Limit bytes. An error is a run that did not end with an exit code of 0.
 type Runner interface {
-	Run(ctx context.Context, input []byte, limit int) ([]byte, error)
+	Run(ctx context.Context, call Call) ([]byte, error)
 }
 
 // RunnerFunc adapts a function to Runner.
-type RunnerFunc func(ctx context.Context, input []byte, limit int) ([]byte, error)
+type RunnerFunc func(ctx context.Context, call Call) ([]byte, error)
 
 // Run calls f.
-func (f RunnerFunc) Run(ctx context.Context, input []byte, limit int) ([]byte, error) {
-	return f(ctx, input, limit)
-}
+func (f RunnerFunc) Run(ctx context.Context, call Call) ([]byte, error) { return f(ctx, call) }
 
 // Hook is one declared hook.
 type Hook struct {
@@ -136,7 +144,7 @@ func (s *Set) CheckToolCall(ctx context.Context, call ToolCall) Decision {
 			Question string  `json:"question"`
 		}
 		d := Decision{Hook: h.Name}
-		err := s.run(ctx, h, in, &ans)
+		err := s.run(ctx, h, Call{Hook: h.Name, Event: EventToolCall, Task: call.Task, Input: in}, &ans)
 		switch {
 		case err != nil:
 		case ans.Decision == nil:
@@ -204,7 +212,7 @@ func (s *Set) CheckTaskEnd(ctx context.Context, end TaskEnd) (Reopen, bool) {
 		var ans struct {
 			Reopen *string `json:"reopen"`
 		}
-		if err := s.run(ctx, h, in, &ans); err != nil {
+		if err := s.run(ctx, h, Call{Hook: h.Name, Event: EventTaskEnd, Task: end.Task, Input: in}, &ans); err != nil {
 			s.record("hook_failed", end.Task, map[string]any{"hook": h.Name, "event": EventTaskEnd, "error": err.Error()})
 			continue
 		}
@@ -215,11 +223,12 @@ func (s *Set) CheckTaskEnd(ctx context.Context, end TaskEnd) (Reopen, bool) {
 	return Reopen{}, false
 }
 
-// run runs h with in, within the timeout, and decodes its answer strictly into ans.
-func (s *Set) run(ctx context.Context, h Hook, in []byte, ans any) error {
+// run runs h with call, within the timeout, and decodes its answer strictly into ans.
+func (s *Set) run(ctx context.Context, h Hook, call Call, ans any) error {
 	ctx, cancel := context.WithTimeoutCause(ctx, s.timeout, errTimeout)
 	defer cancel()
-	out, err := h.Runner.Run(ctx, in, MaxAnswer)
+	call.Limit = MaxAnswer
+	out, err := h.Runner.Run(ctx, call)
 	if err != nil {
 		if errors.Is(context.Cause(ctx), errTimeout) {
 			return fmt.Errorf("it did not answer within %s", s.timeout)

@@ -29,10 +29,11 @@ func script(t *testing.T, name, body string, events ...string) (Hook, string) {
 	if err := os.WriteFile(prog, []byte("#!/bin/sh\ncat > "+seen+"\n"+body+"\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	run := RunnerFunc(func(ctx context.Context, in []byte, limit int) ([]byte, error) {
+	run := RunnerFunc(func(ctx context.Context, call Call) ([]byte, error) {
+		limit := call.Limit
 		var out bytes.Buffer
 		cmd := exec.CommandContext(ctx, prog)
-		cmd.Stdin, cmd.Stdout, cmd.WaitDelay = bytes.NewReader(in), &out, time.Second
+		cmd.Stdin, cmd.Stdout, cmd.WaitDelay = bytes.NewReader(call.Input), &out, time.Second
 		if err := cmd.Run(); err != nil {
 			return nil, fmt.Errorf("it ended with %v", err)
 		}

@@ -10,26 +10,48 @@ import (
 // Account adds one inference call of the agent loop to the session's numbers, its metrics and its
 // records.
 func (m *Meter) Account(task, choice string, req driver.InferRequest, resp driver.InferResponse) {
+	m.account(task, choice, "", req, resp)
+}
+
+// AccountHook adds one run_inference call of a hook (DESIGN §18) as Account does: it counts in the
+// task's turns (SPEC: turns.used includes a hook's run-inference) and the spend, and its inference record
+// names the hook. It returns the tokens the call used, as the spend ceilings count them.
+func (m *Meter) AccountHook(task, choice, hook string, req driver.InferRequest, resp driver.InferResponse) (in, out int64) {
+	return m.account(task, choice, hook, req, resp)
+}
+
+func (m *Meter) account(task, choice, hook string, req driver.InferRequest, resp driver.InferResponse) (int64, int64) {
 	u := resp.Usage
 	ch := m.cfg.Capsule.Inference.Choices[choice]
 	in, out, used, measured := driver.Measure(req, resp)
 	m.mu.Lock()
+	turn := req.Turn
 	if m.progress != nil {
 		m.progress.Turns++
+		if hook != "" {
+			turn = m.progress.Turns
+		}
 	}
 	// The spend ceilings count every call, an estimate where the provider reported nothing; the token
 	// sums of session-status hold only what providers reported.
 	m.spend += in + out
 	m.tokens.Add(u.Reported, u.CacheReported, in, out, u.Cached, u.CacheWrite)
-	m.context = contextSnapshot(ch, used, measured)
+	if hook == "" {
+		// A hook's call is a conversation of its own: the context check stays the agent's.
+		m.context = contextSnapshot(ch, used, measured)
+	}
 	m.mu.Unlock()
 
 	m.count(choice, u)
-	rec := map[string]any{"driver": choice, "model": ch.Model, "turn": req.Turn, "measured_by": measured}
+	rec := map[string]any{"driver": choice, "model": ch.Model, "turn": turn, "measured_by": measured}
+	if hook != "" {
+		rec["hook"] = hook
+	}
 	if u.Reported {
 		rec["tokens"] = map[string]any{"input": in, "output": out, "cached": u.Cached, "cache_write": u.CacheWrite}
 	}
 	m.cfg.Record("inference", task, rec)
+	return in, out
 }
 
 // HarnessTurn counts one closed turn of the harness as an inference call: the task's turns, the

@@ -2,6 +2,7 @@ package meter
 
 import (
 	"encoding/json"
+	"fmt"
 	"sync"
 	"time"
 
@@ -76,6 +77,34 @@ func (m *Meter) Used() (turns int, spend int64) {
 		turns = m.progress.Turns
 	}
 	return turns, m.spend
+}
+
+// Limit says why the running task may make no more inference calls: all of inference.max_turns used
+// (TurnsUsedUp), or the session's spend at inference.max_session_tokens (SpendReached); "" while it may.
+// The agent loop ends the task with it, and a hook's run_inference is refused with it.
+func (m *Meter) Limit() string {
+	inf := m.cfg.Capsule.Inference
+	if inf == nil {
+		return ""
+	}
+	turns, spend := m.Used()
+	if inf.MaxTurns > 0 && turns >= inf.MaxTurns {
+		return TurnsUsedUp(inf.MaxTurns)
+	}
+	if inf.MaxSessionTokens > 0 && spend >= inf.MaxSessionTokens {
+		return SpendReached(spend, inf.MaxSessionTokens)
+	}
+	return ""
+}
+
+// TurnsUsedUp says that a task used all max turns of inference.max_turns.
+func TurnsUsedUp(max int) string {
+	return fmt.Sprintf("the task used all %d turns of inference.max_turns", max)
+}
+
+// SpendReached says that the session's spend reached its inference.max_session_tokens ceiling.
+func SpendReached(spend, ceiling int64) string {
+	return fmt.Sprintf("the session has spent %d tokens, its inference.max_session_tokens ceiling of %d", spend, ceiling)
 }
 
 // TurnsLeft reports whether the running task has a turn left of inference.max_turns.

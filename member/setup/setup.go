@@ -14,6 +14,7 @@ import (
 	"github.com/murmur-run/murmur/a2a"
 	"github.com/murmur-run/murmur/internal/peercred"
 	"github.com/murmur-run/murmur/member/artifact/staged"
+	"github.com/murmur-run/murmur/member/artifact/wit"
 	"github.com/murmur-run/murmur/member/calls"
 	"github.com/murmur-run/murmur/member/capsule"
 	"github.com/murmur-run/murmur/member/delegate"
@@ -59,6 +60,9 @@ type Config struct {
 	Ended func(sandbox.Ended)
 	// Secrets are kept out of every program's environment besides FormationToken (sandbox.DropSecrets).
 	Secrets []sandbox.Secret
+	// ToolHost and HookHost answer what a WIT level 2 artifact asks of the session (staged.Config).
+	ToolHost func(task string) wit.Functions
+	HookHost func(task, hook string) wit.Functions
 }
 
 // Parts is what Build made.
@@ -144,7 +148,8 @@ func Build(cfg Config) (*Parts, error) {
 		GraceSecs: c.Lifecycle.ShellGraceSecs, LogDir: filepath.Join(rec.Dir(), "logs"), Moved: cfg.Moved, Ended: cfg.Ended})
 	p.Art, err = staged.Stage(staged.Config{Capsule: c, Member: cfg.Member, Session: cfg.Session, ProjectDir: cfg.ProjectDir,
 		DataDir: cfg.DataDir, WasmCacheDir: cfg.WasmCacheDir, RuntimeDir: p.RuntimeDir, Getenv: cfg.Getenv,
-		HTTPClient: cfg.HTTPClient, Recorder: rec, Runner: p.Runner, Workdir: cfg.WorkDir, OutputLimit: p.Commands.OutputLimit(), Log: cfg.Log})
+		HTTPClient: cfg.HTTPClient, Recorder: rec, Runner: p.Runner, Workdir: cfg.WorkDir, OutputLimit: p.Commands.OutputLimit(), Log: cfg.Log,
+		ToolHost: cfg.ToolHost, HookHost: cfg.HookHost})
 	if err != nil {
 		rec.Close()
 		RemoveRuntimeDir(cfg.RuntimeRoot, cfg.Session) // what Stage copied before it failed; else the next start

@@ -3,8 +3,13 @@ package stage
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
 
 	"github.com/murmur-run/murmur/member/artifact"
+	"github.com/murmur-run/murmur/member/artifact/wasm"
+	"github.com/murmur-run/murmur/member/artifact/wit"
 	"github.com/murmur-run/murmur/member/capsule"
 )
 
@@ -39,7 +44,8 @@ func artifactFindings(c *capsule.Capsule, memberName, projectDir string, getenv 
 			}
 		}
 	}
-	_, err := artifact.StageDeclared(context.Background(), artifactStores(projectDir, getenv), artifact.LockPath(c.Dir), declaredOf(c), false)
+	arts, err := artifact.StageDeclared(context.Background(), artifactStores(projectDir, getenv), artifact.LockPath(c.Dir), declaredOf(c), false)
+	out = append(out, hostFindings(c, memberName, arts)...)
 	for _, e := range splitJoined(err) {
 		if e == nil {
 			continue
@@ -76,4 +82,46 @@ func CapsuleDir(dir string, getenv func(string) string) (*capsule.Capsule, []Fin
 	out := Capsule(c, "", getenv)
 	out = append(out, artifactFindings(c, "", c.Dir, getenv)...)
 	return c, append(out, spawnFindings(c, "", c.Dir, getenv)...)
+}
+
+// CodeHookInference is a WIT level 2 hook that may call run_inference (its module imports it, or a
+// command hook declares level 2) in a capsule without capabilities.hooks.inference: its calls are refused.
+const CodeHookInference = "W-HOOK-001"
+
+// hostFindings checks what the declared WebAssembly artifacts import of the host module against their
+// role and WIT level (E-ART-001, as staging refuses them), and warns of a level-2 hook whose
+// run_inference calls the capsule does not grant (W-HOOK-001).
+func hostFindings(c *capsule.Capsule, memberName string, arts []*artifact.Artifact) []Finding {
+	var out []Finding
+	for _, a := range arts {
+		m := a.Manifest
+		imports := []string(nil)
+		if m.Implementation == artifact.ImplWASM {
+			code, err := os.ReadFile(filepath.Join(a.Dir, filepath.FromSlash(m.Module)))
+			if err == nil {
+				imports, err = wasm.HostImports(context.Background(), code)
+			}
+			if err == nil {
+				err = m.CheckHostImports(imports)
+			}
+			if err != nil {
+				out = append(out, Finding{Code: artifact.CodeDeclared, Member: memberName, Message: fmt.Sprintf("%s: %s: %v", c.Path, a.Ref(), err)})
+				continue
+			}
+		}
+		if m.Runtime != artifact.RuntimeHook || c.Capabilities.Hooks.Inference {
+			continue
+		}
+		switch {
+		case slices.Contains(imports, wit.FnRunInference):
+			out = append(out, Finding{Code: CodeHookInference, Member: memberName, Message: fmt.Sprintf(
+				"%s: the hook %s imports %s.%s, but capabilities.hooks.inference is not true, so each of its calls is refused not-granted:; set capabilities.hooks.inference: true to let it ask a model",
+				c.Path, a.Ref(), wit.Module, wit.FnRunInference)})
+		case m.Implementation == artifact.ImplCommand && m.WITLevel >= wit.Level:
+			out = append(out, Finding{Code: CodeHookInference, Member: memberName, Message: fmt.Sprintf(
+				"%s: the command hook %s is WIT level %d, so it may call run_inference, but capabilities.hooks.inference is not true, so each of its calls is refused not-granted:; set capabilities.hooks.inference: true to let it ask a model",
+				c.Path, a.Ref(), m.WITLevel)})
+		}
+	}
+	return out
 }

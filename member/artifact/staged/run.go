@@ -14,14 +14,17 @@ import (
 	"github.com/murmur-run/murmur/internal/ids"
 	"github.com/murmur-run/murmur/member/artifact"
 	"github.com/murmur-run/murmur/member/artifact/wasm"
+	"github.com/murmur-run/murmur/member/artifact/wit"
+	"github.com/murmur-run/murmur/member/artifact/wit/endpoint"
 	"github.com/murmur-run/murmur/member/driver"
 	"github.com/murmur-run/murmur/member/hooks"
 	"github.com/murmur-run/murmur/member/sandbox"
 	"github.com/murmur-run/murmur/runtimetools"
 )
 
-// Run answers one call of a tool artifact on the WebAssembly runner, in the session's workdir.
-func (sa *Set) Run(ctx context.Context, a *artifact.Artifact, call driver.ToolCall) runtimetools.Result {
+// Run answers one call of a tool artifact for task on the WebAssembly runner, in the session's workdir;
+// a level-2 tool may call manage_pull during it (Config.ToolHost).
+func (sa *Set) Run(ctx context.Context, task string, a *artifact.Artifact, call driver.ToolCall) runtimetools.Result {
 	name := a.Manifest.Name.Tool()
 	d, err := sa.moduleDigest(a)
 	if err != nil {
@@ -36,7 +39,7 @@ func (sa *Set) Run(ctx context.Context, a *artifact.Artifact, call driver.ToolCa
 		mem = m
 	}
 	res, err := sa.runner.Run(ctx, wasm.Call{Name: name, Path: modulePath(a), Digest: d, Input: input, Workdir: sa.cfg.Workdir,
-		Timeout: wasmTimeout, MemoryMB: mem, OutputLimit: sa.cfg.OutputLimit})
+		Timeout: wasmTimeout, MemoryMB: mem, OutputLimit: sa.cfg.OutputLimit, Host: sa.toolHost(a, task)})
 	if err != nil {
 		return runtimetools.Refused(fmt.Sprintf("%s could not be run: %v", name, err))
 	}
@@ -56,10 +59,27 @@ func (sa *Set) Run(ctx context.Context, a *artifact.Artifact, call driver.ToolCa
 	return out
 }
 
+// toolHost is what a's call for task may ask of the session: nothing below WIT level 2.
+func (sa *Set) toolHost(a *artifact.Artifact, task string) wasm.Host {
+	if a.Manifest.WITLevel < wit.Level || sa.cfg.ToolHost == nil {
+		return nil
+	}
+	return sa.cfg.ToolHost(task)
+}
+
+// hookHost is what a hook's run may ask of the session: nothing below WIT level 2.
+func (sa *Set) hookHost(a *artifact.Artifact, call hooks.Call) wit.Functions {
+	if a.Manifest.WITLevel < wit.Level || sa.cfg.HookHost == nil {
+		return wit.Functions{}
+	}
+	return sa.cfg.HookHost(call.Task, call.Hook)
+}
+
 // wasmHook runs a WebAssembly hook: the hook's input on stdin, its answer the data of the result it
-// writes ({"status": "ok", "data": {"decision": "allow"}}), in an empty directory of its own.
+// writes ({"status": "ok", "data": {"decision": "allow"}}), in an empty directory of its own. A level-2
+// hook may call run_inference during the run (Config.HookHost).
 func (sa *Set) wasmHook(a *artifact.Artifact) hooks.Runner {
-	return hooks.RunnerFunc(func(ctx context.Context, in []byte, limit int) ([]byte, error) {
+	return hooks.RunnerFunc(func(ctx context.Context, call hooks.Call) ([]byte, error) {
 		d, err := sa.moduleDigest(a)
 		if err != nil {
 			return nil, err
@@ -69,8 +89,8 @@ func (sa *Set) wasmHook(a *artifact.Artifact) hooks.Runner {
 			return nil, err
 		}
 		defer os.RemoveAll(dir)
-		res, err := sa.runner.Run(ctx, wasm.Call{Name: a.Manifest.Name.Tool(), Path: modulePath(a), Digest: d, Input: in,
-			Workdir: dir, MemoryMB: wasmMemoryMB, OutputLimit: limit})
+		res, err := sa.runner.Run(ctx, wasm.Call{Name: a.Manifest.Name.Tool(), Path: modulePath(a), Digest: d, Input: call.Input,
+			Workdir: dir, MemoryMB: wasmMemoryMB, OutputLimit: call.Limit, Host: sa.hookHost(a, call)})
 		switch {
 		case err != nil:
 			return nil, err
@@ -86,16 +106,26 @@ func (sa *Set) wasmHook(a *artifact.Artifact) hooks.Runner {
 }
 
 // commandHook runs a command hook under the confinement of shell binaries, from its artifact directory
-// (which it may read), in the session's workdir.
+// (which it may read), in the session's workdir. A level-2 hook's run gets an endpoint of its own on a
+// Unix socket for run_inference, named with its one-run token in its environment (package endpoint).
 func (sa *Set) commandHook(a *artifact.Artifact) hooks.Runner {
-	return hooks.RunnerFunc(func(ctx context.Context, in []byte, limit int) ([]byte, error) {
+	return hooks.RunnerFunc(func(ctx context.Context, call hooks.Call) ([]byte, error) {
+		limit := call.Limit
 		command := slices.Clone(a.Manifest.Command)
 		p, err := sa.hookProgram(a.Dir, command)
 		if err != nil {
 			return nil, err
 		}
+		if a.Manifest.WITLevel >= wit.Level {
+			ep, err := endpoint.Open(ctx, sa.hookDir, sa.hookHost(a, call))
+			if err != nil {
+				return nil, fmt.Errorf("opening its run_inference endpoint: %w", err)
+			}
+			defer ep.Close()
+			p.Env = append(p.Env, ep.Env()...)
+		}
 		out, errs := sandbox.Tail{Max: limit + 1}, sandbox.Tail{Max: 2 << 10}
-		p.Stdin, p.Stdout, p.Stderr = bytes.NewReader(in), &out, &errs
+		p.Stdin, p.Stdout, p.Stderr = bytes.NewReader(call.Input), &out, &errs
 		code, err := sa.cfg.Runner.Run(ctx, p)
 		if err != nil {
 			return nil, err

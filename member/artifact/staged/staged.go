@@ -15,6 +15,7 @@ import (
 
 	"github.com/murmur-run/murmur/member/artifact"
 	"github.com/murmur-run/murmur/member/artifact/wasm"
+	"github.com/murmur-run/murmur/member/artifact/wit"
 	"github.com/murmur-run/murmur/member/capsule"
 	"github.com/murmur-run/murmur/member/hooks"
 	"github.com/murmur-run/murmur/member/sandbox"
@@ -54,6 +55,10 @@ type Config struct {
 	OutputLimit int
 	// Log is told of a WebAssembly call given up on while blocked in a host call; nil discards.
 	Log *slog.Logger
+	// ToolHost answers what a WIT level 2 tool artifact asks during a call for a task (manage_pull), and
+	// HookHost what a level-2 hook asks during its run (run_inference); nil refuses every such call.
+	ToolHost func(task string) wit.Functions
+	HookHost func(task, hook string) wit.Functions
 }
 
 // Set is what a session holds of artifacts: the tools murmur.yaml declares and those the agent pulled,
@@ -78,6 +83,9 @@ type Set struct {
 // installer pull-artifact and remove-artifact answer through.
 func Stage(cfg Config) (*Set, error) {
 	c := cfg.Capsule
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
 	sa := &Set{cfg: cfg, allow: &artifact.Allowlist{}, declared: map[string]*artifact.Artifact{}, digests: map[string]string{},
 		everyTurn: c.IsAgent() && c.Inference.ToolRefresh == capsule.ToolRefreshEveryTurn}
 	project := cfg.ProjectDir
@@ -236,13 +244,29 @@ func (sa *Set) moduleDigest(a *artifact.Artifact) (string, error) {
 	return d, nil
 }
 
-// compile compiles a's module ahead of its first call, refusing a module that cannot run.
+// compile compiles a's module ahead of its first call, refusing a module that cannot run, and one whose
+// imports of the host module its role and WIT level do not allow (artifact.Manifest.CheckHostImports).
 func (sa *Set) compile(ctx context.Context, a *artifact.Artifact) error {
 	d, err := sa.moduleDigest(a)
 	if err != nil {
 		return err
 	}
-	return sa.runner.Compile(ctx, wasm.Call{Name: a.Manifest.Name.Tool(), Path: modulePath(a), Digest: d})
+	call := wasm.Call{Name: a.Manifest.Name.Tool(), Path: modulePath(a), Digest: d}
+	if err := sa.runner.Compile(ctx, call); err != nil {
+		return err
+	}
+	imports, err := sa.runner.HostImports(ctx, call)
+	if err != nil {
+		return err
+	}
+	if err := a.Manifest.CheckHostImports(imports); err != nil {
+		return err
+	}
+	if a.Manifest.Runtime == artifact.RuntimeHook && slices.Contains(imports, wit.FnRunInference) && !sa.cfg.Capsule.Capabilities.Hooks.Inference {
+		sa.cfg.Log.Warn("a hook imports run_inference, but capabilities.hooks.inference is not true: its calls are refused (W-HOOK-001)",
+			"hook", string(a.Manifest.Name))
+	}
+	return nil
 }
 
 // Tool returns the tool artifact the model calls name, declared or pulled, when it is on the allowlist.

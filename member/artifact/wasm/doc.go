@@ -1,4 +1,4 @@
-// Package wasm runs tool artifacts: WebAssembly modules built as WASI preview-1 commands
+// Package wasm runs tool and hook artifacts: WebAssembly modules built as WASI preview-1 commands
 // (GOOS=wasip1 GOARCH=wasm is the reference), on github.com/tetratelabs/wazero, pure Go.
 //
 // # The contract with a module
@@ -33,6 +33,23 @@
 //     ends early when the call is stopped. wazero's defaults (a fixed fake clock, a seeded random
 //     source, sleeps that return at once) would surprise a tool author.
 //   - No network: no socket is configured, and WASI preview 1 has no way to make one.
+//
+// # Host functions (WIT level 2)
+//
+// Besides WASI preview 1 a module may import three functions of the host module "murmur" (package wit;
+// package wit/guest is the Go helper), all of i32s; any other import is ErrInvalidModule:
+//
+//	manage_pull(req_ptr, req_len, ans_ptr, ans_cap) -> ans_len
+//	run_inference(req_ptr, req_len, ans_ptr, ans_cap) -> ans_len
+//	answer(ans_ptr, ans_cap) -> ans_len
+//
+// The first two hand the req_len bytes at req_ptr to Call.Host (nil refuses not-granted:) and return the
+// answer's length, having written it at ans_ptr only when it fits ans_cap; answer copies that last answer
+// likewise, so a bigger one is fetched into a buffer of its length without asking twice. An answer is JSON,
+// a refusal {"error": "<token>: <text>"}. A span outside the module's memory traps it. The Host gets the
+// call's run context, so the time limit, a cancel and Close end a Host that waits on it, and the module
+// with it; one that ignores it is given up on as a blocked host call is (see Limits). HostImports lists
+// the functions a module imports: none at level 1.
 //
 // # Limits
 //

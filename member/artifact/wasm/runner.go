@@ -22,6 +22,8 @@ import (
 	"github.com/tetratelabs/wazero/experimental/sysfs"
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
 	"github.com/tetratelabs/wazero/sys"
+
+	"github.com/murmur-run/murmur/member/artifact/wit"
 )
 
 // Sentinel errors of Run; each is wrapped with the detail.
@@ -105,6 +107,9 @@ type Call struct {
 	MemoryMB int
 	// OutputLimit keeps the last OutputLimit bytes of the result's output; 0 keeps it whole.
 	OutputLimit int
+	// Host answers the module's calls of the host module "murmur" (WIT level 2); nil refuses every one
+	// not-granted:, as wit.Functions{} does.
+	Host Host
 }
 
 // Result is what the module did.
@@ -163,7 +168,8 @@ type compiled struct {
 	err   error
 }
 
-// New builds a Runner: the wazero runtime, with WASI preview 1 and the compilation cache.
+// New builds a Runner: the wazero runtime, with WASI preview 1, the host module "murmur" and the
+// compilation cache.
 func New(cfg Config) (*Runner, error) {
 	rc := wazero.NewRuntimeConfig().WithCloseOnContextDone(true)
 	var cache wazero.CompilationCache
@@ -176,12 +182,18 @@ func New(cfg Config) (*Runner, error) {
 	}
 	ctx := context.Background()
 	rt := wazero.NewRuntimeWithConfig(ctx, rc)
-	if _, err := wasi_snapshot_preview1.Instantiate(ctx, rt); err != nil {
+	_, err := wasi_snapshot_preview1.Instantiate(ctx, rt)
+	if err != nil {
+		err = fmt.Errorf("instantiating WASI preview 1: %w", err)
+	} else if err = instantiateHost(ctx, rt); err != nil {
+		err = fmt.Errorf("instantiating the host module %s: %w", wit.Module, err)
+	}
+	if err != nil {
 		rt.Close(ctx)
 		if cache != nil {
 			cache.Close(ctx)
 		}
-		return nil, fmt.Errorf("instantiating WASI preview 1: %w", err)
+		return nil, err
 	}
 	limit := cfg.ResultLimit
 	if limit <= 0 {
@@ -399,7 +411,7 @@ func (r *Runner) instantiate(ctx context.Context, call Call, cm wazero.CompiledM
 	r.modules.Add(1)
 	go func() {
 		defer r.modules.Done()
-		mod, err := r.rt.InstantiateModule(experimental.WithMemoryAllocator(ctx, mem), cm, mc)
+		mod, err := r.rt.InstantiateModule(experimental.WithMemoryAllocator(withHost(ctx, call.Host), mem), cm, mc)
 		if mod != nil {
 			mod.Close(context.Background())
 		}
@@ -491,12 +503,19 @@ func (r *Runner) compile(ctx context.Context, call Call, code []byte, digest str
 	return cm, nil
 }
 
-// commandModule checks that a compiled module can run here: it imports only WASI preview 1, exports
-// _start, and exports the memory WASI reads and writes.
+// commandModule checks that a compiled module can run here: it imports only WASI preview 1 and the host
+// module's functions with their signatures, exports _start, and exports the memory WASI reads and writes.
 func commandModule(cm wazero.CompiledModule) error {
 	for _, f := range cm.ImportedFunctions() {
-		if mod, name, _ := f.Import(); mod != wasi_snapshot_preview1.ModuleName {
-			return fmt.Errorf("it imports %s.%s; a tool module may import only %s", mod, name, wasi_snapshot_preview1.ModuleName)
+		switch mod, name, _ := f.Import(); mod {
+		case wasi_snapshot_preview1.ModuleName:
+		case wit.Module:
+			if err := checkHostImport(f); err != nil {
+				return err
+			}
+		default:
+			return fmt.Errorf("it imports %s.%s; a tool module may import only %s, and at WIT level 2 %s",
+				mod, name, wasi_snapshot_preview1.ModuleName, hostList)
 		}
 	}
 	if len(cm.ImportedMemories()) > 0 {
