@@ -27,8 +27,13 @@ func (s *Session) conv() converse.Config {
 	if root == "" {
 		root = filepath.Join(s.records.Dir(), "artifacts")
 	}
-	return converse.Config{Member: s.cfg.Member, DoorURL: s.cfg.DoorURL, Get: s.get, List: s.cfg.Store.List,
+	return converse.Config{Member: s.cfg.Member, DoorURL: s.cfg.DoorURL, Get: s.get, List: s.listAll,
 		Caller: taskCaller, Record: s.records.Write, Waiter: s.waiter, Workdir: s.workdir(), ArtifactsRoot: root}
+}
+
+// listAll is one page of every task that matches q (the operator's scope): a context's earlier tasks.
+func (s *Session) listAll(ctx context.Context, q store.ListQuery) (store.ListPage, error) {
+	return s.cfg.Store.ListInScope(ctx, q, store.OperatorScope())
 }
 
 // taskCaller is the member that sent t; "" for the operator.

@@ -129,7 +129,7 @@ func collect(t *testing.T, tasks <-chan *a2a.Task, n int, while string) []*a2a.T
 // (The running task's end no longer holds the lock across its write: the test holds both itself.)
 func TestRejectionDoesNotWaitForAStoreWrite(t *testing.T) {
 	s, running, release := busySession(t)
-	st := s.cfg.Store
+	st := s.cfg.Store.(*store.Store)
 	unlock := holdWriteLock(t, st)
 	s.mu.Lock()
 	var once sync.Once
@@ -154,7 +154,7 @@ func TestRejectionDoesNotWaitForAStoreWrite(t *testing.T) {
 // synced insert each.
 func TestRejectionsAreStoredInOneBatch(t *testing.T) {
 	s, _, _ := busySession(t)
-	st := s.cfg.Store
+	st := s.cfg.Store.(*store.Store)
 	var mu sync.Mutex
 	writes := map[string][]int{}
 	st.SetWriteHook(func(op string, rows int) {
@@ -180,7 +180,7 @@ func TestRejectionsAreStoredInOneBatch(t *testing.T) {
 // task-not-found for it.
 func TestRejectionsBeyondTheBufferAreNotKept(t *testing.T) {
 	s, _, _ := busySession(t)
-	st := s.cfg.Store
+	st := s.cfg.Store.(*store.Store)
 	const n = store.BatchMaxRows + 5
 	unlock := holdWriteLock(t, st)
 	tasks := collect(t, sendAll(s.Session, n), n, "while the store's write lock is held")
@@ -203,7 +203,7 @@ func TestRejectionsBeyondTheBufferAreNotKept(t *testing.T) {
 // A task admitted while Close runs ends canceled once it is stored, and Close waits for it.
 func TestCloseEndsATaskStillBeingStored(t *testing.T) {
 	s := newSession(t, map[string]string{"murmur.yaml": "name: s\nscript: {command: [cat]}\ntask_acceptance: queue\n"})
-	st := s.cfg.Store
+	st := s.cfg.Store.(*store.Store)
 	entered, unblock := make(chan struct{}), make(chan struct{})
 	var once, unblocked sync.Once
 	let := func() { unblocked.Do(func() { close(unblock) }) }

@@ -78,7 +78,7 @@ type Config struct {
 	Member    string // the member's name in its roster
 	Formation string
 	Capsule   *capsule.Capsule
-	Store     *store.Store
+	Store     store.Tasks
 	// RecordsRoot is the project's records directory; the session's records go in RecordsRoot/<session id>.
 	RecordsRoot string
 	// DataDir is the formation's data directory (tokens, task stores); "" when there is none. Commands

@@ -40,7 +40,7 @@ func TestNextTaskRunsWhileTheEndCommits(t *testing.T) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	unlock := s.cfg.Store.LockWrites()
+	unlock := s.cfg.Store.(*store.Store).LockWrites()
 	defer unlock()
 	if err := os.WriteFile(filepath.Join(s.Capsule().Dir, "go"), nil, 0o644); err != nil {
 		t.Fatal(err)
@@ -109,7 +109,7 @@ func TestPlaceIsFreeOnceTheEndIsHandedOver(t *testing.T) {
 	if busy, _ := s.Send(ctx, msg("too soon"), Origin{}); busy.Status.State != a2a.TaskStateRejected {
 		t.Fatalf("a task sent while the first runs: %s, want rejected (the capsule takes no queue)", busy.Status.State)
 	}
-	unlock := s.cfg.Store.LockWrites()
+	unlock := s.cfg.Store.(*store.Store).LockWrites()
 	defer unlock()
 	if err := os.WriteFile(filepath.Join(s.Capsule().Dir, "go"), nil, 0o644); err != nil {
 		t.Fatal(err)

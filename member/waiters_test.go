@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/murmur-run/murmur/a2a"
+	"github.com/murmur-run/murmur/member/store"
 )
 
 // Closing a session with many queued tasks ends them all canceled, stored in one transaction.
@@ -28,7 +29,7 @@ func TestCloseCancelsQueuedTasksInOneTransaction(t *testing.T) {
 		}
 		queued[i] = task.ID
 	}
-	st := s.cfg.Store
+	st := s.cfg.Store.(*store.Store)
 	var mu sync.Mutex
 	var updates []int
 	st.SetWriteHook(func(op string, rows int) {

@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"net"
 	"net/netip"
+	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -32,7 +33,7 @@ var (
 	yamlLine    = regexp.MustCompile(`^line (\d+): (.*)$`)
 
 	topKeys    = []string{"formation", "entry", "members", "reach", "store"}
-	memberKeys = []string{"name", "capsule", "listen", "url"}
+	memberKeys = []string{"name", "capsule", "listen", "url", "store", "store_password"}
 	ruleKeys   = []string{"from", "to"}
 )
 
@@ -383,7 +384,56 @@ func (p *parser) member(item *yaml.Node, ms *members) (Member, slot, [2]int) {
 			}
 		}
 	}
+	if sf, ok := f["store"]; ok {
+		if raw, ok := p.text(sf, "store of "+who, "store: postgres://murmur@db:5432/murmur", true); ok {
+			if err := CheckStoreURL(raw); err != nil {
+				p.add(sf.key.Line, fmt.Sprintf("store of %s: %v", who, err),
+					"write a PostgreSQL URL without its password, such as store: postgres://murmur@db:5432/murmur, and the password as store_password: env:NAME")
+			} else {
+				m.Store = raw
+			}
+		}
+	}
+	if pf, ok := f["store_password"]; ok {
+		if ref, ok := p.text(pf, "store_password of "+who, "store_password: env:MUR_PG_PASSWORD", true); ok {
+			switch {
+			case !strings.HasPrefix(ref, "env:") && !strings.HasPrefix(ref, "file:"):
+				p.add(pf.key.Line, fmt.Sprintf("store_password of %s must say where the password is, not be it", who),
+					"write store_password: env:NAME (an environment variable) or store_password: file:PATH (a file holding it)")
+			case len(ref) == len("env:") || len(ref) == len("file:"):
+				p.add(pf.key.Line, fmt.Sprintf("store_password of %s names no variable or file", who), "write store_password: env:MUR_PG_PASSWORD")
+			default:
+				m.StorePassword = ref
+			}
+			if _, has := f["store"]; !has {
+				p.add(pf.key.Line, fmt.Sprintf("store_password of %s has no store: to be the password of", who),
+					"add store: postgres://USER@HOST:5432/DB, or remove store_password")
+			}
+		}
+	}
 	return m, s, lines
+}
+
+// CheckStoreURL says what is wrong with a member's store URL (roster.yaml's store:, MUR_STORE): it must
+// be a postgres:// (or postgresql://) URL naming a host, with no password in it, since the file and the
+// environment it is written in are read by others; store_password: says where the password is.
+func CheckStoreURL(raw string) error {
+	u, err := url.Parse(raw)
+	switch {
+	case err != nil:
+		return fmt.Errorf("%q is not a URL: %v", raw, err)
+	case u.Scheme != "postgres" && u.Scheme != "postgresql":
+		return fmt.Errorf("%q is not a postgres:// URL; the embedded SQLite store needs no store: key", raw)
+	case u.Host == "" && u.Query().Get("host") == "":
+		return fmt.Errorf("%q names no host", raw)
+	}
+	if _, set := u.User.Password(); set {
+		return errors.New("the URL holds a password, which would then be readable by everyone who reads roster.yaml")
+	}
+	if u.Query().Has("password") {
+		return errors.New("the URL holds a password (its password= parameter), which would then be readable by everyone who reads roster.yaml")
+	}
+	return nil
 }
 
 // capsule resolves dir against the roster's directory and checks that it is a capsule directory.

@@ -28,6 +28,12 @@ type Member struct {
 	Listen  string // host:port where the door listens
 	URL     string // how peers reach the door, without a trailing slash
 	Line    int    // line of the member entry in the file
+	// Store is the member's task store when it is not the embedded SQLite file: a postgres:// URL
+	// (DESIGN §16), never with a password in it; "" for SQLite.
+	Store string
+	// StorePassword is where the store's password comes from, env:NAME or file:PATH, as a driver's
+	// credential; "" leaves it to PostgreSQL's own PGPASSWORD and ~/.pgpass.
+	StorePassword string
 }
 
 // Rule is one entry of reach: From may call every member in To; "*" in To means every other member.

@@ -61,6 +61,9 @@ members:
     capsule: ./worker
 `
 
+// storeFix is the fix of a bad store: URL.
+const storeFix = "write a PostgreSQL URL without its password, such as store: postgres://murmur@db:5432/murmur, and the password as store_password: env:NAME"
+
 func TestParseErrors(t *testing.T) {
 	const yamlFix = `fix the syntax there: indent with spaces, not tabs, and quote text that holds ": " or starts with * & ! | > % @ (write "*" as to: ["*"])`
 	const example = "formation: NAME, then members: with one entry per member (- name: NAME with capsule: DIR under it)"
@@ -120,14 +123,32 @@ func TestParseErrors(t *testing.T) {
 		{
 			name: "unknown member key",
 			yaml: "formation: t\nmembers:\n  - name: lead\n    capsule: ./lead\n    port: 7101\n",
-			want: []string{`$DIR/roster.yaml:5: unknown key "port" in member lead; known keys: name, capsule, listen, url`},
+			want: []string{`$DIR/roster.yaml:5: unknown key "port" in member lead; known keys: name, capsule, listen, url, store, store_password`},
 		},
 		{
 			name: "unknown member key close to a known one",
 			yaml: "formation: t\nmembers:\n  - name: lead\n    capsul: ./lead\n",
 			want: []string{
 				"$DIR/roster.yaml:3: member lead has no capsule; add the capsule directory, relative to the roster's directory, such as capsule: ./lead",
-				`$DIR/roster.yaml:4: unknown key "capsul" in member lead; did you mean "capsule"? known keys: name, capsule, listen, url`,
+				`$DIR/roster.yaml:4: unknown key "capsul" in member lead; did you mean "capsule"? known keys: name, capsule, listen, url, store, store_password`,
+			},
+		},
+		{
+			name: "a store URL with its password",
+			yaml: "formation: t\nmembers:\n  - name: lead\n    capsule: ./lead\n    store: postgres://murmur:hunter2@db:5432/murmur\n",
+			want: []string{"$DIR/roster.yaml:5: store of member lead: the URL holds a password, which would then be readable by everyone who reads roster.yaml; " + storeFix},
+		},
+		{
+			name: "a store that is not PostgreSQL",
+			yaml: "formation: t\nmembers:\n  - name: lead\n    capsule: ./lead\n    store: sqlite:///tmp/x.db\n",
+			want: []string{`$DIR/roster.yaml:5: store of member lead: "sqlite:///tmp/x.db" is not a postgres:// URL; the embedded SQLite store needs no store: key; ` + storeFix},
+		},
+		{
+			name: "a store password written out, and without a store",
+			yaml: "formation: t\nmembers:\n  - name: lead\n    capsule: ./lead\n    store_password: hunter2\n",
+			want: []string{
+				"$DIR/roster.yaml:5: store_password of member lead must say where the password is, not be it; write store_password: env:NAME (an environment variable) or store_password: file:PATH (a file holding it)",
+				"$DIR/roster.yaml:5: store_password of member lead has no store: to be the password of; add store: postgres://USER@HOST:5432/DB, or remove store_password",
 			},
 		},
 		{
@@ -694,5 +715,25 @@ func TestWithURLs(t *testing.T) {
 	// The roster itself is left as it was.
 	if r.Members[0].URL != "http://127.0.0.1:7101" {
 		t.Errorf("WithURLs changed its roster: %v", r.Members)
+	}
+}
+
+// A member's store: is kept as written, with where its password comes from; a member without one keeps
+// the embedded store.
+func TestMemberStore(t *testing.T) {
+	dir := formationDir(t, "lead", "worker")
+	path := filepath.Join(dir, "roster.yaml")
+	body := "formation: f\nmembers:\n  - name: lead\n    capsule: ./lead\n    store: postgres://murmur@db:5432/murmur?sslmode=disable\n    store_password: env:MUR_PG_PASSWORD\n  - name: worker\n    capsule: ./worker\n"
+	if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r, err := roster.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lead, _ := r.Member("lead")
+	worker, _ := r.Member("worker")
+	if lead.Store != "postgres://murmur@db:5432/murmur?sslmode=disable" || lead.StorePassword != "env:MUR_PG_PASSWORD" || worker.Store != "" || worker.StorePassword != "" {
+		t.Errorf("lead's store %q (%q), worker's %q (%q)", lead.Store, lead.StorePassword, worker.Store, worker.StorePassword)
 	}
 }

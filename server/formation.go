@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -53,6 +54,18 @@ type FormationConfig struct {
 	// PushBackoff is the wait after a first failed push delivery (doubling after each further one); 0:
 	// push.DefaultBackoff.
 	PushBackoff time.Duration
+	// Store is MUR_STORE: the task store of every member whose roster entry names none ("": the embedded
+	// SQLite file), its password PostgreSQL's own (PGPASSWORD, ~/.pgpass); see openStore.
+	Store string
+	// Getenv resolves a store_password of env:NAME; nil means os.Getenv.
+	Getenv func(string) string
+}
+
+func (cfg FormationConfig) getenv() func(string) string {
+	if cfg.Getenv == nil {
+		return os.Getenv
+	}
+	return cfg.Getenv
 }
 
 // RunningMember is one started member: its door's URL and its session.
@@ -60,8 +73,8 @@ type RunningMember struct {
 	Name    string
 	URL     string // the base URL its door answers at
 	Session *member.Session
-	store   *store.Store
-	push    *push.Notifier
+	store   store.Tasks
+	push    *push.Notifier // nil when the member keeps no push configs
 	server  *http.Server
 	ln      net.Listener
 }
@@ -156,13 +169,10 @@ func (f *Formation) start(m roster.Member, ln net.Listener) (*RunningMember, err
 	// The capsule's store.retention overrides the roster's, key by key; the store fills in the defaults.
 	// The files kept for the artifacts of the tasks retention removes go with them.
 	artifacts := filepath.Join(dir, "artifacts")
-	store, err := store.OpenWith(filepath.Join(dir, "tasks.db"), store.Config{
-		Retention: capsule.Store.Retention.Or(cfg.Roster.Store.Retention), Now: cfg.Now, Logger: log,
-		Removed: func(ids []a2a.TaskID) {
-			if err := converse.RemoveKept(artifacts, ids); err != nil {
-				log.Warn("deleting the kept artifact files of tasks retention removed", "err", err)
-			}
-		},
+	store, sqlite, err := openStore(context.Background(), m, capsule, cfg, dir, log, func(ids []a2a.TaskID) {
+		if err := converse.RemoveKept(artifacts, ids); err != nil {
+			log.Warn("deleting the kept artifact files of tasks retention removed", "err", err)
+		}
 	})
 	if err != nil {
 		ln.Close()
@@ -198,26 +208,35 @@ func (f *Formation) start(m roster.Member, ln net.Listener) (*RunningMember, err
 	}
 	// The notifier opens once the session has recovered the store, so its first round finds the tasks
 	// a restart ended too; no task arrives before the door opens.
-	notifier, err := openPush(filepath.Join(dir, "tasks.db"), capsule, cfg, wrapped, log, store.Settle)
-	if err != nil {
-		ln.Close()
-		sess.Close(context.Background())
-		store.Close()
-		return nil, err
+	// Push configs live in the SQLite file beside the tasks; a member on PostgreSQL has none yet.
+	var notifier *push.Notifier
+	var pushConfigs PushConfigs
+	if sqlite != "" {
+		if notifier, err = openPush(sqlite, capsule, cfg, wrapped, log, store.Settle); err != nil {
+			ln.Close()
+			sess.Close(context.Background())
+			store.Close()
+			return nil, err
+		}
+		hub.ObserveTasks(notifier.Changed, notifier.Watches)
+		pushConfigs = notifier
+	} else {
+		log.Info("push notifications are off: this member's tasks are on PostgreSQL, which keeps no push configs yet")
 	}
-	hub.ObserveTasks(notifier.Changed, notifier.Watches)
 	url := m.URL
 	door, err := NewDoor(DoorConfig{
 		Member: m.Name, Roster: cfg.Roster, Executor: sess, Tokens: cfg.Tokens,
 		Card:    NewCard(m.Name, capsule.Description, cfg.Version, url, cfg.Roster.Formation),
 		MaxBody: cfg.MaxBody, MaxStreams: cfg.MaxStreams, Gatherer: reg, Registerer: wrapped, Logger: log,
-		ExportRoot: sess.ExportRoot(), AnswersMessage: capsule.AnswersWithMessage(), Now: cfg.Now, Events: hub, Push: notifier,
+		ExportRoot: sess.ExportRoot(), AnswersMessage: capsule.AnswersWithMessage(), Now: cfg.Now, Events: hub, Push: pushConfigs,
 		Control: sess, ControlTokens: control,
 	})
 	if err != nil {
 		ln.Close()
 		sess.Close(context.Background())
-		notifier.Close()
+		if notifier != nil {
+			notifier.Close()
+		}
 		store.Close()
 		return nil, err
 	}
@@ -264,7 +283,10 @@ func (f *Formation) Shutdown(ctx context.Context) error {
 	}
 	f.wg.Wait()
 	for _, m := range f.Members {
-		errs = append(errs, m.push.Close(), m.store.Close())
+		if m.push != nil {
+			errs = append(errs, m.push.Close())
+		}
+		errs = append(errs, m.store.Close())
 	}
 	return errors.Join(errs...)
 }

@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"go.uber.org/goleak"
+
+	"github.com/murmur-run/murmur/internal/pgtest"
 )
 
 // harnessDir is where the fake harness is built, once, for the tests that run it.
@@ -19,7 +21,7 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	harnessDir = dir
-	code := m.Run()
+	code := pgtest.Main(m) // m.Run, then the test PostgreSQL stopped, when a test started it
 	os.RemoveAll(dir)
 	if code == 0 {
 		if err := goleak.Find(); err != nil {

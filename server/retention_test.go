@@ -12,6 +12,7 @@ import (
 	a2ago "github.com/a2aproject/a2a-go/v2/a2a"
 
 	"github.com/murmur-run/murmur/a2a"
+	"github.com/murmur-run/murmur/member/store"
 	"github.com/murmur-run/murmur/roster"
 )
 
@@ -48,7 +49,7 @@ func TestFormationThreadsRetentionToTheStores(t *testing.T) {
 		"plain": {MaxAge: 48 * time.Hour, MaxTasks: 50},
 	}
 	for _, m := range f.Members {
-		if got := m.store.Retention(); got != want[m.Name] {
+		if got := m.store.(*store.Store).Retention(); got != want[m.Name] {
 			t.Errorf("member %s keeps %+v, want %+v", m.Name, got, want[m.Name])
 		}
 	}
@@ -89,7 +90,7 @@ func TestRetentionDeletesKeptArtifactFiles(t *testing.T) {
 		}
 		ids = append(ids, string(task.ID))
 	}
-	removed, err := fx.f.Members[0].store.Sweep(context.Background())
+	removed, err := fx.f.Members[0].store.(*store.Store).Sweep(context.Background())
 	if err != nil || removed != 2 {
 		t.Fatalf("Sweep removed %d (%v), want the 2 oldest tasks", removed, err)
 	}

@@ -265,7 +265,7 @@ func serve(ctx context.Context, c common, only []string, listen, consoleAddr str
 	f, err := server.StartFormation(server.FormationConfig{
 		Roster: r, Only: only, DataDir: dir, RecordsRoot: recordsRoot(getenv, r), Tokens: tokens,
 		Listen: listen, MaxBody: c.maxBody, MaxStreams: c.maxStreams, Version: version, Logger: log, ConfineHelper: helper,
-		ControlToken: getenv("MUR_CONTROL_TOKEN"),
+		ControlToken: getenv("MUR_CONTROL_TOKEN"), Store: getenv("MUR_STORE"), Getenv: getenv,
 	})
 	if err != nil {
 		return err

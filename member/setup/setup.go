@@ -29,7 +29,7 @@ import (
 // Config is what Build is given: the session's settings, as plain values and callbacks.
 type Config struct {
 	Capsule        *capsule.Capsule
-	Store          *store.Store
+	Store          store.Tasks
 	Member         string
 	Formation      string
 	Session        string // the session's ses_ id

@@ -70,6 +70,7 @@ func Formation(r *roster.Roster, only []string, getenv func(string) string) []Fi
 			continue
 		}
 		out = append(out, Capsule(c, m.Name, getenv)...)
+		out = append(out, storeFindings(m, getenv)...)
 		out = append(out, artifactFindings(c, m.Name, r.Dir, getenv)...)
 		out = append(out, spawnFindings(c, m.Name, r.Dir, getenv)...)
 		for _, callee := range r.Reachable(m.Name) {

@@ -1,0 +1,50 @@
+package stage
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/murmur-run/murmur/member/store/postgres"
+	"github.com/murmur-run/murmur/roster"
+)
+
+// The codes of a member's task store on PostgreSQL (DESIGN §16).
+const (
+	// CodeStoreUnusable: the store's database cannot be used: its password is missing, or the database
+	// is unreachable, refuses the user, or does not exist.
+	CodeStoreUnusable = "E-STORE-001"
+	// CodeStoreNewer: the database's schema was written by a newer mur, which this one refuses.
+	CodeStoreNewer = "E-STORE-002"
+)
+
+// storeCheckTimeout bounds mur check's look at one member's database.
+const storeCheckTimeout = 15 * time.Second
+
+// storeFindings checks member m's task store when it is on PostgreSQL (its roster entry's store:, else
+// MUR_STORE): that its password can be found and the database reached and used, and that its schema is
+// not a newer mur's. A database no mur has used yet is fine: the member creates its schema.
+func storeFindings(m roster.Member, getenv func(string) string) []Finding {
+	raw, ref := m.Store, m.StorePassword
+	if raw == "" {
+		raw, ref = getenv("MUR_STORE"), ""
+	}
+	if raw == "" {
+		return nil
+	}
+	dsn, err := postgres.Address(raw, ref, getenv)
+	if err != nil {
+		return []Finding{{Code: CodeStoreUnusable, Member: m.Name, Message: err.Error()}}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), storeCheckTimeout)
+	defer cancel()
+	if _, err := postgres.Check(ctx, dsn); err != nil {
+		code := CodeStoreUnusable
+		if errors.Is(err, postgres.ErrNewerSchema) {
+			code = CodeStoreNewer
+		}
+		return []Finding{{Code: code, Member: m.Name, Message: fmt.Sprint(err)}}
+	}
+	return nil
+}

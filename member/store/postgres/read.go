@@ -1,0 +1,208 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/murmur-run/murmur/a2a"
+	"github.com/murmur-run/murmur/member/store"
+)
+
+// maxPageBytes bounds the stored JSON of the tasks of one page, as the SQLite store's does: a page that
+// reaches it ends early, with a next page token.
+const maxPageBytes = 4 << 20
+
+// Get returns the stored task with the given id, a copy the caller may change. The error wraps
+// store.ErrNotFound when the store has no such task.
+func (s *Store) Get(ctx context.Context, id a2a.TaskID) (*a2a.Task, error) {
+	body, _, err := s.getJSON(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	return store.Decode(id, body)
+}
+
+// getJSON reads the stored task's JSON and the member that sent it.
+func (s *Store) getJSON(ctx context.Context, id a2a.TaskID) (body []byte, caller string, err error) {
+	if !storable(string(id)) {
+		return nil, "", store.NotStored(id)
+	}
+	err = s.pool.QueryRow(ctx, `SELECT task, caller FROM tasks WHERE id = $1`, string(id)).Scan(&body, &caller)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, "", store.NotStored(id)
+	}
+	if err != nil {
+		return nil, "", s.fail("reading task "+string(id), retryRead, err)
+	}
+	return body, caller, nil
+}
+
+// GetInScope returns a stored task in scope, whole, as its JSON: the bytes json.Marshal wrote. A task
+// outside the scope is not stored (store.NotStored). The caller must not modify the bytes.
+func (s *Store) GetInScope(ctx context.Context, id a2a.TaskID, sc store.Scope) ([]byte, error) {
+	body, caller, err := s.getJSON(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if !sc.Sees(caller) {
+		return nil, store.NotStored(id)
+	}
+	return body, nil
+}
+
+// GetAll returns the stored tasks of ids, in the order of ids, leaving out those the store does not
+// hold, read in one query. A task that cannot be decoded is left out and its error returned with the
+// others.
+func (s *Store) GetAll(ctx context.Context, taskIDs []a2a.TaskID) ([]*a2a.Task, error) {
+	list := make([]string, 0, len(taskIDs))
+	for _, id := range taskIDs {
+		if storable(string(id)) {
+			list = append(list, string(id))
+		}
+	}
+	bodies := make(map[a2a.TaskID][]byte, len(list))
+	if len(list) > 0 {
+		rows, err := s.pool.Query(ctx, `SELECT id, task FROM tasks WHERE id = ANY($1)`, list)
+		if err != nil {
+			return nil, s.fail("reading tasks", retryRead, err)
+		}
+		for rows.Next() {
+			var id string
+			var body []byte
+			if err := rows.Scan(&id, &body); err != nil {
+				rows.Close()
+				return nil, s.fail("reading tasks", retryRead, err)
+			}
+			bodies[a2a.TaskID(id)] = body
+		}
+		if err := rows.Err(); err != nil {
+			return nil, s.fail("reading tasks", retryRead, err)
+		}
+	}
+	ts := make([]*a2a.Task, 0, len(taskIDs))
+	var errs []error
+	for _, id := range taskIDs {
+		body, ok := bodies[id]
+		if !ok {
+			continue
+		}
+		t, err := store.Decode(id, body)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		ts = append(ts, t)
+	}
+	return ts, errors.Join(errs...)
+}
+
+// ListInScope returns one page of the tasks in scope that match q, newest first (by creation), with the
+// number of matching tasks on all pages, both from one snapshot. A page holds q.PageSize tasks, or fewer
+// once it holds maxPageBytes of JSON; its next page token continues after its last task, for q's filter
+// only (another filter's token is refused with an error wrapping a2a.ErrInvalidParams).
+func (s *Store) ListInScope(ctx context.Context, q store.ListQuery, sc store.Scope) (store.ListPage, error) {
+	switch {
+	case sc.All():
+	case sc.Caller() == "":
+		return store.ListPage{}, nil
+	default:
+		q.Caller = sc.Caller()
+	}
+	var cursor int64
+	if q.PageToken != "" {
+		c, err := store.PageCursor(q.PageToken, q)
+		if err != nil {
+			return store.ListPage{}, err
+		}
+		cursor = c
+	}
+	if !storable(q.Caller) || !storable(q.ContextID) || !storable(string(q.State)) {
+		return store.ListPage{}, nil // no task has such a column
+	}
+	var where []string
+	var args []any
+	add := func(cond string, arg any) {
+		args = append(args, arg)
+		where = append(where, strings.Replace(cond, "?", "$"+strconv.Itoa(len(args)), 1))
+	}
+	if q.Caller != "" {
+		add("caller = ?", q.Caller)
+	}
+	if q.ContextID != "" {
+		add("context_id = ?", q.ContextID)
+	}
+	if q.State != "" {
+		add("state = ?", string(q.State))
+	}
+	if !q.After.IsZero() {
+		// Stored timestamps are whole milliseconds, so "after q.After" is "after its millisecond".
+		add("status_ts > ?", q.After.UnixMilli())
+	}
+	filter := ""
+	if len(where) > 0 {
+		filter = " WHERE " + strings.Join(where, " AND ")
+	}
+	countArgs := len(args)
+	if cursor != 0 {
+		add("seq < ?", cursor)
+	}
+	pageFilter := ""
+	if len(where) > 0 {
+		pageFilter = " WHERE " + strings.Join(where, " AND ")
+	}
+	args = append(args, q.PageSize+1)
+	limit := "$" + strconv.Itoa(len(args))
+
+	// One snapshot for the total and the page.
+	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	if err != nil {
+		return store.ListPage{}, s.fail("listing tasks", retryRead, err)
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx))
+	var page store.ListPage
+	var total int64
+	if err := tx.QueryRow(ctx, `SELECT count(*) FROM tasks`+filter, args[:countArgs]...).Scan(&total); err != nil {
+		return store.ListPage{}, s.fail("listing tasks", retryRead, err)
+	}
+	page.Total = int(total)
+	// One row beyond the page tells whether there is a next page.
+	rows, err := tx.Query(ctx, `SELECT seq, id, task FROM tasks`+pageFilter+` ORDER BY seq DESC LIMIT `+limit, args...)
+	if err != nil {
+		return store.ListPage{}, s.fail("listing tasks", retryRead, err)
+	}
+	defer rows.Close()
+	var last int64
+	more := false
+	size := 0
+	for rows.Next() {
+		if len(page.Tasks) == q.PageSize || size >= maxPageBytes {
+			more = true
+			break
+		}
+		var seq int64
+		var id string
+		var body []byte
+		if err := rows.Scan(&seq, &id, &body); err != nil {
+			return store.ListPage{}, s.fail("listing tasks", retryRead, err)
+		}
+		t, err := store.Decode(a2a.TaskID(id), body)
+		if err != nil {
+			return store.ListPage{}, err
+		}
+		last = seq
+		size += len(body)
+		page.Tasks = append(page.Tasks, t)
+	}
+	if err := rows.Err(); err != nil {
+		return store.ListPage{}, s.fail("listing tasks", retryRead, err)
+	}
+	rows.Close()
+	if more {
+		page.NextPageToken = store.PageToken(last, q)
+	}
+	return page, nil
+}

@@ -1,0 +1,92 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// migrations take the schema from version i to i+1 (migrations[i]). Append, never edit: a database
+// remembers its version in murmur_schema, and a program refuses a database newer than it.
+//
+// The tasks table is the SQLite store's, plus what DESIGN §16's replicas will need: version, bumped by
+// every write of a task (for writes on a stale version, later), and seq, an identity numbering tasks in
+// the order they were created (ListTasks' pages, newest first). The task is its JSON as json.Marshal
+// wrote it, in bytea rather than jsonb, so that it comes back byte for byte.
+var migrations = []string{
+	`CREATE TABLE tasks (
+		seq        bigint GENERATED ALWAYS AS IDENTITY,
+		id         text   PRIMARY KEY,
+		context_id text   NOT NULL,
+		state      text   NOT NULL,
+		status_ts  bigint,           -- unix ms; NULL when the status has no timestamp
+		created    bigint NOT NULL,  -- unix ms
+		caller     text   NOT NULL DEFAULT '', -- the member that sent the task; '' for the operator's
+		version    bigint NOT NULL,  -- 1 when created, +1 by every write of the task
+		task       bytea  NOT NULL   -- the whole a2a.Task as JSON
+	);
+	CREATE UNIQUE INDEX tasks_seq ON tasks (seq);
+	CREATE INDEX tasks_context ON tasks (context_id, seq);
+	CREATE INDEX tasks_state ON tasks (state, seq);
+	CREATE INDEX tasks_caller ON tasks (caller, seq);
+	CREATE INDEX tasks_ended ON tasks (state, status_ts);`,
+}
+
+// SchemaVersion is the version of the schema this program writes: the number of its migrations.
+func SchemaVersion() int { return len(migrations) }
+
+// migrateLock is the key of the transaction-level advisory lock that migrations take, so that processes
+// starting at once against one database migrate it one after the other ("murmur" in ASCII).
+const migrateLock = 0x6d75726d7572
+
+// migrate brings the database's schema to this program's version, in one transaction, under the
+// advisory lock. A database whose schema is newer is refused with both versions named.
+func migrate(ctx context.Context, conn interface {
+	Begin(context.Context) (pgx.Tx, error)
+}, want int, steps []string) error {
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx))
+	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, int64(migrateLock)); err != nil {
+		return err
+	}
+	if _, err := tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS murmur_schema (version int NOT NULL)`); err != nil {
+		return err
+	}
+	var version int
+	err = tx.QueryRow(ctx, `SELECT version FROM murmur_schema`).Scan(&version)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		if _, err := tx.Exec(ctx, `INSERT INTO murmur_schema (version) VALUES (0)`); err != nil {
+			return err
+		}
+	case err != nil:
+		return err
+	}
+	if version > want {
+		return &newerSchemaError{db: version, program: want}
+	}
+	if version == want {
+		return tx.Commit(ctx)
+	}
+	for i, step := range steps[version:want] {
+		if _, err := tx.Exec(ctx, step); err != nil {
+			return fmt.Errorf("migrating the schema to version %d: %w", version+i+1, err)
+		}
+	}
+	if _, err := tx.Exec(ctx, `UPDATE murmur_schema SET version = $1`, want); err != nil {
+		return err
+	}
+	return tx.Commit(ctx)
+}
+
+// newerSchemaError is Open's refusal of a database written by a newer program.
+type newerSchemaError struct{ db, program int }
+
+func (e *newerSchemaError) Error() string {
+	return fmt.Sprintf("the database's schema is version %d, newer than this mur's %d: upgrade mur", e.db, e.program)
+}

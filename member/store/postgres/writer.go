@@ -1,0 +1,583 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/murmur-run/murmur/a2a"
+	"github.com/murmur-run/murmur/internal/ids"
+	"github.com/murmur-run/murmur/member/store"
+)
+
+// The writer. Every write (Create, Update, UpdateAll, UpdateSoon, UpdateLater, EndAll, Recover, and
+// Settle's marker) is appended to one queue, under one lock, in the order it is handed over. One
+// goroutine takes what the queue holds (maxGroup writes at most) and commits it in one transaction,
+// statement after statement in queue order, then answers each write's waiter: concurrent writers share
+// a commit (and its WAL flush), and the database sees the writes in the order they were handed over.
+//
+// A group of plain rows (creates and updates) is one pipelined batch, which PostgreSQL runs as one
+// implicit transaction: one round trip. A group holding an EndAll or a Recover, which read before they
+// write, is an explicit transaction. A duplicate id or an unknown task fails only its own write (ON
+// CONFLICT DO NOTHING, and the count of rows an UPDATE changed); a statement that fails otherwise
+// aborts the transaction, and the group is then written again one write per transaction, so that it
+// fails alone.
+
+// maxGroup bounds the writes of one group commit, so a transaction stays short.
+const maxGroup = 256
+
+type writeKind int
+
+const (
+	kindRows    writeKind = iota // creates and updates: Create, Update, UpdateAll, UpdateSoon, UpdateLater
+	kindEndAll                   // EndAll
+	kindRecover                  // Recover
+	kindSettle                   // Settle's marker: no statement
+)
+
+// write is one write handed to the writer.
+type write struct {
+	kind writeKind
+	rows []row // kindRows
+
+	// kindEndAll and kindRecover.
+	ids   []a2a.TaskID
+	state a2a.TaskState
+	text  string
+	now   time.Time
+
+	done chan result // capacity 1; nil for UpdateSoon's, whose failure is logged
+
+	// Filled by the transaction that wrote it, and sent on done once that transaction is committed.
+	res result
+}
+
+// result is a write's outcome: each row's error (kindRows), or the ids it changed and its error.
+type result struct {
+	errs    []error
+	changed []a2a.TaskID
+	err     error
+}
+
+// row is one task row to create or update.
+type row struct {
+	create  bool
+	id      a2a.TaskID
+	context string
+	state   string
+	ts      *int64 // status timestamp, unix ms; nil when none
+	created int64  // unix ms
+	caller  string
+	body    []byte
+	err     error // the row cannot be written (set before it is handed over)
+	batched bool  // CreateBatched's
+}
+
+const (
+	insertSQL = `INSERT INTO tasks (id, context_id, state, status_ts, created, caller, version, task)
+		VALUES ($1, $2, $3, $4, $5, $6, 1, $7) ON CONFLICT (id) DO NOTHING`
+	// A task's context and caller never change once it is created.
+	updateSQL = `UPDATE tasks SET state = $2, status_ts = $3, task = $4, version = version + 1 WHERE id = $1`
+	// endSQL gives the tasks of $3 (with their new JSON in $4) state $1 and status time $2.
+	endSQL = `UPDATE tasks AS t SET state = $1, status_ts = $2, task = v.task, version = t.version + 1
+		FROM unnest($3::text[], $4::bytea[]) AS v(id, task) WHERE t.id = v.id`
+)
+
+// statusMillis is t's status timestamp in unix milliseconds, or nil when it has none.
+func statusMillis(t *a2a.Task) *int64 {
+	if t.Status.Timestamp == nil {
+		return nil
+	}
+	ms := t.Status.Timestamp.UnixMilli()
+	return &ms
+}
+
+// taskRow is the row that stores t.
+func taskRow(t *a2a.Task, create bool) row {
+	r := row{create: create, id: t.ID, context: t.ContextID, state: string(t.Status.State), ts: statusMillis(t),
+		caller: store.TaskCaller(t)}
+	switch {
+	case t.ID == "":
+		r.err = errors.New("member: storing a task without an id")
+		return r
+	case !storable(string(t.ID)):
+		r.err = fmt.Errorf("member: storing task %q: its id is not valid UTF-8 text", t.ID)
+		return r
+	case !storable(t.ContextID) || !storable(r.caller) || !storable(r.state):
+		r.err = fmt.Errorf("member: storing task %s: its context id, caller or state is not valid UTF-8 text", t.ID)
+		return r
+	}
+	body, err := json.Marshal(t)
+	if err != nil {
+		r.err = fmt.Errorf("member: storing task %s: %w", t.ID, err)
+		return r
+	}
+	r.body = body
+	return r
+}
+
+// hand appends w to the queue and wakes the writer; false when the store is closed.
+func (s *Store) hand(w *write) bool {
+	s.qmu.Lock()
+	if s.closed {
+		s.qmu.Unlock()
+		return false
+	}
+	s.queue = append(s.queue, w)
+	s.qmu.Unlock()
+	s.wake()
+	return true
+}
+
+func (s *Store) wake() {
+	select {
+	case s.kick <- struct{}{}:
+	default:
+	}
+}
+
+// await hands w over and waits until the transaction holding it is committed (or has failed). It does
+// not give up when ctx ends once w is handed over: w may be committed all the same, and its caller must
+// know.
+func (s *Store) await(ctx context.Context, w *write) result {
+	if err := ctx.Err(); err != nil {
+		return result{err: err}
+	}
+	w.done = make(chan result, 1)
+	if !s.hand(w) {
+		return result{err: errClosed}
+	}
+	return <-w.done
+}
+
+var errClosed = errors.New("the task store is closed")
+
+// Create stores a new task; its id must be new to the store. It returns once the task is committed.
+func (s *Store) Create(ctx context.Context, t *a2a.Task) error {
+	r := taskRow(t, true)
+	if r.err != nil {
+		return r.err
+	}
+	r.created = s.now().UnixMilli()
+	if ts := t.Status.Timestamp; ts != nil {
+		r.created = ts.UnixMilli()
+	}
+	return s.rowError(t.ID, s.await(ctx, &write{kind: kindRows, rows: []row{r}}))
+}
+
+// rowError is the error of a one-row write.
+func (s *Store) rowError(id a2a.TaskID, res result) error {
+	if res.err != nil {
+		return s.fail("storing task "+string(id), retryWrite, res.err)
+	}
+	return res.errs[0]
+}
+
+// CreateBatched hands a new task to the writer and returns at once, without waiting for its commit (a
+// rejection in a flood): the writer commits it with the next group, in the order of the other writes;
+// until then Get does not find it, and a failure (its id already stored: the stored task is kept) is
+// logged. It reports false, and keeps nothing, when batchMaxRows tasks or batchMaxBytes of task JSON
+// wait already, when the task has no id or cannot be stored, or when the store is closed: the caller
+// then Creates it.
+func (s *Store) CreateBatched(t *a2a.Task) bool {
+	r := taskRow(t, true)
+	if r.err != nil {
+		return false
+	}
+	r.created = s.now().UnixMilli()
+	if ts := t.Status.Timestamp; ts != nil {
+		r.created = ts.UnixMilli()
+	}
+	r.batched = true
+	size := int64(len(r.body))
+	if s.batchedRows.Add(1) > batchMaxRows || s.batchedBytes.Add(size) > batchMaxBytes {
+		s.batchedRows.Add(-1)
+		s.batchedBytes.Add(-size)
+		return false
+	}
+	if !s.hand(&write{kind: kindRows, rows: []row{r}}) {
+		s.batchedRows.Add(-1)
+		s.batchedBytes.Add(-size)
+		return false
+	}
+	return true
+}
+
+// What CreateBatched may hold, handed over and not yet committed: beyond it, the caller Creates.
+const (
+	batchMaxRows  = 1024
+	batchMaxBytes = 8 << 20
+)
+
+// Update replaces the stored task whose id is t's with t, once committed. The error wraps
+// store.ErrNotFound when the store has no such task (store.NotStored).
+func (s *Store) Update(ctx context.Context, t *a2a.Task) error {
+	r := taskRow(t, false)
+	if r.err != nil {
+		if t.ID != "" && !storable(string(t.ID)) {
+			return store.NotStored(t.ID)
+		}
+		return r.err
+	}
+	return s.rowError(t.ID, s.await(ctx, &write{kind: kindRows, rows: []row{r}}))
+}
+
+// UpdateAll stores every task of ts as Update does, all in one transaction, and returns each task's
+// error in order.
+func (s *Store) UpdateAll(ctx context.Context, ts []*a2a.Task) []error {
+	errs := make([]error, len(ts))
+	var rows []row
+	var at []int
+	for i, t := range ts {
+		r := taskRow(t, false)
+		if r.err != nil {
+			errs[i] = r.err
+			if t.ID != "" && !storable(string(t.ID)) {
+				errs[i] = store.NotStored(t.ID)
+			}
+			continue
+		}
+		rows, at = append(rows, r), append(at, i)
+	}
+	if len(rows) == 0 {
+		return errs
+	}
+	res := s.await(ctx, &write{kind: kindRows, rows: rows})
+	for j, i := range at {
+		if res.err != nil {
+			errs[i] = s.fail("storing task "+string(rows[j].id), retryWrite, res.err)
+		} else {
+			errs[i] = res.errs[j]
+		}
+	}
+	return errs
+}
+
+// UpdateSoon stores t as Update does, with the writer's next group, and returns without waiting: an
+// Update or Create handed over after it is committed after it. A failure is logged.
+func (s *Store) UpdateSoon(t *a2a.Task) {
+	r := taskRow(t, false)
+	if r.err != nil {
+		s.log.Error("the task store could not store a task's progress", "task", t.ID, "err", r.err)
+		return
+	}
+	if !s.hand(&write{kind: kindRows, rows: []row{r}}) {
+		s.log.Error("the task store could not store a task's progress", "task", t.ID, "err", errClosed)
+	}
+}
+
+// UpdateLater hands t over as UpdateSoon does, at once, and returns what waits until t is committed and
+// reports its error as Update would. The wait must be called once.
+func (s *Store) UpdateLater(ctx context.Context, t *a2a.Task) (wait func() error) {
+	if err := ctx.Err(); err != nil {
+		return func() error { return fmt.Errorf("member: storing task %s: %w", t.ID, err) }
+	}
+	r := taskRow(t, false)
+	if r.err != nil {
+		return func() error { return r.err }
+	}
+	w := &write{kind: kindRows, rows: []row{r}, done: make(chan result, 1)}
+	if !s.hand(w) {
+		return func() error { return s.fail("storing task "+string(t.ID), retryWrite, errClosed) }
+	}
+	return func() error { return s.rowError(t.ID, <-w.done) }
+}
+
+// Settle returns once every write handed over before it is committed.
+func (s *Store) Settle(ctx context.Context) error {
+	if res := s.await(ctx, &write{kind: kindSettle}); res.err != nil {
+		return s.fail("settling the task store", retryWrite, res.err)
+	}
+	return nil
+}
+
+// EndAll gives every task of ids that the store holds the terminal status state, with text as its status
+// message (a message of its own for each task, as the SQLite store writes it; none when text is "") and
+// now as its timestamp, in one transaction: the tasks are read and locked in one statement, given their
+// status in Go (the JSON is bytea, which SQL cannot edit in place without changing its bytes) and
+// written in one statement. It returns the ids it ended, in the order of ids, once committed; a task the
+// store does not hold (or whose stored JSON cannot be decoded) is left out, and an id given twice is
+// ended once.
+func (s *Store) EndAll(ctx context.Context, taskIDs []a2a.TaskID, state a2a.TaskState, text string, now time.Time) ([]a2a.TaskID, error) {
+	if len(taskIDs) == 0 {
+		return nil, nil
+	}
+	res := s.await(ctx, &write{kind: kindEndAll, ids: taskIDs, state: state, text: text, now: now})
+	if res.err != nil {
+		return nil, s.fail("ending tasks", retryWrite, res.err)
+	}
+	return res.changed, nil
+}
+
+// Recover ends failed, with store.RestartMessage and a status timestamp of now, every task that was not
+// in a terminal state. It returns the ids of the tasks it changed, in creation order, once committed.
+// Call it once, before the store takes new tasks.
+func (s *Store) Recover(ctx context.Context, now time.Time) ([]a2a.TaskID, error) {
+	res := s.await(ctx, &write{kind: kindRecover, state: a2a.TaskStateFailed, text: store.RestartMessage, now: now})
+	if res.err != nil {
+		return nil, s.fail("recovering tasks", retryWrite, res.err)
+	}
+	return res.changed, nil
+}
+
+// writer runs from Open until Close, and returns once Close began and the queue is empty.
+func (s *Store) writer() {
+	defer close(s.drained)
+	for {
+		s.qmu.Lock()
+		n := min(len(s.queue), maxGroup)
+		group := s.queue[:n:n]
+		s.queue = s.queue[n:]
+		closed := s.closed
+		s.qmu.Unlock()
+		if n == 0 {
+			if closed {
+				return
+			}
+			<-s.kick
+			continue
+		}
+		s.commitGroup(group)
+	}
+}
+
+// commitGroup writes group and answers its writes.
+func (s *Store) commitGroup(group []*write) {
+	ctx, cancel := context.WithTimeout(context.Background(), groupTimeout)
+	defer cancel()
+	err := s.writeGroup(ctx, group)
+	if err != nil && pgconn.SafeToRetry(err) {
+		// Nothing reached the server (a connection of the pool had died with a restart): once more, on
+		// a new one.
+		err = s.writeGroup(ctx, group)
+	}
+	var pg *pgconn.PgError
+	if err != nil && len(group) > 1 && errors.As(err, &pg) && !unreachable(err) {
+		// One statement failed and took the transaction with it: each write alone, so it fails alone.
+		for _, w := range group {
+			s.commitGroup([]*write{w})
+		}
+		return
+	}
+	created := 0
+	for _, w := range group {
+		if err != nil {
+			w.res = result{err: err}
+		}
+		for i, r := range w.rows {
+			if r.create && err == nil && w.res.errs[i] == nil {
+				created++
+			}
+			if r.batched {
+				s.batchedRows.Add(-1)
+				s.batchedBytes.Add(-int64(len(r.body)))
+			}
+		}
+		if w.done != nil {
+			w.done <- w.res
+			continue
+		}
+		// UpdateSoon's and CreateBatched's writes: no one waits, so a failure is logged.
+		r := w.rows[0]
+		err := w.res.err
+		if err != nil {
+			err = s.fail("storing task "+string(r.id), retryWrite, err)
+		} else {
+			err = w.res.errs[0]
+		}
+		switch {
+		case err == nil:
+		case r.batched:
+			s.log.Warn("a task handed to CreateBatched was not stored", "task", r.id, "err", err)
+		default:
+			s.log.Error("the task store could not store a task's progress", "task", r.id, "err", err)
+		}
+	}
+	s.arrived(created)
+}
+
+// writeGroup writes group in one transaction and fills each write's res; the error is the
+// transaction's, and then no res counts.
+func (s *Store) writeGroup(ctx context.Context, group []*write) error {
+	for _, w := range group {
+		w.res = result{}
+	}
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Release()
+	plain := true
+	for _, w := range group {
+		plain = plain && (w.kind == kindRows || w.kind == kindSettle)
+	}
+	if plain {
+		// One batch is one implicit transaction, committed at its end: one round trip.
+		return sendRows(ctx, conn.Conn(), group)
+	}
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback(ctx)
+	for i := 0; i < len(group); {
+		j := i
+		for j < len(group) && (group[j].kind == kindRows || group[j].kind == kindSettle) {
+			j++
+		}
+		if j > i {
+			if err := sendRows(ctx, tx, group[i:j]); err != nil {
+				return err
+			}
+			i = j
+			continue
+		}
+		if err := s.end(ctx, tx, group[i]); err != nil {
+			return err
+		}
+		i++
+	}
+	return tx.Commit(ctx)
+}
+
+// batcher is what sendRows sends through: a connection (one implicit transaction) or a transaction.
+type batcher interface {
+	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
+}
+
+// sendRows writes the rows of group as one batch and fills each write's errors.
+func sendRows(ctx context.Context, db batcher, group []*write) error {
+	b := &pgx.Batch{}
+	for _, w := range group {
+		for _, r := range w.rows {
+			if r.create {
+				b.Queue(insertSQL, string(r.id), r.context, r.state, r.ts, r.created, r.caller, r.body)
+			} else {
+				b.Queue(updateSQL, string(r.id), r.state, r.ts, r.body)
+			}
+		}
+	}
+	if b.Len() == 0 {
+		return nil
+	}
+	br := db.SendBatch(ctx, b)
+	for _, w := range group {
+		w.res.errs = make([]error, len(w.rows))
+		for i, r := range w.rows {
+			tag, err := br.Exec()
+			if err != nil {
+				br.Close()
+				return err
+			}
+			if tag.RowsAffected() == 0 {
+				if r.create {
+					w.res.errs[i] = fmt.Errorf("member: storing task %s: a task with this id is already stored", r.id)
+				} else {
+					w.res.errs[i] = store.NotStored(r.id)
+				}
+			}
+		}
+	}
+	// The implicit transaction commits here, when the batch's end is read.
+	return br.Close()
+}
+
+// end runs an EndAll or a Recover in tx: it reads and locks the tasks, gives each its new status, and
+// writes them in one statement.
+func (s *Store) end(ctx context.Context, tx pgx.Tx, w *write) error {
+	var rows pgx.Rows
+	var err error
+	if w.kind == kindRecover {
+		rows, err = tx.Query(ctx, `SELECT id, task FROM tasks WHERE state = ANY($1) ORDER BY seq FOR UPDATE`,
+			[]string{string(a2a.TaskStateSubmitted), string(a2a.TaskStateWorking),
+				string(a2a.TaskStateInputRequired), string(a2a.TaskStateAuthRequired)})
+	} else {
+		list := make([]string, 0, len(w.ids))
+		for _, id := range w.ids {
+			if storable(string(id)) {
+				list = append(list, string(id))
+			}
+		}
+		rows, err = tx.Query(ctx, `SELECT id, task FROM tasks WHERE id = ANY($1) FOR UPDATE`, list)
+	}
+	if err != nil {
+		return err
+	}
+	held := map[a2a.TaskID]*a2a.Task{}
+	var order []a2a.TaskID // Recover's: creation order
+	var decodeErrs []error
+	for rows.Next() {
+		var id string
+		var body []byte
+		if err := rows.Scan(&id, &body); err != nil {
+			rows.Close()
+			return err
+		}
+		t, err := store.Decode(a2a.TaskID(id), body)
+		if err != nil {
+			decodeErrs = append(decodeErrs, err)
+			continue
+		}
+		held[a2a.TaskID(id)] = t
+		order = append(order, a2a.TaskID(id))
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	if w.kind == kindRecover && len(decodeErrs) > 0 {
+		// A task Recover cannot read would stay running forever: refuse rather than skip it.
+		w.res.err = errors.Join(decodeErrs...)
+		return nil
+	}
+	if w.kind == kindEndAll {
+		order = order[:0]
+		placed := make(map[a2a.TaskID]bool, len(held))
+		for _, id := range w.ids {
+			if _, ok := held[id]; ok && !placed[id] {
+				placed[id] = true
+				order = append(order, id)
+			}
+		}
+	}
+	if len(order) == 0 {
+		return nil
+	}
+	ts := a2a.NewTimestamp(w.now)
+	ids := make([]string, len(order))
+	bodies := make([][]byte, len(order))
+	for i, id := range order {
+		t := held[id]
+		t.Status = a2a.TaskStatus{State: w.state, Timestamp: ts}
+		if w.text != "" {
+			t.Status.Message = statusMessage(t, w.text)
+		}
+		body, err := json.Marshal(t)
+		if err != nil {
+			w.res.err = fmt.Errorf("storing task %s: %w", id, err)
+			return nil
+		}
+		ids[i], bodies[i] = string(id), body
+	}
+	if _, err := tx.Exec(ctx, endSQL, string(w.state), ts.UnixMilli(), ids, bodies); err != nil {
+		return err
+	}
+	w.res.changed = order
+	return nil
+}
+
+// statusMessage is the agent's message of an ended task's status, as the SQLite store writes it.
+func statusMessage(t *a2a.Task, text string) *a2a.Message {
+	return &a2a.Message{
+		MessageID: a2a.MessageID(ids.New(ids.PrefixMessage)),
+		Role:      a2a.RoleAgent,
+		Parts:     []a2a.Part{a2a.TextPart(text)},
+		TaskID:    t.ID,
+		ContextID: t.ContextID,
+	}
+}

@@ -1,0 +1,49 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+
+	"github.com/murmur-run/murmur/a2a"
+	"github.com/murmur-run/murmur/member/capsule"
+	"github.com/murmur-run/murmur/member/store"
+	"github.com/murmur-run/murmur/member/store/postgres"
+	"github.com/murmur-run/murmur/roster"
+)
+
+// memberStore is where a member's tasks are: its roster entry's store:, else MUR_STORE
+// (FormationConfig.Store), else "" for the embedded SQLite file.
+func memberStore(m roster.Member, cfg FormationConfig) (dsn, password string) {
+	if m.Store != "" {
+		return m.Store, m.StorePassword
+	}
+	return cfg.Store, ""
+}
+
+// openStore opens member m's task store: the embedded SQLite file dir/tasks.db, or PostgreSQL at the
+// address memberStore gives (DESIGN §16). sqlite is the file's path, which the push notifier keeps its
+// configs in; "" for PostgreSQL, which keeps none yet (push is off for such a member).
+func openStore(ctx context.Context, m roster.Member, c *capsule.Capsule, cfg FormationConfig, dir string, log *slog.Logger,
+	removed func([]a2a.TaskID)) (st store.Tasks, sqlite string, err error) {
+	retention := c.Store.Retention.Or(cfg.Roster.Store.Retention)
+	dsn, ref := memberStore(m, cfg)
+	if dsn == "" {
+		sqlite = filepath.Join(dir, "tasks.db")
+		s, err := store.OpenWith(sqlite, store.Config{Retention: retention, Now: cfg.Now, Logger: log, Removed: removed})
+		if err != nil {
+			return nil, "", err
+		}
+		return s, sqlite, nil
+	}
+	full, err := postgres.Address(dsn, ref, cfg.getenv())
+	if err != nil {
+		return nil, "", fmt.Errorf("member %s: %w", m.Name, err)
+	}
+	s, err := postgres.Open(ctx, full, postgres.Config{Retention: retention, Now: cfg.Now, Logger: log, Removed: removed})
+	if err != nil {
+		return nil, "", fmt.Errorf("member %s: %w", m.Name, err)
+	}
+	return s, "", nil
+}
