@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/murmur-run/murmur/a2a"
+	"github.com/murmur-run/murmur/internal/ids"
 	"github.com/murmur-run/murmur/roster"
 	"github.com/murmur-run/murmur/server"
 	"go.uber.org/goleak"
@@ -237,7 +238,7 @@ func (h *hello) tasksWithText(member, text string) []a2a.Task {
 func (h *hello) send(member, text string) *a2a.Task {
 	h.t.Helper()
 	res, err := h.client(member).SendMessage(context.Background(), &a2a.SendMessageRequest{Message: &a2a.Message{
-		MessageID: a2a.MessageID("m-" + text), Role: a2a.RoleUser, Parts: []a2a.Part{a2a.TextPart(text)}}})
+		MessageID: a2a.MessageID(ids.New(ids.PrefixMessage)), Role: a2a.RoleUser, Parts: []a2a.Part{a2a.TextPart(text)}}})
 	if err != nil {
 		h.t.Fatal(err)
 	}

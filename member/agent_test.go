@@ -15,6 +15,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/murmur-run/murmur/a2a"
+	"github.com/murmur-run/murmur/internal/ids"
 	"github.com/murmur-run/murmur/member/calls"
 	"github.com/murmur-run/murmur/member/capsule"
 	"github.com/murmur-run/murmur/member/metrics"
@@ -383,9 +384,9 @@ func TestSessionEndsAtItsDeadline(t *testing.T) {
 		"murmur.yaml": "name: s\nscript:\n  command: [sh, -c, 'while [ ! -e \"$MUR_CAPSULE_DIR/go\" ]; do sleep 0.01; done']\ndeadline: 1s\ntask_acceptance: queue\n",
 	}, sessionOpts{})
 	ctx := context.Background()
-	msg := &a2a.Message{MessageID: "m", Role: a2a.RoleUser, Parts: []a2a.Part{a2a.TextPart("x")}}
-	running, _ := s.Send(ctx, msg, Origin{})
-	queued, _ := s.Send(ctx, msg, Origin{})
+	msg := &a2a.Message{MessageID: a2a.MessageID(ids.New(ids.PrefixMessage)), Role: a2a.RoleUser, Parts: []a2a.Part{a2a.TextPart("x")}}
+	running, _ := s.Send(ctx, fresh(msg), Origin{})
+	queued, _ := s.Send(ctx, fresh(msg), Origin{})
 	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	at := s.deadline.UTC().Format(time.RFC3339)
@@ -398,7 +399,7 @@ func TestSessionEndsAtItsDeadline(t *testing.T) {
 			t.Errorf("task at the deadline: %s %q, want failed %q", got.Status.State, status(got), want)
 		}
 	}
-	late, err := s.Send(ctx, msg, Origin{})
+	late, err := s.Send(ctx, fresh(msg), Origin{})
 	if err != nil || late.Status.State != a2a.TaskStateRejected || status(late) != "task rejected: the session ended at its deadline, "+at {
 		t.Errorf("a task after the deadline: %+v %v", late.Status, err)
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/murmur-run/murmur/a2a"
+	"github.com/murmur-run/murmur/internal/ids"
 	"github.com/murmur-run/murmur/member/sandbox"
 	"github.com/murmur-run/murmur/member/store"
 )
@@ -344,7 +345,7 @@ func TestWaitEndsWhenTheTaskIsCanceled(t *testing.T) {
 		"      - call: [{tool: sh, input: {args: ['-c', 'sleep 30']}}]\n"+
 		"      - call: [{tool: background-command, input: {operation: wait, work_id: '{{(index .results 0).data.work_id}}', wait_secs: 600}}]\n"+
 		"      - say: not reached\n")
-	task, err := s.Send(t.Context(), &a2a.Message{MessageID: "m", Role: a2a.RoleUser, Parts: []a2a.Part{a2a.TextPart("x")}}, Origin{})
+	task, err := s.Send(t.Context(), &a2a.Message{MessageID: a2a.MessageID(ids.New(ids.PrefixMessage)), Role: a2a.RoleUser, Parts: []a2a.Part{a2a.TextPart("x")}}, Origin{})
 	if err != nil {
 		t.Fatal(err)
 	}

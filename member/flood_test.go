@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/murmur-run/murmur/a2a"
+	"github.com/murmur-run/murmur/internal/ids"
 	"github.com/murmur-run/murmur/member/store"
 )
 
@@ -46,7 +47,15 @@ func busySession(t *testing.T) (s *testSession, running *a2a.Task, release func(
 }
 
 func userMsg(text string) *a2a.Message {
-	return &a2a.Message{MessageID: "m", Role: a2a.RoleUser, Parts: []a2a.Part{a2a.TextPart(text)}}
+	return &a2a.Message{MessageID: a2a.MessageID(ids.New(ids.PrefixMessage)), Role: a2a.RoleUser, Parts: []a2a.Part{a2a.TextPart(text)}}
+}
+
+// fresh is msg with a message id of its own: a message sent again with the same id is a retry, answered
+// with the task it created.
+func fresh(msg *a2a.Message) *a2a.Message {
+	m := *msg
+	m.MessageID = a2a.MessageID(ids.New(ids.PrefixMessage))
+	return &m
 }
 
 func waitForState(t *testing.T, s *Session, id a2a.TaskID, want a2a.TaskState) *a2a.Task {

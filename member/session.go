@@ -71,6 +71,34 @@ type Origin struct {
 	// the task's SUBMITTED, and no change of a fast task comes and goes before the config exists. An
 	// error is returned by Send with the task, which runs all the same. Not called for a follow-up.
 	Stored func(*a2a.Task) error
+	// Retried, when set, is called when Send answers a message this caller already sent with the task
+	// that message created (see Send): the door then registers no push config a second time.
+	Retried func(*a2a.Task)
+}
+
+// messageKey is a message as a retry names it: who sent it and its messageId.
+type messageKey struct{ caller, message string }
+
+// retried finds the task an earlier copy of the message key created: one still being stored, else one
+// in the store that was not rejected. ok is false when there is none.
+func (s *Session) retried(ctx context.Context, key messageKey) (*a2a.Task, bool, error) {
+	if key.message == "" {
+		return nil, false, nil
+	}
+	s.sendingMu.Lock()
+	sent, ok := s.sending[key]
+	s.sendingMu.Unlock()
+	if ok {
+		return sent, true, nil
+	}
+	t, err := s.cfg.Store.GetByMessage(ctx, key.caller, key.message)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return nil, false, nil
+	case err != nil:
+		return nil, false, err
+	}
+	return t, true, nil
 }
 
 // Config is everything a session is given; nothing is read from package state.
@@ -154,13 +182,18 @@ type Session struct {
 	// admit decides, without mu, whether a new task enters; a rejection never waits for mu or the disk.
 	admit *admit.Gate
 
-	mu        sync.Mutex
-	running   *runningTask
-	ending    map[a2a.TaskID]*runningTask // tasks that ran, whose ends wait for their commit (settle)
-	queue     []a2a.TaskID                // in order of admission, including tasks still being stored
-	unstored  map[a2a.TaskID]bool         // admitted tasks whose Create has not returned; the executor waits for them
-	storing   sync.WaitGroup              // Sends between admission and the end of their Create; Close waits for them
-	waiters   events.Signals              // wakes a task's Waits when it changes
+	mu       sync.Mutex
+	running  *runningTask
+	ending   map[a2a.TaskID]*runningTask // tasks that ran, whose ends wait for their commit (settle)
+	queue    []a2a.TaskID                // in order of admission, including tasks still being stored
+	unstored map[a2a.TaskID]bool         // admitted tasks whose Create has not returned; the executor waits for them
+	// sending holds the tasks of unstored by the message that created them, so that a retry of that
+	// message before the Create returns is answered with the task rather than a second one. Its own
+	// lock, sendingMu, not mu: a retry is found before admission, which never waits for mu.
+	sending   map[messageKey]*a2a.Task
+	sendingMu sync.Mutex
+	storing   sync.WaitGroup // Sends between admission and the end of their Create; Close waits for them
+	waiters   events.Signals // wakes a task's Waits when it changes
 	closed    bool
 	submitted map[a2a.TaskID]time.Time // when each unfinished task arrived, for mur_task_duration_seconds
 	tools     *runtimetools.Registry
@@ -230,6 +263,7 @@ func Start(cfg Config) (*Session, error) {
 		log:        cfg.Logger.With("member", cfg.Member),
 		submitted:  map[a2a.TaskID]time.Time{},
 		unstored:   map[a2a.TaskID]bool{},
+		sending:    map[messageKey]*a2a.Task{},
 		admit:      admit.New(cfg.Capsule, BusyMessage),
 		kick:       make(chan struct{}, 1),
 		ends:       make(chan *ending, maxEnding),
@@ -346,7 +380,9 @@ func (s *Session) Ping(ctx context.Context) error {
 // and waits for no disk: the store keeps it later, in a batch (Store.CreateBatched), or not at all when
 // the batch writer's buffer is full. A contextId continues that conversation of the sender's (DESIGN
 // §15). A message naming an existing task answers its question when it waits for its sender
-// (TASK_STATE_INPUT_REQUIRED) and is refused otherwise.
+// (TASK_STATE_INPUT_REQUIRED) and is refused otherwise. A message whose messageId the same caller
+// already sent is answered with the task it created, as it stands (a retry is safe); one that was
+// rejected is offered again.
 func (s *Session) Send(ctx context.Context, msg *a2a.Message, origin Origin) (*a2a.Task, error) {
 	if msg.TaskID != "" {
 		return s.conv().FollowUp(ctx, msg, scopeOf(origin))
@@ -356,6 +392,18 @@ func (s *Session) Send(ctx context.Context, msg *a2a.Message, origin Origin) (*a
 	}
 	if origin.Origin == "" {
 		origin.Origin = OriginOperator
+	}
+	// A message the same caller already sent (a client or a load balancer retrying) is answered with the
+	// task it created, as that task stands (DESIGN §16); a rejected one is offered again.
+	key := messageKey{message: string(msg.MessageID)}
+	if origin.Origin == OriginPeer {
+		key.caller = origin.Caller
+	}
+	if t, ok, err := s.retried(ctx, key); ok || err != nil {
+		if ok && origin.Retried != nil {
+			origin.Retried(t)
+		}
+		return t, err
 	}
 	now := s.cfg.Now()
 	id := a2a.TaskID(ids.New(ids.PrefixTask))
@@ -389,6 +437,29 @@ func (s *Session) Send(ctx context.Context, msg *a2a.Message, origin Origin) (*a
 		s.admit.Release()
 		refusal, _ := s.admit.Take()
 		return s.reject(t, refusal, now), nil
+	}
+	if key.message != "" {
+		s.sendingMu.Lock()
+		sent, ok := s.sending[key]
+		if !ok {
+			snap := *t
+			s.sending[key] = &snap
+		}
+		s.sendingMu.Unlock()
+		if ok {
+			// The same message arrived while its first copy was being stored.
+			s.mu.Unlock()
+			s.admit.Release()
+			if origin.Retried != nil {
+				origin.Retried(sent)
+			}
+			return sent, nil
+		}
+		defer func() {
+			s.sendingMu.Lock()
+			delete(s.sending, key)
+			s.sendingMu.Unlock()
+		}()
 	}
 	// The task takes its place in the queue now, so the queue stays in order of admission; the executor
 	// starts it once it is stored.

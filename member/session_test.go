@@ -15,6 +15,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/murmur-run/murmur/a2a"
+	"github.com/murmur-run/murmur/internal/ids"
 	"github.com/murmur-run/murmur/member/sandbox"
 	"github.com/murmur-run/murmur/member/store"
 )
@@ -41,7 +42,7 @@ func newSession(t *testing.T, files map[string]string) *testSession {
 
 func (s *testSession) run(t testing.TB, text string, o Origin) *a2a.Task {
 	t.Helper()
-	task, err := s.Send(context.Background(), &a2a.Message{MessageID: "m", Role: a2a.RoleUser, Parts: []a2a.Part{a2a.TextPart(text)}}, o)
+	task, err := s.Send(context.Background(), &a2a.Message{MessageID: a2a.MessageID(ids.New(ids.PrefixMessage)), Role: a2a.RoleUser, Parts: []a2a.Part{a2a.TextPart(text)}}, o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -196,9 +197,9 @@ func TestRecords(t *testing.T) {
 func TestCloseCancelsWorkInFlight(t *testing.T) {
 	s := newSession(t, map[string]string{"murmur.yaml": "name: s\nscript:\n  command: [sh, -c, 'while [ ! -e \"$MUR_CAPSULE_DIR/go\" ]; do sleep 0.01; done']\ntask_acceptance: queue\n"})
 	ctx := context.Background()
-	msg := &a2a.Message{MessageID: "m", Role: a2a.RoleUser, Parts: []a2a.Part{a2a.TextPart("x")}}
-	running, _ := s.Send(ctx, msg, Origin{})
-	queued, _ := s.Send(ctx, msg, Origin{})
+	msg := &a2a.Message{MessageID: a2a.MessageID(ids.New(ids.PrefixMessage)), Role: a2a.RoleUser, Parts: []a2a.Part{a2a.TextPart("x")}}
+	running, _ := s.Send(ctx, fresh(msg), Origin{})
+	queued, _ := s.Send(ctx, fresh(msg), Origin{})
 	for {
 		got, _ := s.Get(ctx, running.ID, nil, store.OperatorScope())
 		if got.Status.State == a2a.TaskStateWorking {
@@ -218,7 +219,7 @@ func TestCloseCancelsWorkInFlight(t *testing.T) {
 			t.Errorf("task %s after Close: %s %q, want canceled with %q", id, got.Status.State, status(got), ShutdownCancel)
 		}
 	}
-	late, err := s.Send(ctx, msg, Origin{})
+	late, err := s.Send(ctx, fresh(msg), Origin{})
 	if err != nil || late.Status.State != a2a.TaskStateRejected || status(late) != ShutdownReject {
 		t.Errorf("a task sent after Close: %+v %v", late, err)
 	}
@@ -230,10 +231,10 @@ func TestCloseEndsEveryQueuedTaskDurably(t *testing.T) {
 	const queued = 300
 	s, root := startSession(t, map[string]string{"murmur.yaml": "name: s\nscript:\n  command: [sh, -c, 'while [ ! -e \"$MUR_CAPSULE_DIR/go\" ]; do sleep 0.01; done']\ntask_acceptance: queue\nqueue_size: 1000\n"}, sessionOpts{})
 	ctx := context.Background()
-	msg := &a2a.Message{MessageID: "m", Role: a2a.RoleUser, Parts: []a2a.Part{a2a.TextPart("x")}}
+	msg := &a2a.Message{MessageID: a2a.MessageID(ids.New(ids.PrefixMessage)), Role: a2a.RoleUser, Parts: []a2a.Part{a2a.TextPart("x")}}
 	var ids []a2a.TaskID
 	for range queued + 1 {
-		task, err := s.Send(ctx, msg, Origin{})
+		task, err := s.Send(ctx, fresh(msg), Origin{})
 		if err != nil || task.Status.State != a2a.TaskStateSubmitted {
 			t.Fatalf("Send: %+v %v", task, err)
 		}

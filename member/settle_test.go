@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/murmur-run/murmur/a2a"
+	"github.com/murmur-run/murmur/internal/ids"
 	"github.com/murmur-run/murmur/member/store"
 )
 
@@ -19,7 +20,7 @@ func TestNextTaskRunsWhileTheEndCommits(t *testing.T) {
 	s := newSession(t, map[string]string{"murmur.yaml": "name: s\ntask_acceptance: queue\nscript:\n  command: [sh, -c, 'read x; if [ \"$x\" = first ]; then while [ ! -e \"$MUR_CAPSULE_DIR/go\" ]; do sleep 0.01; done; fi; echo \"got $x\"']\n"})
 	ctx := context.Background()
 	send := func(text string) a2a.TaskID {
-		task, err := s.Send(ctx, &a2a.Message{MessageID: "m", Role: a2a.RoleUser, Parts: []a2a.Part{a2a.TextPart(text)}}, Origin{})
+		task, err := s.Send(ctx, &a2a.Message{MessageID: a2a.MessageID(ids.New(ids.PrefixMessage)), Role: a2a.RoleUser, Parts: []a2a.Part{a2a.TextPart(text)}}, Origin{})
 		if err != nil || task.Status.State != a2a.TaskStateSubmitted {
 			t.Fatalf("Send %q: %+v %v", text, task, err)
 		}
@@ -99,7 +100,7 @@ func TestPlaceIsFreeOnceTheEndIsHandedOver(t *testing.T) {
 	s := newSession(t, map[string]string{"murmur.yaml": "name: s\nscript:\n  command: [sh, -c, 'read x; if [ \"$x\" = first ]; then while [ ! -e \"$MUR_CAPSULE_DIR/go\" ]; do sleep 0.01; done; fi; echo \"got $x\"']\n"})
 	ctx := context.Background()
 	msg := func(text string) *a2a.Message {
-		return &a2a.Message{MessageID: "m", Role: a2a.RoleUser, Parts: []a2a.Part{a2a.TextPart(text)}}
+		return &a2a.Message{MessageID: a2a.MessageID(ids.New(ids.PrefixMessage)), Role: a2a.RoleUser, Parts: []a2a.Part{a2a.TextPart(text)}}
 	}
 	first, err := s.Send(ctx, msg("first"), Origin{})
 	if err != nil {

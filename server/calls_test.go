@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/murmur-run/murmur/a2a"
+	"github.com/murmur-run/murmur/internal/ids"
 	"github.com/murmur-run/murmur/member"
 	"github.com/murmur-run/murmur/roster"
 )
@@ -81,7 +82,7 @@ func startFormationAt(t *testing.T, files map[string]string, tokens Tokens, now 
 func (fx *formationFixture) ask(t *testing.T, member, text string) *a2a.Task {
 	t.Helper()
 	res, err := fx.c[member].SendMessage(context.Background(), &a2a.SendMessageRequest{
-		Message: &a2a.Message{MessageID: "m", Role: a2a.RoleUser, Parts: []a2a.Part{a2a.TextPart(text)}}})
+		Message: &a2a.Message{MessageID: a2a.MessageID(ids.New(ids.PrefixMessage)), Role: a2a.RoleUser, Parts: []a2a.Part{a2a.TextPart(text)}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,7 +95,7 @@ func (fx *formationFixture) askUntil(t *testing.T, member, text, status string) 
 	t.Helper()
 	ctx := context.Background()
 	res, err := fx.c[member].SendMessage(ctx, &a2a.SendMessageRequest{
-		Message:       &a2a.Message{MessageID: "m", Role: a2a.RoleUser, Parts: []a2a.Part{a2a.TextPart(text)}},
+		Message:       &a2a.Message{MessageID: a2a.MessageID(ids.New(ids.PrefixMessage)), Role: a2a.RoleUser, Parts: []a2a.Part{a2a.TextPart(text)}},
 		Configuration: &a2a.SendMessageConfig{ReturnImmediately: true}})
 	if err != nil {
 		t.Fatal(err)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/murmur-run/murmur/a2a"
+	"github.com/murmur-run/murmur/internal/ids"
 	"github.com/murmur-run/murmur/member"
 	"github.com/murmur-run/murmur/roster"
 )
@@ -38,7 +39,7 @@ func TestFormationShutdownAnswersBlockedCallsCanceled(t *testing.T) {
 	}
 	ctx := context.Background()
 	echo := a2a.NewClient(f.Members[1].URL+"/a2a", "op", nil)
-	res, err := echo.SendMessage(ctx, &a2a.SendMessageRequest{Message: &a2a.Message{MessageID: "m", Role: a2a.RoleUser, Parts: []a2a.Part{a2a.TextPart("hi")}}})
+	res, err := echo.SendMessage(ctx, &a2a.SendMessageRequest{Message: &a2a.Message{MessageID: a2a.MessageID(ids.New(ids.PrefixMessage)), Role: a2a.RoleUser, Parts: []a2a.Part{a2a.TextPart("hi")}}})
 	if err != nil || res.Task.Status.State != a2a.TaskStateCompleted {
 		t.Fatalf("echo member: %+v %v", res, err)
 	}
@@ -46,7 +47,7 @@ func TestFormationShutdownAnswersBlockedCallsCanceled(t *testing.T) {
 	slow := a2a.NewClient(f.Members[0].URL+"/a2a", "op", nil)
 	blocked := make(chan *a2a.Task, 1)
 	go func() {
-		res, err := slow.SendMessage(ctx, &a2a.SendMessageRequest{Message: &a2a.Message{MessageID: "m", Role: a2a.RoleUser, Parts: []a2a.Part{a2a.TextPart("long")}}})
+		res, err := slow.SendMessage(ctx, &a2a.SendMessageRequest{Message: &a2a.Message{MessageID: a2a.MessageID(ids.New(ids.PrefixMessage)), Role: a2a.RoleUser, Parts: []a2a.Part{a2a.TextPart("long")}}})
 		if err != nil {
 			t.Errorf("blocking SendMessage during shutdown: %v", err)
 			blocked <- nil

@@ -478,6 +478,8 @@ func (d *Door) submit(ctx context.Context, caller Caller, req *a2a.SendMessageRe
 			registered = true
 			return d.sendPushConfig(ctx, caller, req, t)
 		}
+		// A retried message's task has the config its first copy carried.
+		origin.Retried = func(*a2a.Task) { registered = true }
 	}
 	task, err := d.cfg.Executor.Send(ctx, req.Message, origin)
 	if err != nil {

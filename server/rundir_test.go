@@ -94,7 +94,7 @@ func TestRuntimeDirectoriesAreThoseOfLiveSessions(t *testing.T) {
 		live := f.Members[0].Session.ID()
 		c := a2a.NewClient(f.Members[0].URL+"/a2a", "op", nil)
 		res, err := c.SendMessage(context.Background(), &a2a.SendMessageRequest{
-			Message: &a2a.Message{MessageID: "m", Role: a2a.RoleUser, Parts: []a2a.Part{a2a.TextPart("job")}}})
+			Message: &a2a.Message{MessageID: a2a.MessageID(ids.New(ids.PrefixMessage)), Role: a2a.RoleUser, Parts: []a2a.Part{a2a.TextPart("job")}}})
 		if err != nil || res.Task == nil || res.Task.Status.State != a2a.TaskStateCompleted || !strings.Contains(answerOf(res.Task), "helped: job") {
 			shutdown(t, f)
 			t.Fatalf("start %d: the task that delegates: %+v %v", i, res, err)

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/murmur-run/murmur/a2a"
+	"github.com/murmur-run/murmur/internal/ids"
 	"github.com/murmur-run/murmur/member/sandbox"
 )
 
@@ -429,7 +430,7 @@ script:
 	m := startMember(t, rosterPath, dataDir)
 	c := a2a.NewClient(m.url+"/a2a", "op", nil)
 	if _, err := c.SendMessage(context.Background(), &a2a.SendMessageRequest{
-		Message:       &a2a.Message{MessageID: "m", Role: a2a.RoleUser, Parts: []a2a.Part{a2a.TextPart("escape")}},
+		Message:       &a2a.Message{MessageID: a2a.MessageID(ids.New(ids.PrefixMessage)), Role: a2a.RoleUser, Parts: []a2a.Part{a2a.TextPart("escape")}},
 		Configuration: &a2a.SendMessageConfig{ReturnImmediately: true},
 	}); err != nil {
 		t.Fatal(err)

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/murmur-run/murmur/a2a"
+	"github.com/murmur-run/murmur/internal/ids"
 	"github.com/murmur-run/murmur/member"
 	"github.com/murmur-run/murmur/member/store"
 )
@@ -187,7 +188,7 @@ func TestSIGTERMShutsDownCleanly(t *testing.T) {
 	p := startMember(t, rosterPath, dataDir)
 	c := a2a.NewClient(p.url+"/a2a", "op", nil)
 	res, err := c.SendMessage(ctx, &a2a.SendMessageRequest{
-		Message:       &a2a.Message{MessageID: "m", Role: a2a.RoleUser, Parts: []a2a.Part{a2a.TextPart("slow")}},
+		Message:       &a2a.Message{MessageID: a2a.MessageID(ids.New(ids.PrefixMessage)), Role: a2a.RoleUser, Parts: []a2a.Part{a2a.TextPart("slow")}},
 		Configuration: &a2a.SendMessageConfig{ReturnImmediately: true},
 	})
 	if err != nil {

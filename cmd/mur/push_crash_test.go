@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/murmur-run/murmur/a2a"
+	"github.com/murmur-run/murmur/internal/ids"
 )
 
 // TestPushDeliveredAfterSIGKILL: a task works and ends while its webhook is down, and the member is
@@ -48,7 +49,7 @@ func TestPushDeliveredAfterSIGKILL(t *testing.T) {
 
 	first := startMember(t, rosterPath, dataDir)
 	res, err := a2a.NewClient(first.url+"/a2a", "op", nil).SendMessage(ctx, &a2a.SendMessageRequest{
-		Message:       &a2a.Message{MessageID: "m", Role: a2a.RoleUser, Parts: []a2a.Part{a2a.TextPart("quick one")}},
+		Message:       &a2a.Message{MessageID: a2a.MessageID(ids.New(ids.PrefixMessage)), Role: a2a.RoleUser, Parts: []a2a.Part{a2a.TextPart("quick one")}},
 		Configuration: &a2a.SendMessageConfig{PushConfig: &a2a.TaskPushNotificationConfig{URL: hook.URL + "/hook", Token: "t"}},
 	})
 	if err != nil || res.Task == nil || res.Task.Status.State != a2a.TaskStateCompleted {

@@ -47,6 +47,9 @@ type Tasks interface {
 	Settle(ctx context.Context) error
 	// Get returns the stored task, a copy the caller may change.
 	Get(ctx context.Context, id a2a.TaskID) (*a2a.Task, error)
+	// GetByMessage returns the newest task the message messageID of caller ("" for the operator)
+	// created, rejected ones left out: what a retried SendMessage answers (DESIGN §16, safe retries).
+	GetByMessage(ctx context.Context, caller, messageID string) (*a2a.Task, error)
 	// GetAll returns the stored tasks of ids, in the order of ids, leaving out those it does not hold.
 	GetAll(ctx context.Context, ids []a2a.TaskID) ([]*a2a.Task, error)
 	// GetInScope returns a stored task in scope as its JSON.
@@ -75,6 +78,15 @@ func (sc Scope) Caller() string { return sc.caller }
 
 // Sees reports whether a task sent by caller ("" for the operator) is in the scope.
 func (sc Scope) Sees(caller string) bool { return sc.sees(caller) }
+
+// FirstMessageID is the id of the message that created t (its first history message); "" when it has
+// none. GetByMessage finds a task by it.
+func FirstMessageID(t *a2a.Task) string {
+	if len(t.History) == 0 {
+		return ""
+	}
+	return string(t.History[0].MessageID)
+}
 
 // TaskCaller is the member that sent t, from its metadata (murmur.caller); "" for the operator's tasks.
 func TaskCaller(t *a2a.Task) string { return taskCaller(t) }

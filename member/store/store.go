@@ -147,6 +147,10 @@ var schema = []string{
 		INSERT INTO task_counts (state, caller, n) VALUES (NEW.state, NEW.caller, 1)
 			ON CONFLICT (state, caller) DO UPDATE SET n = n + 1;
 	END;`,
+	// message_id: the id of the message that created the task, so a SendMessage retried with the same
+	// messageId finds the task it created (GetByMessage). Tasks stored before it have none.
+	`ALTER TABLE tasks ADD COLUMN message_id TEXT NOT NULL DEFAULT '';
+	CREATE INDEX tasks_message ON tasks (caller, message_id) WHERE message_id != '';`,
 }
 
 // Open opens the task store at path with the default Config; see OpenWith.
@@ -317,7 +321,7 @@ func (s *Store) Create(ctx context.Context, t *a2a.Task) error {
 		created = ts.Time
 	}
 	return s.commit(ctx, &pendingWrite{op: opCreate, id: t.ID, context: t.ContextID, state: string(t.Status.State),
-		ts: statusMillis(t), created: created, caller: taskCaller(t), body: body})
+		ts: statusMillis(t), created: created, caller: taskCaller(t), body: body, message: FirstMessageID(t)})
 }
 
 // taskCaller is the member that sent t, from its metadata (murmur.caller); "" for the operator's tasks.
@@ -334,7 +338,7 @@ type execer interface {
 
 // insertTask is the INSERT of a task row outside the group commit: the batch writer's.
 func insertTask(ctx context.Context, db execer, t *a2a.Task, body []byte, created time.Time) error {
-	_, err := db.ExecContext(ctx, insertSQL, string(t.ID), t.ContextID, string(t.Status.State), statusMillis(t), created.UnixMilli(), taskCaller(t), body)
+	_, err := db.ExecContext(ctx, insertSQL, string(t.ID), t.ContextID, string(t.Status.State), statusMillis(t), created.UnixMilli(), taskCaller(t), body, FirstMessageID(t))
 	if err != nil {
 		return fmt.Errorf("member: storing task %s: %w", t.ID, err)
 	}
@@ -392,6 +396,25 @@ func (s *Store) GetWithCaller(ctx context.Context, id a2a.TaskID) (body []byte, 
 		return nil, "", fmt.Errorf("member: reading task %s: %w", id, err)
 	}
 	return body, caller, nil
+}
+
+// GetByMessage returns the newest stored task that the message messageID of caller ("" for the
+// operator) created and that was not rejected: what a retried SendMessage answers. The error wraps
+// ErrNotFound when there is none.
+func (s *Store) GetByMessage(ctx context.Context, caller, messageID string) (*a2a.Task, error) {
+	if messageID == "" {
+		return nil, NotStored("")
+	}
+	var id string
+	err := s.read.QueryRowContext(ctx, `SELECT id FROM tasks WHERE caller = ? AND message_id = ? AND state != ? ORDER BY seq DESC LIMIT 1`,
+		caller, messageID, string(a2a.TaskStateRejected)).Scan(&id)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, NotStored("")
+	}
+	if err != nil {
+		return nil, fmt.Errorf("member: looking up message %s: %w", messageID, err)
+	}
+	return s.Get(ctx, a2a.TaskID(id))
 }
 
 // ListQuery selects the tasks of ListTasks. Zero fields do not filter.

@@ -114,7 +114,7 @@ func TestSchema(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []string{"seq bigint NO YES", "id text NO NO", "context_id text NO NO", "state text NO NO",
-		"status_ts bigint YES NO", "created bigint NO NO", "caller text NO NO", "version bigint NO NO", "task bytea NO NO"}
+		"status_ts bigint YES NO", "created bigint NO NO", "caller text NO NO", "version bigint NO NO", "task bytea NO NO", "message_id text NO NO"}
 	if !slices.Equal(cols, want) {
 		t.Errorf("tasks columns:\n%q\nwant\n%q", cols, want)
 	}
@@ -124,7 +124,7 @@ func TestSchema(t *testing.T) {
 		t.Fatal(err)
 	}
 	joined := strings.Join(idx, "\n")
-	for _, w := range []string{"(context_id, seq)", "(state, seq)", "(caller, seq)", "(state, status_ts)", "UNIQUE INDEX tasks_seq ON public.tasks USING btree (seq)", "tasks_pkey"} {
+	for _, w := range []string{"(context_id, seq)", "(state, seq)", "(caller, seq)", "(state, status_ts)", "UNIQUE INDEX tasks_seq ON public.tasks USING btree (seq)", "tasks_pkey", "(caller, message_id) WHERE (message_id <> ''::text)"} {
 		if !strings.Contains(joined, w) {
 			t.Errorf("no index %s among\n%s", w, joined)
 		}

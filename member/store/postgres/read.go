@@ -26,6 +26,24 @@ func (s *Store) Get(ctx context.Context, id a2a.TaskID) (*a2a.Task, error) {
 	return store.Decode(id, body)
 }
 
+// GetByMessage returns the newest stored task that the message messageID of caller created and that was
+// not rejected (store.Tasks).
+func (s *Store) GetByMessage(ctx context.Context, caller, messageID string) (*a2a.Task, error) {
+	if messageID == "" || !storable(caller) || !storable(messageID) {
+		return nil, store.NotStored("")
+	}
+	var id string
+	err := s.pool.QueryRow(ctx, `SELECT id FROM tasks WHERE caller = $1 AND message_id = $2 AND message_id <> '' AND state <> $3 ORDER BY seq DESC LIMIT 1`,
+		caller, messageID, string(a2a.TaskStateRejected)).Scan(&id)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, store.NotStored("")
+	}
+	if err != nil {
+		return nil, s.fail("looking up message "+messageID, retryRead, err)
+	}
+	return s.Get(ctx, a2a.TaskID(id))
+}
+
 // getJSON reads the stored task's JSON and the member that sent it.
 func (s *Store) getJSON(ctx context.Context, id a2a.TaskID) (body []byte, caller string, err error) {
 	if !storable(string(id)) {

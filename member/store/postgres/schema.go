@@ -32,6 +32,10 @@ var migrations = []string{
 	CREATE INDEX tasks_state ON tasks (state, seq);
 	CREATE INDEX tasks_caller ON tasks (caller, seq);
 	CREATE INDEX tasks_ended ON tasks (state, status_ts);`,
+	// message_id: the id of the message that created the task, so that a SendMessage retried with the
+	// same messageId finds the task it created (GetByMessage).
+	`ALTER TABLE tasks ADD COLUMN message_id text NOT NULL DEFAULT '';
+	CREATE INDEX tasks_message ON tasks (caller, message_id) WHERE message_id <> '';`,
 }
 
 // SchemaVersion is the version of the schema this program writes: the number of its migrations.

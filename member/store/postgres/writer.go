@@ -73,14 +73,15 @@ type row struct {
 	ts      *int64 // status timestamp, unix ms; nil when none
 	created int64  // unix ms
 	caller  string
+	message string // a create's: the id of the message that created the task (store.FirstMessageID)
 	body    []byte
 	err     error // the row cannot be written (set before it is handed over)
 	batched bool  // CreateBatched's
 }
 
 const (
-	insertSQL = `INSERT INTO tasks (id, context_id, state, status_ts, created, caller, version, task)
-		VALUES ($1, $2, $3, $4, $5, $6, 1, $7) ON CONFLICT (id) DO NOTHING`
+	insertSQL = `INSERT INTO tasks (id, context_id, state, status_ts, created, caller, version, task, message_id)
+		VALUES ($1, $2, $3, $4, $5, $6, 1, $7, $8) ON CONFLICT (id) DO NOTHING`
 	// A task's context and caller never change once it is created.
 	updateSQL = `UPDATE tasks SET state = $2, status_ts = $3, task = $4, version = version + 1 WHERE id = $1`
 	// endSQL gives the tasks of $3 (with their new JSON in $4) state $1 and status time $2.
@@ -101,6 +102,9 @@ func statusMillis(t *a2a.Task) *int64 {
 func taskRow(t *a2a.Task, create bool) row {
 	r := row{create: create, id: t.ID, context: t.ContextID, state: string(t.Status.State), ts: statusMillis(t),
 		caller: store.TaskCaller(t)}
+	if create {
+		r.message = store.FirstMessageID(t)
+	}
 	switch {
 	case t.ID == "":
 		r.err = errors.New("member: storing a task without an id")
@@ -108,7 +112,7 @@ func taskRow(t *a2a.Task, create bool) row {
 	case !storable(string(t.ID)):
 		r.err = fmt.Errorf("member: storing task %q: its id is not valid UTF-8 text", t.ID)
 		return r
-	case !storable(t.ContextID) || !storable(r.caller) || !storable(r.state):
+	case !storable(t.ContextID) || !storable(r.caller) || !storable(r.state) || !storable(r.message):
 		r.err = fmt.Errorf("member: storing task %s: its context id, caller or state is not valid UTF-8 text", t.ID)
 		return r
 	}
@@ -456,7 +460,7 @@ func sendRows(ctx context.Context, db batcher, group []*write) error {
 	for _, w := range group {
 		for _, r := range w.rows {
 			if r.create {
-				b.Queue(insertSQL, string(r.id), r.context, r.state, r.ts, r.created, r.caller, r.body)
+				b.Queue(insertSQL, string(r.id), r.context, r.state, r.ts, r.created, r.caller, r.body, r.message)
 			} else {
 				b.Queue(updateSQL, string(r.id), r.state, r.ts, r.body)
 			}

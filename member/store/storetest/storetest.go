@@ -36,6 +36,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Tasks) {
 		{"NotFound", testNotFound},
 		{"GetInScope", testGetInScope},
 		{"GetAll", testGetAll},
+		{"GetByMessage", testGetByMessage},
 		{"List", testList},
 		{"ListScope", testListScope},
 		{"Pages", testPages},

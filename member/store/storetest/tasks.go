@@ -1,7 +1,9 @@
 package storetest
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -324,5 +326,54 @@ func testPing(t *testing.T, open opener) {
 	create(t, s, task(1, "ctx_a", a2a.TaskStateSubmitted))
 	if err := s.Ping(t.Context()); err != nil {
 		t.Errorf("Ping of a store holding a task: %v", err)
+	}
+}
+
+// testGetByMessage: a task is found by the message that created it and the member that sent it (a
+// retried SendMessage), the newest when a message created two; another caller's message of the same id,
+// a rejected task, an unknown id and "" are not found.
+func testGetByMessage(t *testing.T, open opener) {
+	s := open(t)
+	ctx := context.Background()
+	mine := peerTask(1, "caller")
+	mine.History[0].MessageID = "msg_retried"
+	theirs := peerTask(2, "other")
+	theirs.History[0].MessageID = "msg_retried"
+	op := task(3, "ctx", a2a.TaskStateWorking)
+	op.History[0].MessageID = "msg_retried"
+	rejected := peerTask(4, "caller")
+	rejected.History[0].MessageID = "msg_refused"
+	rejected.Status.State = a2a.TaskStateRejected
+	create(t, s, mine, theirs, op, rejected)
+	for _, tc := range []struct {
+		caller, message string
+		want            a2a.TaskID // "" when none is found
+	}{
+		{"caller", "msg_retried", mine.ID},
+		{"other", "msg_retried", theirs.ID},
+		{"", "msg_retried", op.ID},
+		{"caller", "msg_refused", ""},
+		{"stranger", "msg_retried", ""},
+		{"caller", "msg_unknown", ""},
+		{"caller", "", ""},
+	} {
+		got, err := s.GetByMessage(ctx, tc.caller, tc.message)
+		switch {
+		case tc.want == "" && !errors.Is(err, store.ErrNotFound):
+			t.Errorf("GetByMessage(%q, %q) = %v, %v; want not found", tc.caller, tc.message, got, err)
+		case tc.want != "" && (err != nil || got.ID != tc.want):
+			t.Errorf("GetByMessage(%q, %q) = %v, %v; want %s", tc.caller, tc.message, got, err, tc.want)
+		}
+	}
+	// The newest task a message created, as it stands now.
+	again := peerTask(5, "caller")
+	again.History[0].MessageID = "msg_retried"
+	create(t, s, again)
+	again.Status.State = a2a.TaskStateCanceled
+	if err := s.Update(ctx, again); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.GetByMessage(ctx, "caller", "msg_retried"); err != nil || got.ID != again.ID || got.Status.State != a2a.TaskStateCanceled {
+		t.Errorf("GetByMessage after a second task of the message: %v, %v; want %s, canceled", got, err, again.ID)
 	}
 }
