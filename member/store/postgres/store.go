@@ -24,6 +24,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -48,6 +49,7 @@ type Config struct {
 // Store is a member's task store in a PostgreSQL database. It is safe for concurrent use.
 type Store struct {
 	pool      *pgxpool.Pool
+	owner     *pgx.Conn // holds the database's member lock (memberLock) until Close
 	where     string // the database's host (and port), for errors: never the password
 	now       func() time.Time
 	log       *slog.Logger
@@ -118,6 +120,11 @@ func Open(ctx context.Context, dsn string, cfg Config) (*Store, error) {
 		}
 		return nil, openError(where, pc.ConnConfig.User, err)
 	}
+	owner, err := takeMemberLock(ctx, pool, where)
+	if err != nil {
+		pool.Close()
+		return nil, err
+	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
@@ -125,7 +132,7 @@ func Open(ctx context.Context, dsn string, cfg Config) (*Store, error) {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	s := &Store{
-		pool: pool, where: where, now: cfg.Now, log: cfg.Logger,
+		pool: pool, owner: owner, where: where, now: cfg.Now, log: cfg.Logger,
 		retention: cfg.Retention.Or(roster.DefaultRetention), removed: cfg.Removed,
 		kick: make(chan struct{}, 1), drained: make(chan struct{}), sweepKick: make(chan struct{}, 1),
 	}
@@ -228,9 +235,37 @@ func (s *Store) Close() error {
 		s.qmu.Unlock()
 		s.wake()
 		<-s.drained
+		s.owner.Close(context.Background())
 		s.pool.Close()
 	})
 	return nil
+}
+
+// memberLock is the key of the session-level advisory lock a process holds on its member's database
+// while it has the store open ("murmur" and 1 in ASCII): one process per database, since a second one's
+// Recover would end the first one's running tasks. Replicas (DESIGN §16) will share a database through
+// claims and leases instead.
+const memberLock = 0x6d75726d757231
+
+// takeMemberLock takes the member lock on a connection of its own, taken out of the pool and kept until
+// Close: a process that dies loses it with its connection. It refuses a database another process holds.
+func takeMemberLock(ctx context.Context, pool *pgxpool.Pool, where string) (*pgx.Conn, error) {
+	pc, err := pool.Acquire(ctx)
+	if err != nil {
+		return nil, openError(where, pool.Config().ConnConfig.User, err)
+	}
+	conn := pc.Hijack()
+	var ok bool
+	if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock($1)`, int64(memberLock)).Scan(&ok); err != nil {
+		conn.Close(context.WithoutCancel(ctx))
+		return nil, openError(where, pool.Config().ConnConfig.User, err)
+	}
+	if !ok {
+		conn.Close(context.WithoutCancel(ctx))
+		return nil, fmt.Errorf("member: the task store's database at %s is in use by another mur process: one process keeps a member's tasks in a database "+
+			"(replicas sharing one are not served yet); stop the other, or give this member a database of its own", where)
+	}
+	return conn, nil
 }
 
 // Ping reports whether the store can be read.
