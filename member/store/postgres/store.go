@@ -50,7 +50,7 @@ type Config struct {
 type Store struct {
 	pool      *pgxpool.Pool
 	owner     *pgx.Conn // holds the database's member lock (memberLock) until Close
-	where     string // the database's host (and port), for errors: never the password
+	where     string    // the database's host (and port), for errors: never the password
 	now       func() time.Time
 	log       *slog.Logger
 	retention roster.Retention
