@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -989,4 +990,69 @@ func socketDir(tb testing.TB, dsn string) string {
 		tb.Fatal(err)
 	}
 	return cfg.Host
+}
+
+// BenchmarkBeside runs the store's two hot paths on both implementations in one run, so that their
+// ratio comes from one machine at one moment (docs/task-store.md): Create from 16 writers at once (a
+// door's acknowledgements, group-committed) and Get of a task written before 5,000 others (GetTask of an
+// older task; SQLite's cache keeps the 4,096 newest, so the read reaches the file).
+func BenchmarkBeside(b *testing.B) {
+	stores := map[string]func(b *testing.B) store.Tasks{
+		"sqlite": func(b *testing.B) store.Tasks {
+			s, err := store.Open(filepath.Join(b.TempDir(), "tasks.db"))
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(func() { s.Close() })
+			return s
+		},
+		"postgres": func(b *testing.B) store.Tasks {
+			s, err := Open(b.Context(), pgtest.Start(b).NewDatabase(b), Config{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(func() { s.Close() })
+			return s
+		},
+	}
+	for _, name := range []string{"sqlite", "postgres"} {
+		b.Run("create16/"+name, func(b *testing.B) {
+			s := stores[name](b)
+			var n atomic.Int64
+			b.SetParallelism(8) // 16 goroutines on 2 cores
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					if err := s.Create(context.Background(), task(int(n.Add(1)), "ctx", a2a.TaskStateSubmitted)); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+		})
+		b.Run("get-old/"+name, func(b *testing.B) {
+			s := stores[name](b)
+			ctx := context.Background()
+			if err := s.Create(ctx, task(1, "ctx", a2a.TaskStateCompleted)); err != nil {
+				b.Fatal(err)
+			}
+			var wg sync.WaitGroup
+			for w := range 16 { // 5,000 more, group-committed
+				wg.Go(func() {
+					for i := 2 + w; i <= 5001; i += 16 {
+						if err := s.Create(ctx, task(i, "ctx", a2a.TaskStateCompleted)); err != nil {
+							b.Error(err)
+							return
+						}
+					}
+				})
+			}
+			wg.Wait()
+			old := task(1, "ctx", a2a.TaskStateCompleted).ID
+			for b.Loop() {
+				if _, err := s.Get(ctx, old); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
 }
