@@ -99,6 +99,10 @@ var (
 	ErrVersionNotSupported       = &Error{Code: CodeVersionNotSupported, Message: "A2A version not supported", Reason: "VERSION_NOT_SUPPORTED"}
 	ErrUnauthenticated           = &Error{Code: CodeUnauthenticated, Message: "Unauthenticated", Reason: "UNAUTHENTICATED"}
 	ErrUnauthorized              = &Error{Code: CodeUnauthorized, Message: "Unauthorized", Reason: "UNAUTHORIZED"}
+	// ErrStoreUnavailable is murmur's own server error: the member's task store (its database) did not
+	// answer; the request changed nothing and may be sent again.
+	ErrStoreUnavailable = &Error{Code: CodeServerError, Reason: "STORE_UNAVAILABLE",
+		Message: "The member's task store is unreachable; the member keeps running: send the request again once its database is back"}
 )
 
 // InvalidParams returns an ErrInvalidParams carrying the given field violations.

@@ -95,3 +95,48 @@ func TestMemberOnPostgres(t *testing.T) {
 		t.Errorf("ListTasks after a restart: %v, %+v", err, list)
 	}
 }
+
+// A member on PostgreSQL whose database goes away answers a new task with a clear error, saying the
+// database is unreachable and that the member keeps running, and takes tasks again once it is back;
+// nothing acknowledged before is lost. (It stops and starts the test binary's one PostgreSQL, so it does
+// not run in parallel with the other tests that use it.)
+func TestMemberOnPostgresWhenTheDatabaseGoesAway(t *testing.T) {
+	pg := pgtest.Start(t)
+	dsn := pg.NewDatabase(t)
+	root := t.TempDir()
+	os.MkdirAll(filepath.Join(root, "solo"), 0o755)
+	os.WriteFile(filepath.Join(root, "solo", "murmur.yaml"), []byte(echoAgent), 0o644)
+	os.WriteFile(filepath.Join(root, "roster.yaml"), []byte("formation: pg\nmembers:\n  - name: solo\n    capsule: ./solo\n    listen: '127.0.0.1:0'\n    store: "+pgURL(t, dsn)+"\n"), 0o644)
+	r, err := roster.Load(filepath.Join(root, "roster.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := StartFormation(FormationConfig{Roster: r, DataDir: filepath.Join(root, "data"),
+		RecordsRoot: filepath.Join(root, "records"), Tokens: Tokens{Operator: testOperatorToken, Formation: testFormationToken}, Version: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		f.Shutdown(ctx)
+	}()
+	c := (&fixture{t: t, url: f.Members[0].URL}).client(testOperatorToken)
+	before := sendTask(t, c, "before", false)
+
+	pg.Kill(t)
+	_, err = c.SendMessage(context.Background(), &a2ago.SendMessageRequest{Message: userMessage("while it is away")})
+	if err == nil || !strings.Contains(err.Error(), "is unreachable") || !strings.Contains(err.Error(), "the member keeps running") {
+		t.Errorf("SendMessage with the database away: %v; want an error saying it is unreachable and the member keeps running", err)
+	}
+	pgtest.Start(t) // back, from its write-ahead log
+
+	after := sendTask(t, c, "after", false)
+	if after.Status.State != a2ago.TaskStateCompleted || responseText(after) != "echo: after" {
+		t.Errorf("the first task once the database is back: %s %q", after.Status.State, responseText(after))
+	}
+	got, err := c.GetTask(context.Background(), &a2ago.GetTaskRequest{ID: before.ID})
+	if err != nil || responseText(got) != "echo: before" {
+		t.Errorf("the task acknowledged before the database went away: %v, %q", err, responseText(got))
+	}
+}

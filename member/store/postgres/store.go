@@ -202,6 +202,9 @@ func cause(err error) error {
 // said so, with what happens next (then).
 func (s *Store) fail(what, then string, err error) error {
 	if unreachable(err) {
+		// The pool's idle connections died with the server (a restart): the next request opens new ones
+		// rather than finding them dead one by one.
+		s.pool.Reset()
 		return &unreachableError{what: what, where: s.where, then: then, err: cause(err)}
 	}
 	return fmt.Errorf("member: %s: %w", what, err)
@@ -217,7 +220,9 @@ func (e *unreachableError) Error() string {
 	return fmt.Sprintf("member: %s: the task store's database at %s is unreachable: %v; %s", e.what, e.where, e.err, e.then)
 }
 
-func (e *unreachableError) Unwrap() error { return e.err }
+// Unwrap gives the cause and a2a.ErrStoreUnavailable, which the door answers with (not this error's
+// text, which names the database's address).
+func (e *unreachableError) Unwrap() []error { return []error{e.err, a2a.ErrStoreUnavailable} }
 
 const (
 	retryWrite = "the member keeps running and retries on the next write"

@@ -355,6 +355,10 @@ func (s *Store) commitGroup(group []*write) {
 	ctx, cancel := context.WithTimeout(context.Background(), groupTimeout)
 	defer cancel()
 	err := s.writeGroup(ctx, group)
+	if err != nil && unreachable(err) {
+		// The pool's connections died with the server: new ones from here on.
+		s.pool.Reset()
+	}
 	if err != nil && pgconn.SafeToRetry(err) {
 		// Nothing reached the server (a connection of the pool had died with a restart): once more, on
 		// a new one.
