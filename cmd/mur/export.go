@@ -261,16 +261,22 @@ func composeYAML(l *layout, outDir, image string, monitoring bool) ([]byte, erro
 		if m.Name == l.entry {
 			ports = yseq(yquoted(fmt.Sprintf("${MUR_ENTRY_ADDR:-127.0.0.1:%d}:%d", port, port)))
 		}
+		env := ymap(
+			"MUR_CONTROL_TOKEN", "${MUR_CONTROL_TOKEN:-}",
+			"MUR_DOOR_URLS", l.doorURLs,
+			"MUR_FORMATION_TOKEN", "${MUR_FORMATION_TOKEN:?set MUR_FORMATION_TOKEN in .env beside the compose file or in the environment}",
+			"MUR_LISTEN", fmt.Sprintf("0.0.0.0:%d", port),
+			"MUR_OPERATOR_TOKEN", "${MUR_OPERATOR_TOKEN:?set MUR_OPERATOR_TOKEN in .env beside the compose file or in the environment}",
+		)
+		if name, ok := storePasswordVar(m); ok {
+			// A member whose tasks are on PostgreSQL reads its store's password from the variable its
+			// store_password names; the compose file passes it through, never holds it.
+			env.Content = append(env.Content, ynode(name), ynode("${"+name+":?set "+name+", the password of "+m.Name+"'s task store, in .env beside the compose file or in the environment}"))
+		}
 		svc := ymap(
 			"image", "${MUR_IMAGE:-"+image+"}",
 			"command", yflow("member", "--roster", l.rosterIn, "--name", m.Name),
-			"environment", ymap(
-				"MUR_CONTROL_TOKEN", "${MUR_CONTROL_TOKEN:-}",
-				"MUR_DOOR_URLS", l.doorURLs,
-				"MUR_FORMATION_TOKEN", "${MUR_FORMATION_TOKEN:?set MUR_FORMATION_TOKEN in .env beside the compose file or in the environment}",
-				"MUR_LISTEN", fmt.Sprintf("0.0.0.0:%d", port),
-				"MUR_OPERATOR_TOKEN", "${MUR_OPERATOR_TOKEN:?set MUR_OPERATOR_TOKEN in .env beside the compose file or in the environment}",
-			),
+			"environment", env,
 			"ports", ports,
 			"volumes", yseq(bind, m.Name+"-data:"+dataMount),
 			"healthcheck", ymap(
@@ -586,6 +592,14 @@ func k8sYAML(l *layout, used []usedArtifact, outDir, outName, image string, with
 				ymap("name", "tmp", "mountPath", "/tmp"),
 			),
 		)
+		if name, ok := storePasswordVar(m); ok {
+			// The store's password from a Secret of the operator's own, never from this file.
+			env := ymapGet(container, "env")
+			env.Content = append(env.Content, ymap("name", name, "valueFrom",
+				ymap("secretKeyRef", ymap("name", m.Name+"-store", "key", "password"))))
+			header = append(header, fmt.Sprintf("%s's task store is on PostgreSQL: create the Secret %s-store with its password under the key password,", m.Name, m.Name),
+				fmt.Sprintf("  kubectl create secret generic %s-store --from-literal=password=…", m.Name))
+		}
 		docs = append(docs, ymap(
 			"apiVersion", "apps/v1",
 			"kind", "StatefulSet",
@@ -629,4 +643,11 @@ func k8sYAML(l *layout, used []usedArtifact, outDir, outName, image string, with
 		))
 	}
 	return encodeYAML(header, docs...)
+}
+
+// storePasswordVar is the environment variable member m's store_password names (env:NAME), which the
+// exported formation must hand the member's container; false when it names none.
+func storePasswordVar(m roster.Member) (string, bool) {
+	name, ok := strings.CutPrefix(m.StorePassword, "env:")
+	return name, ok && name != ""
 }

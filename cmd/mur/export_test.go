@@ -545,3 +545,52 @@ func TestExportedControlTokenOpensTheControlSurface(t *testing.T) {
 		}
 	}
 }
+
+// A member whose tasks are on PostgreSQL gets its store's password from the variable its store_password
+// names: compose passes the variable through (required), k8s takes it from a Secret of the operator's
+// own, and neither file holds it.
+func TestExportPassesTheStorePassword(t *testing.T) {
+	dir := t.TempDir()
+	copyDir(t, helloDir, dir)
+	rosterPath := filepath.Join(dir, "roster.yaml")
+	b, _ := os.ReadFile(rosterPath)
+	os.WriteFile(rosterPath, []byte(strings.Replace(string(b), "    capsule: ./lead\n",
+		"    capsule: ./lead\n    store: postgres://murmur@db:5432/lead\n    store_password: env:LEAD_PG_PASSWORD\n", 1)), 0o644)
+	env := envOf(map[string]string{"MUR_FORMATION_TOKEN": "fm", "MUR_OPERATOR_TOKEN": "op", "LEAD_PG_PASSWORD": "hunter2"})
+	var compose, k8s, errb bytes.Buffer
+	if err := run(context.Background(), []string{"export", "compose", "--roster", rosterPath}, env, &compose, &errb); err != nil {
+		t.Fatalf("%v\n%s", err, errb.String())
+	}
+	var doc struct {
+		Services map[string]struct {
+			Environment map[string]string `yaml:"environment"`
+		} `yaml:"services"`
+	}
+	if err := yaml.Unmarshal(compose.Bytes(), &doc); err != nil {
+		t.Fatal(err)
+	}
+	if got := doc.Services["lead"].Environment["LEAD_PG_PASSWORD"]; !strings.HasPrefix(got, "${LEAD_PG_PASSWORD:?") {
+		t.Errorf("lead's LEAD_PG_PASSWORD in compose: %q, want it passed through from the environment", got)
+	}
+	if _, ok := doc.Services["worker"].Environment["LEAD_PG_PASSWORD"]; ok {
+		t.Error("worker is handed lead's store password")
+	}
+	if err := run(context.Background(), []string{"export", "k8s", "--roster", rosterPath}, env, &k8s, &errb); err != nil {
+		t.Fatalf("%v\n%s", err, errb.String())
+	}
+	for _, out := range []string{compose.String(), k8s.String()} {
+		if strings.Contains(out, "hunter2") {
+			t.Error("an export holds the store's password")
+		}
+	}
+	objs := decodeK8s(t, k8s.Bytes())
+	found := false
+	for _, e := range objs.statefulSets["lead"].Spec.Template.Spec.Containers[0].Env {
+		if e.Name == "LEAD_PG_PASSWORD" && e.ValueFrom != nil && e.ValueFrom.SecretKeyRef.Name == "lead-store" && e.ValueFrom.SecretKeyRef.Key == "password" {
+			found = true
+		}
+	}
+	if !found || !strings.Contains(k8s.String(), "kubectl create secret generic lead-store") {
+		t.Errorf("lead's StatefulSet does not take LEAD_PG_PASSWORD from the Secret lead-store, or the header does not say to create it")
+	}
+}
