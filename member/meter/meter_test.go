@@ -601,3 +601,51 @@ func TestConcurrentAccountingAndSnapshots(t *testing.T) {
 		t.Errorf("%d inference records, want %d", n, total/2)
 	}
 }
+
+// Limit says why a task may make no more inference calls, with the texts the agent loop ends a task with
+// and a hook's run_inference is refused with; a hook's call counts like the agent's, turn and spend.
+func TestLimitAfterHookCalls(t *testing.T) {
+	for _, tc := range []struct {
+		name               string
+		maxTurns           int
+		maxTokens          int64
+		agentCalls, hooked int
+		want               string
+	}{
+		{"no caps", 0, 0, 3, 3, ""},
+		{"a turn left", 3, 0, 1, 1, ""},
+		{"turns used, a hook's included", 3, 0, 2, 1, "the task used all 3 turns of inference.max_turns"},
+		{"spend reached", 0, 30, 1, 1, "the session has spent 30 tokens, its inference.max_session_tokens ceiling of 30"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, agent(func(c *capsule.Capsule) {
+				c.Inference.MaxTurns, c.Inference.MaxSessionTokens = tc.maxTurns, tc.maxTokens
+			}))
+			f.m.BeginTask()
+			for range tc.agentCalls {
+				f.m.Account("t1", "main", estimated.req, estimated.resp)
+			}
+			for range tc.hooked {
+				in, out := f.m.AccountHook("t1", "main", "local/judge", estimated.req, estimated.resp)
+				if in != 10 || out != 5 {
+					t.Errorf("AccountHook's tokens %d, %d; want the estimate's 10, 5", in, out)
+				}
+			}
+			if got := f.m.Limit(); got != tc.want {
+				t.Errorf("Limit() = %q, want %q", got, tc.want)
+			}
+			hookRecs := 0
+			for _, r := range f.rec.all() {
+				if r.Type == "inference" && r.Fields["hook"] == "local/judge" {
+					hookRecs++
+					if r.Fields["turn"] != tc.agentCalls+hookRecs {
+						t.Errorf("the hook's inference record says turn %v, want %d", r.Fields["turn"], tc.agentCalls+hookRecs)
+					}
+				}
+			}
+			if hookRecs != tc.hooked {
+				t.Errorf("%d inference records naming the hook, want %d", hookRecs, tc.hooked)
+			}
+		})
+	}
+}
