@@ -1,7 +1,9 @@
 package member
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -79,26 +81,42 @@ type Origin struct {
 // messageKey is a message as a retry names it: who sent it and its messageId.
 type messageKey struct{ caller, message string }
 
-// retried finds the task an earlier copy of the message key created: one still being stored, else one
-// in the store that was not rejected. ok is false when there is none.
-func (s *Session) retried(ctx context.Context, key messageKey) (*a2a.Task, bool, error) {
+// retried finds the task an earlier copy of msg (named by key) created: one still being stored, else one
+// in the store that was not rejected. ok is false when there is none. A message that reuses the id of
+// another one of the caller's (other parts, another context) is refused: a retry is the same message.
+func (s *Session) retried(ctx context.Context, key messageKey, msg *a2a.Message) (*a2a.Task, bool, error) {
 	if key.message == "" {
 		return nil, false, nil
 	}
 	s.sendingMu.Lock()
-	sent, ok := s.sending[key]
+	t, ok := s.sending[key]
 	s.sendingMu.Unlock()
-	if ok {
-		return sent, true, nil
+	if !ok {
+		var err error
+		t, err = s.cfg.Store.GetByMessage(ctx, key.caller, key.message)
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+			return nil, false, nil
+		case err != nil:
+			return nil, false, err
+		}
 	}
-	t, err := s.cfg.Store.GetByMessage(ctx, key.caller, key.message)
-	switch {
-	case errors.Is(err, store.ErrNotFound):
-		return nil, false, nil
-	case err != nil:
-		return nil, false, err
+	if len(t.History) > 0 && !sameMessage(t.History[0], msg) {
+		return nil, false, a2a.InvalidParams(a2a.FieldViolation{Field: "message.messageId", Description: fmt.Sprintf(
+			"%s already names another message of yours (task %s), with other parts or another context; a retry sends the same message, and a new message needs an id of its own",
+			key.message, t.ID)})
 	}
 	return t, true, nil
+}
+
+// sameMessage reports whether retry is first sent again: the same role and parts, and no other context.
+func sameMessage(first a2a.Message, retry *a2a.Message) bool {
+	if first.Role != retry.Role || (retry.ContextID != "" && retry.ContextID != first.ContextID) {
+		return false
+	}
+	a, errA := json.Marshal(first.Parts)
+	b, errB := json.Marshal(retry.Parts)
+	return errA == nil && errB == nil && bytes.Equal(a, b)
 }
 
 // Config is everything a session is given; nothing is read from package state.
@@ -399,7 +417,7 @@ func (s *Session) Send(ctx context.Context, msg *a2a.Message, origin Origin) (*a
 	if origin.Origin == OriginPeer {
 		key.caller = origin.Caller
 	}
-	if t, ok, err := s.retried(ctx, key); ok || err != nil {
+	if t, ok, err := s.retried(ctx, key, msg); ok || err != nil {
 		if ok && origin.Retried != nil {
 			origin.Retried(t)
 		}

@@ -2,6 +2,8 @@ package server
 
 import (
 	"context"
+	"errors"
+	"strings"
 	"sync"
 	"testing"
 
@@ -13,7 +15,8 @@ import (
 // A SendMessage whose messageId the same caller already sent is answered with the task it created, as
 // it stands, and runs nothing again (DESIGN §16, safe retries): at once from several goroutines while
 // the first copy works, and blocking once it has ended (from the store, which keeps the message id:
-// storetest's GetByMessage). Another caller's message of the same id is its own task.
+// storetest's GetByMessage). Another caller's message of the same id is its own task; another message of
+// the same caller under a used id is refused.
 func TestRetriedSendMessageReturnsItsTask(t *testing.T) {
 	f := startDoor(t, map[string]string{"murmur.yaml": gatedScript})
 	ctx := context.Background()
@@ -53,6 +56,20 @@ func TestRetriedSendMessageReturnsItsTask(t *testing.T) {
 	peer := send(f.client(peerToken("caller", peercred.Trusted)), "msg-retried-1", false)
 	if peer.ID == first.ID {
 		t.Error("a peer's message with the operator's message id was answered with the operator's task")
+	}
+	// The same id on another message of the same caller (other parts, or another context) is refused,
+	// naming the task it already names; nothing is created.
+	for name, edit := range map[string]func(*a2ago.Message){
+		"other parts":     func(m *a2ago.Message) { m.Parts = a2ago.ContentParts{a2ago.NewTextPart("something else")} },
+		"another context": func(m *a2ago.Message) { m.ContextID = "ctx_another" },
+	} {
+		msg := userMessage("do it once")
+		msg.ID = "msg-retried-1"
+		edit(msg)
+		_, err := op.SendMessage(ctx, &a2ago.SendMessageRequest{Message: msg})
+		if !errors.Is(err, a2ago.ErrInvalidParams) || !strings.Contains(err.Error(), string(first.ID)) {
+			t.Errorf("%s under a used messageId: %v, want invalid params naming %s", name, err, first.ID)
+		}
 	}
 	list, err := op.ListTasks(ctx, &a2ago.ListTasksRequest{})
 	if err != nil || list.TotalSize != 2 {
