@@ -101,12 +101,21 @@ func (s *Session) retried(ctx context.Context, key messageKey, msg *a2a.Message)
 			return nil, false, err
 		}
 	}
-	if len(t.History) > 0 && !sameMessage(t.History[0], msg) {
-		return nil, false, a2a.InvalidParams(a2a.FieldViolation{Field: "message.messageId", Description: fmt.Sprintf(
-			"%s already names another message of yours (task %s), with other parts or another context; a retry sends the same message, and a new message needs an id of its own",
-			key.message, t.ID)})
+	if err := reusedID(key, t, msg); err != nil {
+		return nil, false, err
 	}
 	return t, true, nil
+}
+
+// reusedID refuses msg when the task its id already names was created by another message: a retry is the
+// same message.
+func reusedID(key messageKey, t *a2a.Task, msg *a2a.Message) error {
+	if len(t.History) == 0 || sameMessage(t.History[0], msg) {
+		return nil
+	}
+	return a2a.InvalidParams(a2a.FieldViolation{Field: "message.messageId", Description: fmt.Sprintf(
+		"%s already names another message of yours (task %s), with other parts or another context; a retry sends the same message, and a new message needs an id of its own",
+		key.message, t.ID)})
 }
 
 // sameMessage reports whether retry is first sent again: the same role and parts, and no other context.
@@ -468,6 +477,9 @@ func (s *Session) Send(ctx context.Context, msg *a2a.Message, origin Origin) (*a
 			// The same message arrived while its first copy was being stored.
 			s.mu.Unlock()
 			s.admit.Release()
+			if err := reusedID(key, sent, msg); err != nil {
+				return nil, err
+			}
 			if origin.Retried != nil {
 				origin.Retried(sent)
 			}

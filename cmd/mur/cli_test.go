@@ -155,7 +155,8 @@ func TestRunSendAndShutDown(t *testing.T) {
 		os.WriteFile(filepath.Join(root, rel), b, 0o755)
 	}
 	b, _ := os.ReadFile(filepath.Join(src, "roster.yaml"))
-	rosterText := strings.NewReplacer("127.0.0.1:7101", freeAddr(t), "127.0.0.1:7102", freeAddr(t)).Replace(string(b))
+	ports := freeAddrs(t, 2)
+	rosterText := strings.NewReplacer("127.0.0.1:7101", ports[0], "127.0.0.1:7102", ports[1]).Replace(string(b))
 	rosterPath := filepath.Join(root, "roster.yaml")
 	os.WriteFile(rosterPath, []byte(rosterText), 0o644)
 	env := envOf(map[string]string{"MUR_RECORDS_DIR": filepath.Join(root, "records"), "HOME": root})
@@ -220,6 +221,22 @@ func TestRunSendAndShutDown(t *testing.T) {
 }
 
 // freeAddr returns a loopback address whose port was free a moment ago.
+// freeAddrs returns n distinct free loopback addresses: each listener is held until all are taken, so
+// the system cannot hand one port out twice.
+func freeAddrs(t *testing.T, n int) []string {
+	t.Helper()
+	var out []string
+	for range n {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ln.Close()
+		out = append(out, ln.Addr().String())
+	}
+	return out
+}
+
 func freeAddr(t *testing.T) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")

@@ -212,7 +212,8 @@ func startFormation(t *testing.T, argv []string, image string) *formation {
 	if p := os.Getenv("MUR_E2E_PROJECT"); p != "" {
 		f.project = p
 	}
-	leadAddr, workerAddr := freeAddr(t), freeAddr(t)
+	addrs := freeAddrs(t, 2) // distinct: two freeAddr calls in a row may be given the same port
+	leadAddr, workerAddr := addrs[0], addrs[1]
 	f.doors = map[string]string{"lead": "http://" + leadAddr, "worker": "http://" + workerAddr}
 	// The test's own additions: worker's door published too (for its tasks and Prometheus), and no
 	// restarts, so a killed member stays down until the test starts it.

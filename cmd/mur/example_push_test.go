@@ -21,7 +21,8 @@ func TestHelloPushExample(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "hello")
 	copyDir(t, "../../deploy/examples/hello", dir)
 	rosterPath := filepath.Join(dir, "roster.yaml")
-	lead, worker := freeAddr(t), freeAddr(t)
+	ports := freeAddrs(t, 2)
+	lead, worker := ports[0], ports[1]
 	b, _ := os.ReadFile(rosterPath)
 	os.WriteFile(rosterPath, []byte(strings.NewReplacer("127.0.0.1:7101", lead, "127.0.0.1:7102", worker).Replace(string(b))), 0o644)
 

@@ -38,7 +38,8 @@ func TestHarnessExample(t *testing.T) {
 	}
 	copyFile(t, bin, filepath.Join(root, "coder", "fakeharness"))
 	b, _ := os.ReadFile(filepath.Join(src, "roster.yaml"))
-	rosterText := strings.NewReplacer("127.0.0.1:7111", freeAddr(t), "127.0.0.1:7112", freeAddr(t)).Replace(string(b))
+	ports := freeAddrs(t, 2)
+	rosterText := strings.NewReplacer("127.0.0.1:7111", ports[0], "127.0.0.1:7112", ports[1]).Replace(string(b))
 	rosterPath := filepath.Join(root, "roster.yaml")
 	os.WriteFile(rosterPath, []byte(rosterText), 0o644)
 	env := envOf(map[string]string{"MUR_RECORDS_DIR": filepath.Join(root, "records"), "HOME": root})

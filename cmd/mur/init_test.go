@@ -52,7 +52,8 @@ func TestInitThenRunThenSend(t *testing.T) {
 	if !strings.Contains(text, "listen: 127.0.0.1:7501") || !strings.Contains(text, "listen: 127.0.0.1:7502") {
 		t.Fatalf("mur init's roster lists other ports than 7501 and 7502:\n%s", text)
 	}
-	text = strings.NewReplacer("127.0.0.1:7501", freeAddr(t), "127.0.0.1:7502", freeAddr(t)).Replace(text)
+	ports := freeAddrs(t, 2)
+	text = strings.NewReplacer("127.0.0.1:7501", ports[0], "127.0.0.1:7502", ports[1]).Replace(text)
 	if err := os.WriteFile("demo/roster.yaml", []byte(text), 0o644); err != nil {
 		t.Fatal(err)
 	}

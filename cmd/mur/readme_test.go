@@ -59,7 +59,8 @@ func TestReadmeFirstConversation(t *testing.T) {
 	root := t.TempDir()
 	hello := filepath.Join(root, "deploy", "examples", "hello")
 	copyDir(t, "../../deploy/examples/hello", hello)
-	lead, worker := freeAddr(t), freeAddr(t)
+	addrs := freeAddrs(t, 2)
+	lead, worker := addrs[0], addrs[1]
 	ports := strings.NewReplacer("127.0.0.1:7101", lead, "127.0.0.1:7102", worker)
 	rosterPath := filepath.Join(hello, "roster.yaml")
 	b, _ := os.ReadFile(rosterPath)
