@@ -2,17 +2,11 @@ package member
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
-	"strings"
 
-	"github.com/murmur-run/murmur/internal/ids"
-	"github.com/murmur-run/murmur/member/artifact/wit"
 	"github.com/murmur-run/murmur/member/calls"
 	"github.com/murmur-run/murmur/member/converse"
 	"github.com/murmur-run/murmur/member/driver"
 	"github.com/murmur-run/murmur/member/hooks"
-	"github.com/murmur-run/murmur/runtimetools"
 )
 
 // trustNow is the trust class of the running agent task, for the hooks; "" outside one.
@@ -80,82 +74,4 @@ func (s *Session) askTaskEnd(ctx context.Context, end hooks.TaskEnd) (string, bo
 		s.meter.Reopened()
 	}
 	return msg, ok
-}
-
-// toolHost is what a WIT level 2 tool artifact may ask of the session during a call for task (DESIGN
-// §18): manage.pull, which is pull-artifact's pull, so a capsule without capabilities.install (and with
-// it, no pull-artifact) is refused not-granted:.
-func (s *Session) toolHost(task string) wit.Functions {
-	return wit.Functions{Pull: func(ctx context.Context, req wit.PullRequest) (json.RawMessage, error) {
-		t, _ := s.tools.Lookup("pull-artifact")
-		pa, ok := t.(*runtimetools.PullArtifact)
-		if !ok {
-			return nil, wit.Refuse(wit.TokenNotGranted, "this capsule declares no capabilities.install, so manage.pull installs nothing; "+
-				"declare capabilities.install with the tools the session may pull, such as install: {tool: [\"local/*\"]}")
-		}
-		res, err := pa.Manage(ctx, task, req.Artifact)
-		switch {
-		case err != nil:
-			return nil, err
-		case res.Status != runtimetools.StatusOK:
-			return nil, &wit.Refusal{Text: res.Output}
-		}
-		return json.Marshal(res.Data)
-	}}
-}
-
-// hookHost is what a WIT level 2 hook may ask of the session while it runs for task (DESIGN §18):
-// run_inference, when capabilities.hooks.inference grants it.
-func (s *Session) hookHost(task, hook string) wit.Functions {
-	return wit.Functions{Infer: func(ctx context.Context, req wit.InferenceRequest) (wit.InferenceAnswer, error) {
-		return s.hookInference(ctx, task, hook, req)
-	}}
-}
-
-// hookInference is one run_inference call of hook for task: one inference call on the session's current
-// driver choice, without tools. It counts in the task's turns and the session's spend as every inference
-// call does (SPEC: turns.used includes a hook's run-inference), so it is refused once inference.max_turns
-// or inference.max_session_tokens is reached, with the texts that end an agent's task there.
-func (s *Session) hookInference(ctx context.Context, task, hook string, req wit.InferenceRequest) (wit.InferenceAnswer, error) {
-	c := s.cfg.Capsule
-	switch {
-	case !c.Capabilities.Hooks.Inference:
-		return wit.InferenceAnswer{}, wit.Refuse(wit.TokenNotGranted, fmt.Sprintf(
-			"the capsule %s does not grant its hooks inference; set capabilities.hooks.inference: true in its murmur.yaml for %s to make run_inference calls", c.Name, hook))
-	case len(s.drivers) == 0:
-		return wit.InferenceAnswer{}, wit.Refuse(wit.TokenNotGranted,
-			"this session has no inference driver of its own (under transport: process the harness makes its inference calls), so run_inference has none to call")
-	}
-	if why := s.meter.Limit(); why != "" {
-		return wit.InferenceAnswer{}, wit.Refuse(wit.TokenOverLimit, why+"; run_inference made no call")
-	}
-	choice, applied := s.choice.Next()
-	if applied {
-		s.records.Write("control_applied", task, map[string]any{"setting": string(ids.SettingInferenceDriver), "value": choice})
-	}
-	ireq := driver.InferRequest{Turn: 1, MaxOutputTokens: req.MaxOutputTokens}
-	var system []string
-	for _, m := range req.Messages {
-		switch m.Role {
-		case wit.RoleSystem:
-			system = append(system, m.Text)
-		case wit.RoleUser:
-			if ireq.Task == "" {
-				ireq.Task = m.Text // what the script driver's rules match: the hook's question
-			}
-			ireq.Messages = append(ireq.Messages, driver.ChatMessage{Role: driver.RoleUser, Text: m.Text})
-		case wit.RoleAssistant:
-			ireq.Messages = append(ireq.Messages, driver.ChatMessage{Role: driver.RoleAssistant, Text: m.Text})
-		}
-	}
-	ireq.System = strings.Join(system, "\n\n")
-	resp, err := s.drivers[choice].Infer(ctx, ireq)
-	if err != nil {
-		if ctx.Err() != nil {
-			return wit.InferenceAnswer{}, wit.Refuse(wit.TokenFailed, fmt.Sprintf("the hook's run ended before the model answered: %v", context.Cause(ctx)))
-		}
-		return wit.InferenceAnswer{}, wit.Refuse(wit.TokenFailed, fmt.Sprintf("inference (driver choice %s): %v", choice, err))
-	}
-	in, out := s.meter.AccountHook(task, choice, hook, ireq, resp)
-	return wit.InferenceAnswer{Text: resp.Text, Usage: wit.Usage{Input: in, Output: out}}, nil
 }

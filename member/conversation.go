@@ -6,7 +6,6 @@ import (
 	"path/filepath"
 
 	"github.com/murmur-run/murmur/a2a"
-	"github.com/murmur-run/murmur/internal/ids"
 	"github.com/murmur-run/murmur/member/converse"
 	"github.com/murmur-run/murmur/member/driver"
 	"github.com/murmur-run/murmur/member/store"
@@ -27,19 +26,8 @@ func (s *Session) conv() converse.Config {
 	if root == "" {
 		root = filepath.Join(s.records.Dir(), "artifacts")
 	}
-	return converse.Config{Member: s.cfg.Member, DoorURL: s.cfg.DoorURL, Get: s.get, List: s.listAll,
-		Caller: taskCaller, Record: s.records.Write, Waiter: s.waiter, Workdir: s.workdir(), ArtifactsRoot: root}
-}
-
-// listAll is one page of every task that matches q (the operator's scope): a context's earlier tasks.
-func (s *Session) listAll(ctx context.Context, q store.ListQuery) (store.ListPage, error) {
-	return s.cfg.Store.ListInScope(ctx, q, store.OperatorScope())
-}
-
-// taskCaller is the member that sent t; "" for the operator.
-func taskCaller(t *a2a.Task) string {
-	c, _ := ids.Get(murmurMeta(t), ids.MetaCaller).(string)
-	return c
+	return converse.Config{Member: s.cfg.Member, DoorURL: s.cfg.DoorURL, Get: s.get, List: store.ListAll(s.cfg.Store),
+		Caller: store.TaskCaller, Record: s.records.Write, Waiter: s.waiter, Workdir: s.workdir(), ArtifactsRoot: root}
 }
 
 // history is the earlier conversation of t's context: every earlier task of it that ended; none for a

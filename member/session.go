@@ -1,9 +1,7 @@
 package member
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -25,10 +23,12 @@ import (
 	"github.com/murmur-run/murmur/member/driver"
 	"github.com/murmur-run/murmur/member/events"
 	"github.com/murmur-run/murmur/member/harness"
+	"github.com/murmur-run/murmur/member/hostcall"
 	"github.com/murmur-run/murmur/member/lifecycle"
 	"github.com/murmur-run/murmur/member/meter"
 	"github.com/murmur-run/murmur/member/metrics"
 	"github.com/murmur-run/murmur/member/records"
+	"github.com/murmur-run/murmur/member/retry"
 	"github.com/murmur-run/murmur/member/sandbox"
 	"github.com/murmur-run/murmur/member/setup"
 	"github.com/murmur-run/murmur/member/share"
@@ -76,56 +76,6 @@ type Origin struct {
 	// Retried, when set, is called when Send answers a message this caller already sent with the task
 	// that message created (see Send): the door then registers no push config a second time.
 	Retried func(*a2a.Task)
-}
-
-// messageKey is a message as a retry names it: who sent it and its messageId.
-type messageKey struct{ caller, message string }
-
-// retried finds the task an earlier copy of msg (named by key) created: one still being stored, else one
-// in the store that was not rejected. ok is false when there is none. A message that reuses the id of
-// another one of the caller's (other parts, another context) is refused: a retry is the same message.
-func (s *Session) retried(ctx context.Context, key messageKey, msg *a2a.Message) (*a2a.Task, bool, error) {
-	if key.message == "" {
-		return nil, false, nil
-	}
-	s.sendingMu.Lock()
-	t, ok := s.sending[key]
-	s.sendingMu.Unlock()
-	if !ok {
-		var err error
-		t, err = s.cfg.Store.GetByMessage(ctx, key.caller, key.message)
-		switch {
-		case errors.Is(err, store.ErrNotFound):
-			return nil, false, nil
-		case err != nil:
-			return nil, false, err
-		}
-	}
-	if err := reusedID(key, t, msg); err != nil {
-		return nil, false, err
-	}
-	return t, true, nil
-}
-
-// reusedID refuses msg when the task its id already names was created by another message: a retry is the
-// same message.
-func reusedID(key messageKey, t *a2a.Task, msg *a2a.Message) error {
-	if len(t.History) == 0 || sameMessage(t.History[0], msg) {
-		return nil
-	}
-	return a2a.InvalidParams(a2a.FieldViolation{Field: "message.messageId", Description: fmt.Sprintf(
-		"%s already names another message of yours (task %s), with other parts or another context; a retry sends the same message, and a new message needs an id of its own",
-		key.message, t.ID)})
-}
-
-// sameMessage reports whether retry is first sent again: the same role and parts, and no other context.
-func sameMessage(first a2a.Message, retry *a2a.Message) bool {
-	if first.Role != retry.Role || (retry.ContextID != "" && retry.ContextID != first.ContextID) {
-		return false
-	}
-	a, errA := json.Marshal(first.Parts)
-	b, errB := json.Marshal(retry.Parts)
-	return errA == nil && errB == nil && bytes.Equal(a, b)
 }
 
 // Config is everything a session is given; nothing is read from package state.
@@ -209,18 +159,15 @@ type Session struct {
 	// admit decides, without mu, whether a new task enters; a rejection never waits for mu or the disk.
 	admit *admit.Gate
 
-	mu       sync.Mutex
-	running  *runningTask
-	ending   map[a2a.TaskID]*runningTask // tasks that ran, whose ends wait for their commit (settle)
-	queue    []a2a.TaskID                // in order of admission, including tasks still being stored
-	unstored map[a2a.TaskID]bool         // admitted tasks whose Create has not returned; the executor waits for them
-	// sending holds the tasks of unstored by the message that created them, so that a retry of that
-	// message before the Create returns is answered with the task rather than a second one. Its own
-	// lock, sendingMu, not mu: a retry is found before admission, which never waits for mu.
-	sending   map[messageKey]*a2a.Task
-	sendingMu sync.Mutex
-	storing   sync.WaitGroup // Sends between admission and the end of their Create; Close waits for them
-	waiters   events.Signals // wakes a task's Waits when it changes
+	mu        sync.Mutex
+	running   *runningTask
+	ending    map[a2a.TaskID]*runningTask // tasks that ran, whose ends wait for their commit (settle)
+	queue     []a2a.TaskID                // in order of admission, including tasks still being stored
+	unstored  map[a2a.TaskID]bool         // admitted tasks whose Create has not returned; the executor waits for them
+	retries   *retry.Book                 // a message sent again is answered with its task; its own lock
+	hosts     *hostcall.Config            // what a WIT level 2 artifact may ask; filled in at Start
+	storing   sync.WaitGroup              // Sends between admission and the end of their Create; Close waits for them
+	waiters   events.Signals              // wakes a task's Waits when it changes
 	closed    bool
 	submitted map[a2a.TaskID]time.Time // when each unfinished task arrived, for mur_task_duration_seconds
 	tools     *runtimetools.Registry
@@ -290,7 +237,8 @@ func Start(cfg Config) (*Session, error) {
 		log:        cfg.Logger.With("member", cfg.Member),
 		submitted:  map[a2a.TaskID]time.Time{},
 		unstored:   map[a2a.TaskID]bool{},
-		sending:    map[messageKey]*a2a.Task{},
+		retries:    &retry.Book{Lookup: cfg.Store.GetByMessage},
+		hosts:      &hostcall.Config{},
 		admit:      admit.New(cfg.Capsule, BusyMessage),
 		kick:       make(chan struct{}, 1),
 		ends:       make(chan *ending, maxEnding),
@@ -311,7 +259,7 @@ func Start(cfg Config) (*Session, error) {
 			cfg.Metrics.TasksTotal.WithLabelValues(string(a2a.TaskStateFailed)).Inc()
 		},
 		Moved: func() { cfg.Metrics.BackgroundCommands.WithLabelValues("running").Inc() }, Ended: s.backgroundEnded,
-		ToolHost: s.toolHost, HookHost: s.hookHost})
+		ToolHost: s.hosts.Tool, HookHost: s.hosts.Hook})
 	if err != nil {
 		return nil, err
 	}
@@ -331,6 +279,7 @@ func Start(cfg Config) (*Session, error) {
 		parts.Close()
 		return nil, err
 	}
+	*s.hosts = hostcall.New(cfg.Capsule, s.drivers, s.choice, s.meter, s.records.Write, s.tools)
 	if cfg.Capsule.Harness != nil {
 		if err := s.startProcess(parts.Confined); err != nil {
 			parts.Close()
@@ -420,18 +369,6 @@ func (s *Session) Send(ctx context.Context, msg *a2a.Message, origin Origin) (*a
 	if origin.Origin == "" {
 		origin.Origin = OriginOperator
 	}
-	// A message the same caller already sent (a client or a load balancer retrying) is answered with the
-	// task it created, as that task stands (DESIGN §16); a rejected one is offered again.
-	key := messageKey{message: string(msg.MessageID)}
-	if origin.Origin == OriginPeer {
-		key.caller = origin.Caller
-	}
-	if t, ok, err := s.retried(ctx, key, msg); ok || err != nil {
-		if ok && origin.Retried != nil {
-			origin.Retried(t)
-		}
-		return t, err
-	}
 	now := s.cfg.Now()
 	id := a2a.TaskID(ids.New(ids.PrefixTask))
 	contextID := msg.ContextID
@@ -453,6 +390,12 @@ func (s *Session) Send(ctx context.Context, msg *a2a.Message, origin Origin) (*a
 		History:   []a2a.Message{in},
 		Metadata:  map[string]any{ids.Meta: meta},
 	}
+	if sent, ok, err := s.retries.Find(ctx, t, msg); ok || err != nil { // a retry, answered as Send says
+		if ok && origin.Retried != nil {
+			origin.Retried(sent)
+		}
+		return sent, err
+	}
 	refusal, ok := s.admit.Take()
 	if !ok {
 		return s.reject(t, refusal, now), nil
@@ -465,32 +408,17 @@ func (s *Session) Send(ctx context.Context, msg *a2a.Message, origin Origin) (*a
 		refusal, _ := s.admit.Take()
 		return s.reject(t, refusal, now), nil
 	}
-	if key.message != "" {
-		s.sendingMu.Lock()
-		sent, ok := s.sending[key]
-		if !ok {
-			snap := *t
-			s.sending[key] = &snap
+	held, release, heldErr := s.retries.Hold(t, msg)
+	if release == nil {
+		// A copy of the same message arrived while its first copy was being stored.
+		s.mu.Unlock()
+		s.admit.Release()
+		if heldErr == nil && origin.Retried != nil {
+			origin.Retried(held)
 		}
-		s.sendingMu.Unlock()
-		if ok {
-			// The same message arrived while its first copy was being stored.
-			s.mu.Unlock()
-			s.admit.Release()
-			if err := reusedID(key, sent, msg); err != nil {
-				return nil, err
-			}
-			if origin.Retried != nil {
-				origin.Retried(sent)
-			}
-			return sent, nil
-		}
-		defer func() {
-			s.sendingMu.Lock()
-			delete(s.sending, key)
-			s.sendingMu.Unlock()
-		}()
+		return held, heldErr
 	}
+	defer release()
 	// The task takes its place in the queue now, so the queue stays in order of admission; the executor
 	// starts it once it is stored.
 	s.queue = append(s.queue, id)

@@ -79,6 +79,13 @@ func (sc Scope) Caller() string { return sc.caller }
 // Sees reports whether a task sent by caller ("" for the operator) is in the scope.
 func (sc Scope) Sees(caller string) bool { return sc.sees(caller) }
 
+// ListAll is ListInScope of t in the operator's scope, every task: one page of the tasks that match q.
+func ListAll(t Tasks) func(ctx context.Context, q ListQuery) (ListPage, error) {
+	return func(ctx context.Context, q ListQuery) (ListPage, error) {
+		return t.ListInScope(ctx, q, OperatorScope())
+	}
+}
+
 // FirstMessageID is the id of the message that created t (its first history message); "" when it has
 // none. GetByMessage finds a task by it.
 func FirstMessageID(t *a2a.Task) string {
