@@ -24,6 +24,8 @@ import (
 //     so a peer cannot tell one from the other (NotStored).
 //   - Reads see commits: a Get after a write has returned sees it, and returns a copy the caller may
 //     change; GetInScope's bytes are the task's JSON as a2a.Task marshals it, not to be changed.
+//     UpdateSoon's change is seen from the moment UpdateSoon returns, before it is committed (Pending):
+//     the session tells streams of it then, and a stream opened after must not read the task older.
 //   - Pages: ListInScope pages newest first by the order tasks were created; its tokens are opaque,
 //     refused (a2a.ErrInvalidParams) for another filter, and stable while tasks are added or ended.
 //
@@ -38,7 +40,8 @@ type Tasks interface {
 	Update(ctx context.Context, t *a2a.Task) error
 	// UpdateAll stores every task of ts as Update does, in one transaction, and returns each one's error.
 	UpdateAll(ctx context.Context, ts []*a2a.Task) []error
-	// UpdateSoon stores t as Update does, soon, and returns without waiting; a failure is logged.
+	// UpdateSoon stores t as Update does, soon, and returns without waiting; reads show t at once. A
+	// failure is logged.
 	UpdateSoon(t *a2a.Task)
 	// UpdateLater hands t over as UpdateSoon does and returns what waits until it is durable and
 	// reports its error; the wait must be called once.

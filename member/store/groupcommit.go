@@ -149,9 +149,13 @@ func (s *Store) answer(group []*pendingWrite, errs []error) {
 func (s *Store) applyGroup(group []*pendingWrite) []error {
 	errs := s.writeGroup(group)
 	for i, w := range group {
-		if errs[i] == nil && w.op != opSettle {
+		if w.op == opSettle {
+			continue
+		}
+		if errs[i] == nil {
 			s.cache.put(w.id, w.caller, w.body)
 		}
+		s.pending.Settled(w.id, w.seq)
 	}
 	return errs
 }
@@ -240,7 +244,9 @@ func (s *Store) UpdateAll(ctx context.Context, ts []*a2a.Task) []error {
 	errs := make([]error, len(ts))
 	writes := make([]*pendingWrite, len(ts))
 	for i, t := range ts {
-		writes[i], errs[i] = updateRow(t)
+		if writes[i], errs[i] = updateRow(t); writes[i] != nil {
+			writes[i].seq = s.writeSeq.Add(1)
+		}
 	}
 	var group []*pendingWrite
 	var at []int
@@ -265,22 +271,25 @@ func (s *Store) UpdateAll(ctx context.Context, ts []*a2a.Task) []error {
 // UpdateSoon stores t as Update does, with the committer's next group, and returns without waiting for
 // it: for a change that need not be durable before it is visible, such as a task starting to work (a
 // crash before its commit leaves the task submitted, which the restart ends failed all the same). Get
-// shows the change once it is committed; an Update or Create that follows is committed after it. A
-// failure is logged.
+// shows the change at once (Pending); an Update or Create that follows is committed after it. A failure
+// is logged.
 func (s *Store) UpdateSoon(t *a2a.Task) {
 	w, err := updateRow(t)
 	if err != nil {
 		s.log.Error("the task store could not store a task's progress", "task", t.ID, "err", err)
 		return
 	}
-	s.handSoon(w)
+	s.handSoon(w, true)
 }
 
 // handSoon appends w, numbered in the order of all writes, to the committer's next group, and wakes the
-// committer.
-func (s *Store) handSoon(w *pendingWrite) {
+// committer. With show, reads show w from now on (Pending).
+func (s *Store) handSoon(w *pendingWrite, show bool) {
 	s.soonMu.Lock()
 	w.seq = s.writeSeq.Add(1)
+	if show {
+		s.pending.Put(w.id, w.seq, w.caller, w.body)
+	}
 	s.soon = append(s.soon, w)
 	s.soonMu.Unlock()
 	select {
@@ -305,7 +314,7 @@ func (s *Store) UpdateLater(ctx context.Context, t *a2a.Task) (wait func() error
 	}
 	w.done = make(chan error, 1)
 	s.fg.begin()
-	s.handSoon(w)
+	s.handSoon(w, false)
 	return func() error {
 		defer s.fg.end()
 		select {
@@ -347,7 +356,9 @@ func (s *Store) GetAll(ctx context.Context, ids []a2a.TaskID) ([]*a2a.Task, erro
 	bodies := make(map[a2a.TaskID][]byte, len(ids))
 	var missing []string
 	for _, id := range ids {
-		if body, _, ok := s.cache.get(id); ok {
+		if body, _, ok := s.pending.Get(id); ok {
+			bodies[id] = body
+		} else if body, _, ok := s.cache.get(id); ok {
 			bodies[id] = body
 		} else if p, ok := s.batch.get(id); ok {
 			bodies[id] = p.body

@@ -64,6 +64,7 @@ type Store struct {
 	soon          []*pendingWrite // UpdateSoon's rows, for the committer's next group
 	soonKick      chan struct{}   // capacity 1: soon is not empty
 	writeSeq      atomic.Int64    // numbers the rows handed to the committer, in the order they are handed
+	pending       Pending         // UpdateSoon's changes until they are committed: Get shows them at once
 	// writing, when set (tests), is called with wmu held before each write transaction commits, with
 	// what it is ("create", "update", "recover", "batch", "sweep") and the rows it writes or removes.
 	writing func(op string, rows int)
@@ -382,6 +383,9 @@ func (s *Store) GetJSON(ctx context.Context, id a2a.TaskID) ([]byte, error) {
 // GetWithCaller returns the stored task's JSON and the member that sent it ("" for the operator). The
 // caller must not modify the bytes. The error wraps ErrNotFound when the store has no such task.
 func (s *Store) GetWithCaller(ctx context.Context, id a2a.TaskID) (body []byte, caller string, err error) {
+	if body, caller, ok := s.pending.Get(id); ok {
+		return body, caller, nil
+	}
 	if body, caller, ok := s.cache.get(id); ok {
 		return body, caller, nil
 	}

@@ -46,6 +46,9 @@ func (s *Store) GetByMessage(ctx context.Context, caller, messageID string) (*a2
 
 // getJSON reads the stored task's JSON and the member that sent it.
 func (s *Store) getJSON(ctx context.Context, id a2a.TaskID) (body []byte, caller string, err error) {
+	if body, caller, ok := s.pending.Get(id); ok {
+		return body, caller, nil
+	}
 	if !storable(string(id)) {
 		return nil, "", store.NotStored(id)
 	}
@@ -77,12 +80,14 @@ func (s *Store) GetInScope(ctx context.Context, id a2a.TaskID, sc store.Scope) (
 // others.
 func (s *Store) GetAll(ctx context.Context, taskIDs []a2a.TaskID) ([]*a2a.Task, error) {
 	list := make([]string, 0, len(taskIDs))
+	bodies := make(map[a2a.TaskID][]byte, len(taskIDs))
 	for _, id := range taskIDs {
-		if storable(string(id)) {
+		if body, _, ok := s.pending.Get(id); ok {
+			bodies[id] = body
+		} else if storable(string(id)) {
 			list = append(list, string(id))
 		}
 	}
-	bodies := make(map[a2a.TaskID][]byte, len(list))
 	if len(list) > 0 {
 		rows, err := s.pool.Query(ctx, `SELECT id, task FROM tasks WHERE id = ANY($1)`, list)
 		if err != nil {

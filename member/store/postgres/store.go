@@ -58,8 +58,10 @@ type Store struct {
 
 	// The writer (writer.go).
 	qmu     sync.Mutex
-	queue   []*write // handed over, not yet taken by the writer, in the order they were handed over
-	closed  bool     // Close began: nothing more is taken
+	queue   []*write      // handed over, not yet taken by the writer, in the order they were handed over
+	handed  int64         // the writes handed over so far: numbers each write (write.seq)
+	pending store.Pending // UpdateSoon's changes until they are committed: reads show them at once
+	closed  bool          // Close began: nothing more is taken
 	kick    chan struct{}
 	drained chan struct{} // closed once the writer has written everything and returned
 

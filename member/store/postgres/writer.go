@@ -52,6 +52,8 @@ type write struct {
 	now   time.Time
 
 	done chan result // capacity 1; nil for UpdateSoon's, whose failure is logged
+	seq  int64       // the order it was handed over in (Store.handed)
+	show bool        // UpdateSoon's: reads show its row from the moment it is handed over (store.Pending)
 
 	// Filled by the transaction that wrote it, and sent on done once that transaction is committed.
 	res result
@@ -131,6 +133,12 @@ func (s *Store) hand(w *write) bool {
 	if s.closed {
 		s.qmu.Unlock()
 		return false
+	}
+	s.handed++
+	w.seq = s.handed
+	if w.show {
+		r := w.rows[0]
+		s.pending.Put(r.id, w.seq, r.caller, r.body)
 	}
 	s.queue = append(s.queue, w)
 	s.qmu.Unlock()
@@ -263,14 +271,15 @@ func (s *Store) UpdateAll(ctx context.Context, ts []*a2a.Task) []error {
 }
 
 // UpdateSoon stores t as Update does, with the writer's next group, and returns without waiting: an
-// Update or Create handed over after it is committed after it. A failure is logged.
+// Update or Create handed over after it is committed after it. Reads show t at once (store.Pending). A
+// failure is logged.
 func (s *Store) UpdateSoon(t *a2a.Task) {
 	r := taskRow(t, false)
 	if r.err != nil {
 		s.log.Error("the task store could not store a task's progress", "task", t.ID, "err", r.err)
 		return
 	}
-	if !s.hand(&write{kind: kindRows, rows: []row{r}}) {
+	if !s.hand(&write{kind: kindRows, rows: []row{r}, show: true}) {
 		s.log.Error("the task store could not store a task's progress", "task", t.ID, "err", errClosed)
 	}
 }
@@ -385,6 +394,7 @@ func (s *Store) commitGroup(group []*write) {
 				s.batchedRows.Add(-1)
 				s.batchedBytes.Add(-int64(len(r.body)))
 			}
+			s.pending.Settled(r.id, w.seq)
 		}
 		if w.done != nil {
 			w.done <- w.res

@@ -83,6 +83,35 @@ func testOrder(t *testing.T, open opener) {
 		})
 	}
 
+	// UpdateSoon's change is read at once, before its commit: each Get right after an UpdateSoon sees it,
+	// in whichever way it reads (a commit is far slower than a read, so most of these Gets come first).
+	t.Run("UpdateSoon is read at once", func(t *testing.T) {
+		const n, steps = 80, 60
+		create(t, s, stepTask(n, a2a.TaskStateSubmitted, 0))
+		for i := 1; i <= steps; i++ {
+			want := stepTask(n, a2a.TaskStateWorking, i)
+			s.UpdateSoon(clone(t, want))
+			got, err := s.Get(ctx, want.ID)
+			if err != nil || !cmp.Equal(want, got) {
+				t.Fatalf("Get right after UpdateSoon of step %d: %v\n%s", i, err, cmp.Diff(want, got))
+			}
+			body, err := s.GetInScope(ctx, want.ID, store.OperatorScope())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got, err := store.Decode(want.ID, body); err != nil || !cmp.Equal(want, got) {
+				t.Fatalf("GetInScope right after UpdateSoon of step %d: %v\n%s", i, err, cmp.Diff(want, got))
+			}
+			if all, err := s.GetAll(ctx, []a2a.TaskID{want.ID}); err != nil || len(all) != 1 || !cmp.Equal(want, all[0]) {
+				t.Fatalf("GetAll right after UpdateSoon of step %d: %v", i, err)
+			}
+		}
+		if err := s.Settle(ctx); err != nil {
+			t.Fatal(err)
+		}
+		checkStored(t, s, stepTask(n, a2a.TaskStateWorking, steps), "after UpdateSoons and Settle")
+	})
+
 	t.Run("UpdateSoon of a task not stored", func(t *testing.T) {
 		s.UpdateSoon(stepTask(90, a2a.TaskStateWorking, 1))
 		if err := s.Settle(ctx); err != nil {
