@@ -135,6 +135,8 @@ type Config struct {
 	ArtifactsDir string
 	// Sub is set for a sub-session that delegate-task started (member/delegate); nil for a member.
 	Sub *SubSession
+	// Replicas is the member's other replicas (DESIGN §16); nil for a member of one process.
+	Replicas Replicas
 	// isolate finds what the host allows around commands; nil probes it (probeIsolation). Tests
 	// set it to take one mechanism away.
 	isolate func() sandbox.Isolation
@@ -397,6 +399,12 @@ func (s *Session) Send(ctx context.Context, msg *a2a.Message, origin Origin) (*a
 		return sent, err
 	}
 	refusal, ok := s.admit.Take()
+	if !ok && refusal == BusyMessage && s.cfg.Replicas != nil {
+		// Busy here: another replica may have a place; it claims the task from the store.
+		if offered, err := s.cfg.Replicas.Offer(ctx, t, s.admit.Limit()); offered || err != nil {
+			return t, err
+		}
+	}
 	if !ok {
 		return s.reject(t, refusal, now), nil
 	}
@@ -613,7 +621,13 @@ func (s *Session) Cancel(ctx context.Context, id a2a.TaskID, scope store.Scope) 
 	case t.Status.State.Terminal():
 		return nil, notCancelable(t)
 	}
-	// Not queued, not running, not terminal: the worker is just taking it. Ask again once it has.
+	if s.cfg.Replicas != nil { // another replica's, or nobody's
+		if t, done, err := s.cfg.Replicas.Cancel(ctx, id); done || err != nil {
+			return t, err
+		}
+	}
+	// Not queued, not running, not terminal: the worker is just taking it (or another replica runs it,
+	// asked to stop). Ask again once it has.
 	if t, err = s.Wait(ctx, id); err == nil && t.Status.State.Terminal() && t.Status.State != a2a.TaskStateCanceled {
 		return nil, notCancelable(t)
 	}

@@ -58,3 +58,14 @@ func (g *Gate) Refuse(text string) { g.refusal.CompareAndSwap(nil, &text) }
 
 // Refused reports whether Refuse was called.
 func (g *Gate) Refused() bool { return g.refusal.Load() != nil }
+
+// Free is how many more tasks the gate would admit now; 0 once it refuses every task.
+func (g *Gate) Free() int {
+	if g.Refused() {
+		return 0
+	}
+	return int(max(g.limit-g.held.Load(), 0))
+}
+
+// Limit is how many tasks the gate admits at once: the one running and the queue's.
+func (g *Gate) Limit() int { return int(g.limit) }

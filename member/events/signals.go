@@ -93,3 +93,21 @@ func (ts *Signals) Notify(id a2a.TaskID) {
 		delete(ts.m, id)
 	}
 }
+
+// Watched reports whether anyone waits on task id's next change.
+func (ts *Signals) Watched(id a2a.TaskID) bool {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	return ts.m[id] != nil
+}
+
+// NotifyAll wakes the watchers of every task, to read their tasks again: what a lost notification of
+// another replica's change would have done.
+func (ts *Signals) NotifyAll() {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	for id, sg := range ts.m {
+		close(sg.ch)
+		delete(ts.m, id)
+	}
+}

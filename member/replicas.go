@@ -1,0 +1,67 @@
+package member
+
+import (
+	"context"
+
+	"github.com/murmur-run/murmur/a2a"
+	"github.com/murmur-run/murmur/member/events"
+)
+
+// Replicas is what a session on one of its member's replicas (DESIGN §16) asks of the others, through
+// the store they share (package member/replica): nil for a member of one process.
+type Replicas interface {
+	// Offer stores t, a new task this replica has no place for, for another replica to claim: false
+	// when no live replica has a place either (the task is then rejected as busy).
+	Offer(ctx context.Context, t *a2a.Task, perReplica int) (bool, error)
+	// Cancel cancels task id, which this replica neither runs nor queues: it asks its owner, or ends it
+	// itself when nobody runs it; done with the ended task then. Not done: the caller waits for its end.
+	Cancel(ctx context.Context, id a2a.TaskID) (t *a2a.Task, done bool, err error)
+}
+
+// Adopt gives the session a task another replica took (or one that lost its replica), if it has a place:
+// claim takes the task from the store once the place is held, and the task is queued as if sent here.
+// It reports whether a task was adopted.
+func (s *Session) Adopt(ctx context.Context, claim func(context.Context) (*a2a.Task, error)) (bool, error) {
+	if _, ok := s.admit.Take(); !ok {
+		return false, nil
+	}
+	t, err := claim(ctx)
+	if t == nil || err != nil {
+		s.admit.Release()
+		return false, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.submitted[t.ID] = s.cfg.Now()
+	s.cfg.Metrics.TasksActive.Inc()
+	if s.closed || s.expired {
+		// Claimed as the session ended: it ends as the tasks queued then did (finishLocked gives its
+		// place back).
+		return false, s.finishLocked(context.WithoutCancel(ctx), t, a2a.TaskStateCanceled, ShutdownCancel, nil)
+	}
+	s.queue = append(s.queue, t.ID)
+	s.kickLocked()
+	return true, nil
+}
+
+// Free is how many more tasks the session would take now: run or queue.
+func (s *Session) Free() int { return s.admit.Free() }
+
+// Remote tells the task's waiters and streams of a change another replica committed; nothing is stored.
+func (s *Session) Remote(ctx context.Context, id a2a.TaskID) {
+	if !s.waiters.Watched(id) && !events.Wants(s.cfg.Events, id) {
+		return
+	}
+	t, err := s.cfg.Store.Get(ctx, id)
+	if err != nil {
+		s.log.Warn("reading a task another replica changed", "task", id, "err", err)
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.changedLocked(t)
+}
+
+// Resync wakes every Wait to read its task again: a change another replica committed may have gone
+// untold (a lost notification).
+func (s *Session) Resync() { s.waiters.NotifyAll() }
