@@ -33,7 +33,7 @@ var (
 	yamlLine    = regexp.MustCompile(`^line (\d+): (.*)$`)
 
 	topKeys    = []string{"formation", "entry", "members", "reach", "store"}
-	memberKeys = []string{"name", "capsule", "listen", "url", "store", "store_password"}
+	memberKeys = []string{"name", "capsule", "listen", "url", "store", "store_password", "replicas"}
 	ruleKeys   = []string{"from", "to"}
 )
 
@@ -408,6 +408,16 @@ func (p *parser) member(item *yaml.Node, ms *members) (Member, slot, [2]int) {
 			if _, has := f["store"]; !has {
 				p.add(pf.key.Line, fmt.Sprintf("store_password of %s has no store: to be the password of", who),
 					"add store: postgres://USER@HOST:5432/DB, or remove store_password")
+			}
+		}
+	}
+	if rf, ok := f["replicas"]; ok {
+		if raw, ok := p.text(rf, "replicas of "+who, "replicas: 3", true); ok {
+			if n, err := strconv.Atoi(raw); err != nil || n < 1 || n > MaxReplicas {
+				p.add(rf.key.Line, fmt.Sprintf("replicas of %s is %q, not a whole number from 1 to %d", who, raw, MaxReplicas),
+					"write how many processes run the member, such as replicas: 3 (they share its tasks through its store: postgres://…)")
+			} else {
+				m.Replicas = n
 			}
 		}
 	}

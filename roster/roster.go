@@ -34,7 +34,16 @@ type Member struct {
 	// StorePassword is where the store's password comes from, env:NAME or file:PATH, as a driver's
 	// credential; "" leaves it to PostgreSQL's own PGPASSWORD and ~/.pgpass.
 	StorePassword string
+	// Replicas is how many processes run the member, sharing its tasks through its PostgreSQL store
+	// (DESIGN §16); 0 when the roster does not say, which is 1.
+	Replicas int
 }
+
+// MaxReplicas bounds a member's replicas: key.
+const MaxReplicas = 64
+
+// ReplicaCount is how many processes run the member: Replicas, at least 1.
+func (m Member) ReplicaCount() int { return max(m.Replicas, 1) }
 
 // Rule is one entry of reach: From may call every member in To; "*" in To means every other member.
 type Rule struct {

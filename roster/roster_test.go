@@ -123,14 +123,14 @@ func TestParseErrors(t *testing.T) {
 		{
 			name: "unknown member key",
 			yaml: "formation: t\nmembers:\n  - name: lead\n    capsule: ./lead\n    port: 7101\n",
-			want: []string{`$DIR/roster.yaml:5: unknown key "port" in member lead; known keys: name, capsule, listen, url, store, store_password`},
+			want: []string{`$DIR/roster.yaml:5: unknown key "port" in member lead; known keys: name, capsule, listen, url, store, store_password, replicas`},
 		},
 		{
 			name: "unknown member key close to a known one",
 			yaml: "formation: t\nmembers:\n  - name: lead\n    capsul: ./lead\n",
 			want: []string{
 				"$DIR/roster.yaml:3: member lead has no capsule; add the capsule directory, relative to the roster's directory, such as capsule: ./lead",
-				`$DIR/roster.yaml:4: unknown key "capsul" in member lead; did you mean "capsule"? known keys: name, capsule, listen, url, store, store_password`,
+				`$DIR/roster.yaml:4: unknown key "capsul" in member lead; did you mean "capsule"? known keys: name, capsule, listen, url, store, store_password, replicas`,
 			},
 		},
 		{
@@ -149,6 +149,14 @@ func TestParseErrors(t *testing.T) {
 			want: []string{
 				"$DIR/roster.yaml:5: store_password of member lead must say where the password is, not be it; write store_password: env:NAME (an environment variable) or store_password: file:PATH (a file holding it)",
 				"$DIR/roster.yaml:5: store_password of member lead has no store: to be the password of; add store: postgres://USER@HOST:5432/DB, or remove store_password",
+			},
+		},
+		{
+			name: "replicas that are not a count",
+			yaml: "formation: t\nmembers:\n  - name: lead\n    capsule: ./lead\n    replicas: 0\n  - name: worker\n    capsule: ./lead\n    replicas: two\n",
+			want: []string{
+				`$DIR/roster.yaml:5: replicas of member lead is "0", not a whole number from 1 to 64; write how many processes run the member, such as replicas: 3 (they share its tasks through its store: postgres://…)`,
+				`$DIR/roster.yaml:8: replicas of member worker is "two", not a whole number from 1 to 64; write how many processes run the member, such as replicas: 3 (they share its tasks through its store: postgres://…)`,
 			},
 		},
 		{
@@ -723,7 +731,7 @@ func TestWithURLs(t *testing.T) {
 func TestMemberStore(t *testing.T) {
 	dir := formationDir(t, "lead", "worker")
 	path := filepath.Join(dir, "roster.yaml")
-	body := "formation: f\nmembers:\n  - name: lead\n    capsule: ./lead\n    store: postgres://murmur@db:5432/murmur?sslmode=disable\n    store_password: env:MUR_PG_PASSWORD\n  - name: worker\n    capsule: ./worker\n"
+	body := "formation: f\nmembers:\n  - name: lead\n    capsule: ./lead\n    store: postgres://murmur@db:5432/murmur?sslmode=disable\n    store_password: env:MUR_PG_PASSWORD\n    replicas: 3\n  - name: worker\n    capsule: ./worker\n"
 	if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -735,5 +743,8 @@ func TestMemberStore(t *testing.T) {
 	worker, _ := r.Member("worker")
 	if lead.Store != "postgres://murmur@db:5432/murmur?sslmode=disable" || lead.StorePassword != "env:MUR_PG_PASSWORD" || worker.Store != "" || worker.StorePassword != "" {
 		t.Errorf("lead's store %q (%q), worker's %q (%q)", lead.Store, lead.StorePassword, worker.Store, worker.StorePassword)
+	}
+	if lead.ReplicaCount() != 3 || worker.ReplicaCount() != 1 {
+		t.Errorf("lead runs as %d replicas, worker as %d; want 3 and 1", lead.ReplicaCount(), worker.ReplicaCount())
 	}
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/murmur-run/murmur/member/harness"
 	"github.com/murmur-run/murmur/member/metrics"
 	"github.com/murmur-run/murmur/member/push"
+	"github.com/murmur-run/murmur/member/replica"
 	"github.com/murmur-run/murmur/member/setup"
 	"github.com/murmur-run/murmur/member/store"
 	"github.com/murmur-run/murmur/roster"
@@ -59,6 +60,11 @@ type FormationConfig struct {
 	Store string
 	// Getenv resolves a store_password of env:NAME; nil means os.Getenv.
 	Getenv func(string) string
+	// Replica is MUR_REPLICA: the name of this process's replica of the member it runs (DESIGN §16); ""
+	// means the host's name for a member with replicas above 1 (and one process otherwise).
+	Replica string
+	// Lease is a replica's lease (MUR_LEASE); 0 means replica.DefaultLease.
+	Lease time.Duration
 }
 
 func (cfg FormationConfig) getenv() func(string) string {
@@ -73,6 +79,9 @@ type RunningMember struct {
 	Name    string
 	URL     string // the base URL its door answers at
 	Session *member.Session
+	// Replica is the name of this process's replica of the member; "" for a member of one process.
+	Replica string
+	replica *replica.Coordinator // nil for a member of one process
 	store   store.Tasks
 	push    *push.Notifier // nil when the member keeps no push configs
 	server  *http.Server
@@ -155,8 +164,18 @@ func (f *Formation) start(m roster.Member, ln net.Listener) (*RunningMember, err
 		ln.Close()
 		return nil, err
 	}
+	replicaName, err := replicaName(m, cfg)
+	if err != nil {
+		ln.Close()
+		return nil, err
+	}
 	dir := filepath.Join(cfg.DataDir, "members", m.Name)
 	log := cfg.Logger.With("member", m.Name)
+	if replicaName != "" {
+		// Replicas sharing a data directory keep their workdirs and runtime directories apart.
+		dir = filepath.Join(dir, "replicas", replicaName)
+		log = log.With("replica", replicaName)
+	}
 	// Nothing of an earlier process is live: what its sessions left in the runtime root (a killed one's
 	// tool copies, its MCP config) goes before this member's first session starts.
 	runtimeRoot := filepath.Join(dir, "run")
@@ -169,7 +188,7 @@ func (f *Formation) start(m roster.Member, ln net.Listener) (*RunningMember, err
 	// The capsule's store.retention overrides the roster's, key by key; the store fills in the defaults.
 	// The files kept for the artifacts of the tasks retention removes go with them.
 	artifacts := filepath.Join(dir, "artifacts")
-	store, sqlite, err := openStore(context.Background(), m, capsule, cfg, dir, log, func(ids []a2a.TaskID) {
+	store, sqlite, err := openStore(context.Background(), m, replicaName, capsule, cfg, dir, log, func(ids []a2a.TaskID) {
 		if err := converse.RemoveKept(artifacts, ids); err != nil {
 			log.Warn("deleting the kept artifact files of tasks retention removed", "err", err)
 		}
@@ -185,7 +204,19 @@ func (f *Formation) start(m roster.Member, ln net.Listener) (*RunningMember, err
 		return nil, err
 	}
 	reg, wrapped := NewRegistry(m.Name)
+	wrapped = replicaRegisterer(wrapped, replicaName)
 	series, err := metrics.New(wrapped)
+	if err != nil {
+		ln.Close()
+		store.Close()
+		return nil, err
+	}
+	coord, err := startReplica(m, replicaName, store, cfg, func(err error) {
+		select {
+		case f.errc <- fmt.Errorf("member %s: %w", m.Name, err):
+		default:
+		}
+	})
 	if err != nil {
 		ln.Close()
 		store.Close()
@@ -198,11 +229,17 @@ func (f *Formation) start(m roster.Member, ln net.Listener) (*RunningMember, err
 		ProjectDir: cfg.Roster.Dir, DoorURL: m.URL, ArtifactsDir: artifacts,
 		Metrics: series, Logger: cfg.Logger, Now: cfg.Now,
 		Roster: cfg.Roster, FormationToken: cfg.Tokens.Formation, Secrets: memberSecrets(cfg.Tokens, control), ConfineHelper: cfg.ConfineHelper,
-		Events:          hub,
+		Events: hub, Replicas: sessionReplicas(coord),
 		StartToolServer: func(ts harness.ToolSet) (harness.ToolServer, error) { return StartToolServer(ts, log) },
 	})
 	if err != nil {
 		ln.Close()
+		store.Close()
+		return nil, err
+	}
+	if err := bindReplica(coord, sess); err != nil {
+		ln.Close()
+		sess.Close(context.Background())
 		store.Close()
 		return nil, err
 	}
@@ -242,7 +279,7 @@ func (f *Formation) start(m roster.Member, ln net.Listener) (*RunningMember, err
 	}
 	srv := NewHTTPServer(door, log)
 	srv.RegisterOnShutdown(door.CloseStreams)
-	rm := &RunningMember{Name: m.Name, URL: url, Session: sess, store: store, push: notifier, server: srv, ln: ln}
+	rm := &RunningMember{Name: m.Name, URL: url, Session: sess, Replica: replicaName, replica: coord, store: store, push: notifier, server: srv, ln: ln}
 	f.wg.Go(func() {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			f.errc <- fmt.Errorf("member %s: door: %w", m.Name, err)
@@ -273,6 +310,9 @@ func (f *Formation) Err() <-chan error { return f.errc }
 func (f *Formation) Shutdown(ctx context.Context) error {
 	var errs []error
 	for _, m := range f.Members {
+		if m.replica != nil {
+			m.replica.Close() // it claims nothing more for a session that is closing
+		}
 		errs = append(errs, m.Session.Close(ctx))
 	}
 	for _, m := range f.Members {

@@ -23,9 +23,10 @@ func memberStore(m roster.Member, cfg FormationConfig) (dsn, password string) {
 }
 
 // openStore opens member m's task store: the embedded SQLite file dir/tasks.db, or PostgreSQL at the
-// address memberStore gives (DESIGN §16). sqlite is the file's path, which the push notifier keeps its
-// configs in; "" for PostgreSQL, which keeps none yet (push is off for such a member).
-func openStore(ctx context.Context, m roster.Member, c *capsule.Capsule, cfg FormationConfig, dir string, log *slog.Logger,
+// address memberStore gives (DESIGN §16), as the replica named replica ("" for one process). sqlite is
+// the file's path, which the push notifier keeps its configs in; "" for PostgreSQL, which keeps none yet
+// (push is off for such a member).
+func openStore(ctx context.Context, m roster.Member, replica string, c *capsule.Capsule, cfg FormationConfig, dir string, log *slog.Logger,
 	removed func([]a2a.TaskID)) (st store.Tasks, sqlite string, err error) {
 	retention := c.Store.Retention.Or(cfg.Roster.Store.Retention)
 	dsn, ref := memberStore(m, cfg)
@@ -41,7 +42,7 @@ func openStore(ctx context.Context, m roster.Member, c *capsule.Capsule, cfg For
 	if err != nil {
 		return nil, "", fmt.Errorf("member %s: %w", m.Name, err)
 	}
-	s, err := postgres.Open(ctx, full, postgres.Config{Retention: retention, Now: cfg.Now, Logger: log, Removed: removed})
+	s, err := postgres.Open(ctx, full, postgres.Config{Retention: retention, Now: cfg.Now, Logger: log, Removed: removed, Replica: replica})
 	if err != nil {
 		return nil, "", fmt.Errorf("member %s: %w", m.Name, err)
 	}

@@ -124,7 +124,9 @@ type common struct {
 	maxBody    int64
 	maxStreams int
 	doorURLs   string
-	debug      string // --debug-listen: where net/http/pprof is served; "" for nowhere
+	debug      string        // --debug-listen: where net/http/pprof is served; "" for nowhere
+	replica    string        // mur member's --replica (MUR_REPLICA): its name among the member's replicas
+	lease      time.Duration // mur member's MUR_LEASE: a replica's lease; 0 for the default
 }
 
 func (c *common) register(fs *flag.FlagSet, getenv func(string) string) {
@@ -222,11 +224,20 @@ func cmdMember(ctx context.Context, args []string, getenv func(string) string, s
 	c.register(fs, getenv)
 	name := fs.String("name", getenv("MUR_MEMBER"), "the member to run (env MUR_MEMBER)")
 	listen := fs.String("listen", getenv("MUR_LISTEN"), "where the door listens, overriding roster.yaml (env MUR_LISTEN)")
+	fs.StringVar(&c.replica, "replica", getenv("MUR_REPLICA"), "this process's name among the member's replicas (env MUR_REPLICA; default: the host's name when the roster says replicas: above 1)")
+	lease := getenv("MUR_LEASE")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if *name == "" {
 		return usagef("--name is required: name the member of the roster to run")
+	}
+	if lease != "" {
+		d, err := time.ParseDuration(lease)
+		if err != nil || d < time.Second {
+			return usagef("MUR_LEASE=%q: give a replica's lease as a duration of 1s or more, such as 10s", lease)
+		}
+		c.lease = d
 	}
 	return serve(ctx, c, []string{*name}, *listen, "off", getenv, stdout, stderr)
 }
@@ -266,6 +277,7 @@ func serve(ctx context.Context, c common, only []string, listen, consoleAddr str
 		Roster: r, Only: only, DataDir: dir, RecordsRoot: recordsRoot(getenv, r), Tokens: tokens,
 		Listen: listen, MaxBody: c.maxBody, MaxStreams: c.maxStreams, Version: version, Logger: log, ConfineHelper: helper,
 		ControlToken: getenv("MUR_CONTROL_TOKEN"), Store: getenv("MUR_STORE"), Getenv: getenv,
+		Replica: c.replica, Lease: c.lease,
 	})
 	if err != nil {
 		return err

@@ -17,6 +17,9 @@ const (
 	CodeStoreUnusable = "E-STORE-001"
 	// CodeStoreNewer: the database's schema was written by a newer mur, which this one refuses.
 	CodeStoreNewer = "E-STORE-002"
+	// CodeStoreReplicas: a member with replicas above 1 keeps its tasks in its own SQLite file, which
+	// replicas cannot share.
+	CodeStoreReplicas = "E-STORE-003"
 )
 
 // storeCheckTimeout bounds mur check's look at one member's database.
@@ -31,6 +34,11 @@ func storeFindings(m roster.Member, getenv func(string) string) []Finding {
 		raw, ref = getenv("MUR_STORE"), ""
 	}
 	if raw == "" {
+		if m.ReplicaCount() > 1 {
+			return []Finding{{Code: CodeStoreReplicas, Member: m.Name, Message: fmt.Sprintf(
+				"replicas: %d, and the member's tasks are in its own SQLite file: replicas share their tasks through PostgreSQL; "+
+					"give the member store: postgres://user@host:5432/database (with store_password: env:NAME), or replicas: 1", m.ReplicaCount())}}
+		}
 		return nil
 	}
 	dsn, err := postgres.Address(raw, ref, getenv)

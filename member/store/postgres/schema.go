@@ -36,6 +36,31 @@ var migrations = []string{
 	// same messageId finds the task it created (GetByMessage).
 	`ALTER TABLE tasks ADD COLUMN message_id text NOT NULL DEFAULT '';
 	CREATE INDEX tasks_message ON tasks (caller, message_id) WHERE message_id <> '';`,
+	// Replicas (DESIGN §16): each task's owner, the replica that runs it ('' while unclaimed, and in a
+	// member of one process); cancel_requested, a cancellation asked of its owner (RequestCancel), kept
+	// once the task ends, since the notification tells it only of an unended task; the replicas' leases
+	// (unix ms); and a notification of every change of a task on channel murmur_tasks (Watch), "id
+	// version owner state cancel", the version keeping two changes of one task in one transaction from
+	// being merged into one notification (PostgreSQL drops a payload equal to one already queued).
+	`ALTER TABLE tasks ADD COLUMN owner text NOT NULL DEFAULT '';
+	ALTER TABLE tasks ADD COLUMN cancel_requested boolean NOT NULL DEFAULT false;
+	CREATE INDEX tasks_owner ON tasks (owner, state, seq)
+		WHERE state IN ('TASK_STATE_SUBMITTED', 'TASK_STATE_WORKING', 'TASK_STATE_INPUT_REQUIRED', 'TASK_STATE_AUTH_REQUIRED');
+	CREATE TABLE replicas (
+		name        text   PRIMARY KEY,
+		started     bigint NOT NULL,
+		lease_until bigint NOT NULL,
+		free        int    NOT NULL DEFAULT 0
+	);
+	CREATE FUNCTION murmur_task_notify() RETURNS trigger LANGUAGE plpgsql AS $$
+	BEGIN
+		PERFORM pg_notify('murmur_tasks', NEW.id || ' ' || NEW.version || ' ' || NEW.owner || ' ' || NEW.state || ' ' ||
+			CASE WHEN NEW.cancel_requested AND NEW.state IN
+				('TASK_STATE_SUBMITTED', 'TASK_STATE_WORKING', 'TASK_STATE_INPUT_REQUIRED', 'TASK_STATE_AUTH_REQUIRED')
+			THEN '1' ELSE '0' END);
+		RETURN NULL;
+	END $$;
+	CREATE TRIGGER tasks_notify AFTER INSERT OR UPDATE ON tasks FOR EACH ROW EXECUTE FUNCTION murmur_task_notify();`,
 }
 
 // SchemaVersion is the version of the schema this program writes: the number of its migrations.

@@ -1,6 +1,8 @@
 // Package postgres is a member's task store on PostgreSQL (DESIGN §16): the store.Tasks of the
-// embedded SQLite store (package member/store), with the same behaviour, kept in a database that
-// several replicas of one member will later share. This package is the first step: one process.
+// embedded SQLite store (package member/store), with the same behaviour, kept in a database that one
+// process holds alone (Config.Replica ""), or that the replicas of one member share (a replica name:
+// store.Replicated, replicas.go and watch.go). A database is one process's or its replicas', never
+// both, and a replica name is one live process's: Open takes advisory locks that say so.
 //
 // Writes go through one writer goroutine that commits, in one transaction, every write waiting at that
 // moment, in the order they were handed over (group commit), with synchronous_commit on: a write is
@@ -14,6 +16,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"io"
 	"log/slog"
 	"net"
@@ -44,17 +47,26 @@ type Config struct {
 	Logger *slog.Logger
 	// Removed, when set, is told the ids of the tasks each sweep removed, once their removal is committed.
 	Removed func(ids []a2a.TaskID)
+	// Replica is this process's name among the replicas of its member that share the database (DESIGN
+	// §16, store.Replicated), in store.ReplicaName's form; "" for a member of one process, which holds
+	// the database alone. A replica owns the tasks it creates, writes only the tasks it owns, and
+	// Recovers only its own name's.
+	Replica string
 }
 
 // Store is a member's task store in a PostgreSQL database. It is safe for concurrent use.
 type Store struct {
 	pool      *pgxpool.Pool
 	owner     *pgx.Conn // holds the database's member lock (memberLock) until Close
+	replica   string    // Config.Replica
 	where     string    // the database's host (and port), for errors: never the password
 	now       func() time.Time
 	log       *slog.Logger
 	retention roster.Retention
 	removed   func(ids []a2a.TaskID)
+
+	renewMu sync.Mutex // serializes Renew
+	renewed bool       // Renew wrote this process's lease once: from then on a missing row means reaped
 
 	// The writer (writer.go).
 	qmu     sync.Mutex
@@ -91,6 +103,9 @@ const (
 // writer and the retention sweeper, which Close stops. Several processes may Open one database at
 // once: migrations run one at a time under an advisory lock.
 func Open(ctx context.Context, dsn string, cfg Config) (*Store, error) {
+	if cfg.Replica != "" && !store.ReplicaName.MatchString(cfg.Replica) {
+		return nil, fmt.Errorf("member: replica name %q: a replica's name is 1 to 63 letters, digits, '.', '_' or '-', starting with a letter or digit (a host's or a pod's name); give another (MUR_REPLICA)", cfg.Replica)
+	}
 	pc, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
 		// pgx's message quotes the address, and redacts its password only as well as it can guess:
@@ -122,7 +137,7 @@ func Open(ctx context.Context, dsn string, cfg Config) (*Store, error) {
 		}
 		return nil, openError(where, pc.ConnConfig.User, err)
 	}
-	owner, err := takeMemberLock(ctx, pool, where)
+	owner, err := takeMemberLock(ctx, pool, where, cfg.Replica)
 	if err != nil {
 		pool.Close()
 		return nil, err
@@ -134,7 +149,7 @@ func Open(ctx context.Context, dsn string, cfg Config) (*Store, error) {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	s := &Store{
-		pool: pool, owner: owner, where: where, now: cfg.Now, log: cfg.Logger,
+		pool: pool, owner: owner, where: where, replica: cfg.Replica, now: cfg.Now, log: cfg.Logger,
 		retention: cfg.Retention.Or(roster.DefaultRetention), removed: cfg.Removed,
 		kick: make(chan struct{}, 1), drained: make(chan struct{}), sweepKick: make(chan struct{}, 1),
 	}
@@ -249,28 +264,65 @@ func (s *Store) Close() error {
 }
 
 // memberLock is the key of the session-level advisory lock a process holds on its member's database
-// while it has the store open ("murmur" and 1 in ASCII): one process per database, since a second one's
-// Recover would end the first one's running tasks. Replicas (DESIGN §16) will share a database through
-// claims and leases instead.
+// while it has the store open ("murmur" and 1 in ASCII). A member of one process holds it alone, since
+// a second process's Recover would end the first one's running tasks; replicas (DESIGN §16) hold it
+// shared, each with its name's own lock beside it (replicaLock), so that a database is either one
+// process's or its replicas', never both.
 const memberLock = 0x6d75726d757231
 
-// takeMemberLock takes the member lock on a connection of its own, taken out of the pool and kept until
-// Close: a process that dies loses it with its connection. It refuses a database another process holds.
-func takeMemberLock(ctx context.Context, pool *pgxpool.Pool, where string) (*pgx.Conn, error) {
+// replicaLock is the key of the advisory lock of replica name: one live process per name.
+func replicaLock(name string) int64 {
+	h := fnv.New64a()
+	h.Write([]byte("murmur-replica:" + name))
+	return int64(h.Sum64())
+}
+
+// takeMemberLock takes the member lock (and, for a replica, its name's lock) on a connection of its
+// own, taken out of the pool and kept until Close: a process that dies loses them with its connection.
+// It refuses a database another process holds in a way this one cannot share.
+func takeMemberLock(ctx context.Context, pool *pgxpool.Pool, where, replica string) (*pgx.Conn, error) {
 	pc, err := pool.Acquire(ctx)
 	if err != nil {
 		return nil, openError(where, pool.Config().ConnConfig.User, err)
 	}
 	conn := pc.Hijack()
-	var ok bool
-	if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock($1)`, int64(memberLock)).Scan(&ok); err != nil {
+	refuse := func(err error) (*pgx.Conn, error) {
 		conn.Close(context.WithoutCancel(ctx))
-		return nil, openError(where, pool.Config().ConnConfig.User, err)
+		return nil, err
+	}
+	var ok bool
+	if replica == "" {
+		if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock($1)`, int64(memberLock)).Scan(&ok); err != nil {
+			return refuse(openError(where, pool.Config().ConnConfig.User, err))
+		}
+		if ok {
+			return conn, nil
+		}
+		// Held: by one process (exclusive), or by replicas (shared, which this one could share too).
+		var replicas bool
+		if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock_shared($1)`, int64(memberLock)).Scan(&replicas); err != nil {
+			return refuse(openError(where, pool.Config().ConnConfig.User, err))
+		}
+		if replicas {
+			return refuse(fmt.Errorf("member: the task store's database at %s is in use by the replicas of a member (mur processes given a replica name, MUR_REPLICA): "+
+				"a member of one process keeps its tasks in a database of its own; stop the replicas, give this member another database, or run this process as a replica too", where))
+		}
+		return refuse(fmt.Errorf("member: the task store's database at %s is in use by another mur process: one process keeps a member's tasks in a database, "+
+			"unless the member runs as replicas, each given a name (MUR_REPLICA); stop the other, or give this member a database of its own", where))
+	}
+	if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock_shared($1)`, int64(memberLock)).Scan(&ok); err != nil {
+		return refuse(openError(where, pool.Config().ConnConfig.User, err))
 	}
 	if !ok {
-		conn.Close(context.WithoutCancel(ctx))
-		return nil, fmt.Errorf("member: the task store's database at %s is in use by another mur process: one process keeps a member's tasks in a database "+
-			"(replicas sharing one are not served yet); stop the other, or give this member a database of its own", where)
+		return refuse(fmt.Errorf("member: the task store's database at %s is in use by a mur process that runs its member as one process (no replica name): "+
+			"replicas share a database only with replicas; stop that process, or run it as a replica too (MUR_REPLICA)", where))
+	}
+	if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock($1)`, replicaLock(replica)).Scan(&ok); err != nil {
+		return refuse(openError(where, pool.Config().ConnConfig.User, err))
+	}
+	if !ok {
+		return refuse(fmt.Errorf("member: replica %s already runs on the task store's database at %s: a replica's name is one live process's; "+
+			"give each replica a name of its own (MUR_REPLICA), or stop the other", replica, where))
 	}
 	return conn, nil
 }

@@ -77,17 +77,30 @@ type row struct {
 	caller  string
 	message string // a create's: the id of the message that created the task (store.FirstMessageID)
 	body    []byte
-	err     error // the row cannot be written (set before it is handed over)
-	batched bool  // CreateBatched's
+	err     error  // the row cannot be written (set before it is handed over)
+	batched bool   // CreateBatched's
+	owner   string // a create's: the replica that runs the task ('' unclaimed)
 }
 
 const (
-	insertSQL = `INSERT INTO tasks (id, context_id, state, status_ts, created, caller, version, task, message_id)
-		VALUES ($1, $2, $3, $4, $5, $6, 1, $7, $8) ON CONFLICT (id) DO NOTHING`
+	// insertSQL's $9 is the task's owner: '' in a member of one process, and for a task Offer stores.
+	insertSQL = `INSERT INTO tasks (id, context_id, state, status_ts, created, caller, version, task, message_id, owner)
+		VALUES ($1, $2, $3, $4, $5, $6, 1, $7, $8, $9) ON CONFLICT (id) DO NOTHING`
 	// A task's context and caller never change once it is created.
 	updateSQL = `UPDATE tasks SET state = $2, status_ts = $3, task = $4, version = version + 1 WHERE id = $1`
+	// updateOwnedSQL is a replica's updateSQL: it writes the task only while replica $5 owns it, and
+	// answers whether it did and the task's owner (NULL when no such task is stored), so that a task
+	// another replica owns is told from one not stored (notOwned, store.NotStored).
+	updateOwnedSQL = `WITH u AS (UPDATE tasks SET state = $2, status_ts = $3, task = $4, version = version + 1
+			WHERE id = $1 AND owner = $5 RETURNING 1)
+		SELECT EXISTS (SELECT FROM u), (SELECT owner FROM tasks WHERE id = $1)`
 	// endSQL gives the tasks of $3 (with their new JSON in $4) state $1 and status time $2.
 	endSQL = `UPDATE tasks AS t SET state = $1, status_ts = $2, task = v.task, version = t.version + 1
+		FROM unnest($3::text[], $4::bytea[]) AS v(id, task) WHERE t.id = v.id`
+	// endFreedSQL is endSQL that also takes the tasks from their owner: the tasks of a replica ended by
+	// another (Reap, RequestCancel) or by its successor (Recover), which a process of the ended
+	// replica still running unawares must no longer write (store.ErrNotOwner).
+	endFreedSQL = `UPDATE tasks AS t SET state = $1, status_ts = $2, task = v.task, version = t.version + 1, owner = ''
 		FROM unnest($3::text[], $4::bytea[]) AS v(id, task) WHERE t.id = v.id`
 )
 
@@ -175,6 +188,7 @@ func (s *Store) Create(ctx context.Context, t *a2a.Task) error {
 	if r.err != nil {
 		return r.err
 	}
+	r.owner = s.replica
 	r.created = s.now().UnixMilli()
 	if ts := t.Status.Timestamp; ts != nil {
 		r.created = ts.UnixMilli()
@@ -201,6 +215,7 @@ func (s *Store) CreateBatched(t *a2a.Task) bool {
 	if r.err != nil {
 		return false
 	}
+	r.owner = s.replica
 	r.created = s.now().UnixMilli()
 	if ts := t.Status.Timestamp; ts != nil {
 		r.created = ts.UnixMilli()
@@ -227,7 +242,8 @@ const (
 )
 
 // Update replaces the stored task whose id is t's with t, once committed. The error wraps
-// store.ErrNotFound when the store has no such task (store.NotStored).
+// store.ErrNotFound when the store has no such task (store.NotStored), and, in a replica,
+// store.ErrNotOwner when another replica owns it, or none does (it was reaped from this one).
 func (s *Store) Update(ctx context.Context, t *a2a.Task) error {
 	r := taskRow(t, false)
 	if r.err != nil {
@@ -316,6 +332,8 @@ func (s *Store) Settle(ctx context.Context) error {
 // written in one statement. It returns the ids it ended, in the order of ids, once committed; a task the
 // store does not hold (or whose stored JSON cannot be decoded) is left out, and an id given twice is
 // ended once.
+//
+// A replica ends only the tasks it owns: another's are left out, as a task not held is.
 func (s *Store) EndAll(ctx context.Context, taskIDs []a2a.TaskID, state a2a.TaskState, text string, now time.Time) ([]a2a.TaskID, error) {
 	if len(taskIDs) == 0 {
 		return nil, nil
@@ -330,7 +348,14 @@ func (s *Store) EndAll(ctx context.Context, taskIDs []a2a.TaskID, state a2a.Task
 // Recover ends failed, with store.RestartMessage and a status timestamp of now, every task that was not
 // in a terminal state. It returns the ids of the tasks it changed, in creation order, once committed.
 // Call it once, before the store takes new tasks.
+//
+// A replica's Recover touches only its own name's tasks, left by its previous process (dead: this one
+// holds the name's lock): those that were running end failed as above, those submitted become
+// unclaimed, for any replica to Claim.
 func (s *Store) Recover(ctx context.Context, now time.Time) ([]a2a.TaskID, error) {
+	if s.replica != "" {
+		return s.recoverReplica(ctx, now)
+	}
 	res := s.await(ctx, &write{kind: kindRecover, state: a2a.TaskStateFailed, text: store.RestartMessage, now: now})
 	if res.err != nil {
 		return nil, s.fail("recovering tasks", retryWrite, res.err)
@@ -436,7 +461,7 @@ func (s *Store) writeGroup(ctx context.Context, group []*write) error {
 	}
 	if plain {
 		// One batch is one implicit transaction, committed at its end: one round trip.
-		return sendRows(ctx, conn.Conn(), group)
+		return sendRows(ctx, conn.Conn(), group, s.replica)
 	}
 	tx, err := conn.Begin(ctx)
 	if err != nil {
@@ -449,7 +474,7 @@ func (s *Store) writeGroup(ctx context.Context, group []*write) error {
 			j++
 		}
 		if j > i {
-			if err := sendRows(ctx, tx, group[i:j]); err != nil {
+			if err := sendRows(ctx, tx, group[i:j], s.replica); err != nil {
 				return err
 			}
 			i = j
@@ -469,13 +494,16 @@ type batcher interface {
 }
 
 // sendRows writes the rows of group as one batch and fills each write's errors.
-func sendRows(ctx context.Context, db batcher, group []*write) error {
+func sendRows(ctx context.Context, db batcher, group []*write, replica string) error {
 	b := &pgx.Batch{}
 	for _, w := range group {
 		for _, r := range w.rows {
-			if r.create {
-				b.Queue(insertSQL, string(r.id), r.context, r.state, r.ts, r.created, r.caller, r.body, r.message)
-			} else {
+			switch {
+			case r.create:
+				b.Queue(insertSQL, string(r.id), r.context, r.state, r.ts, r.created, r.caller, r.body, r.message, r.owner)
+			case replica != "":
+				b.Queue(updateOwnedSQL, string(r.id), r.state, r.ts, r.body, replica)
+			default:
 				b.Queue(updateSQL, string(r.id), r.state, r.ts, r.body)
 			}
 		}
@@ -487,6 +515,22 @@ func sendRows(ctx context.Context, db batcher, group []*write) error {
 	for _, w := range group {
 		w.res.errs = make([]error, len(w.rows))
 		for i, r := range w.rows {
+			if !r.create && replica != "" {
+				var written bool
+				var owner *string
+				if err := br.QueryRow().Scan(&written, &owner); err != nil {
+					br.Close()
+					return err
+				}
+				switch {
+				case written:
+				case owner == nil:
+					w.res.errs[i] = store.NotStored(r.id)
+				default:
+					w.res.errs[i] = notOwned(r.id, replica, *owner)
+				}
+				continue
+			}
 			tag, err := br.Exec()
 			if err != nil {
 				br.Close()
@@ -521,7 +565,12 @@ func (s *Store) end(ctx context.Context, tx pgx.Tx, w *write) error {
 				list = append(list, string(id))
 			}
 		}
-		rows, err = tx.Query(ctx, `SELECT id, task FROM tasks WHERE id = ANY($1) FOR UPDATE`, list)
+		if s.replica == "" {
+			rows, err = tx.Query(ctx, `SELECT id, task FROM tasks WHERE id = ANY($1) FOR UPDATE`, list)
+		} else {
+			// A replica ends only the tasks it owns; another's are left out, as tasks not held are.
+			rows, err = tx.Query(ctx, `SELECT id, task FROM tasks WHERE id = ANY($1) AND owner = $2 FOR UPDATE`, list, s.replica)
+		}
 	}
 	if err != nil {
 		return err
@@ -566,27 +615,42 @@ func (s *Store) end(ctx context.Context, tx pgx.Tx, w *write) error {
 	if len(order) == 0 {
 		return nil
 	}
-	ts := a2a.NewTimestamp(w.now)
-	ids := make([]string, len(order))
-	bodies := make([][]byte, len(order))
+	ts := make([]*a2a.Task, len(order))
 	for i, id := range order {
-		t := held[id]
-		t.Status = a2a.TaskStatus{State: w.state, Timestamp: ts}
-		if w.text != "" {
-			t.Status.Message = statusMessage(t, w.text)
-		}
-		body, err := json.Marshal(t)
-		if err != nil {
-			w.res.err = fmt.Errorf("storing task %s: %w", id, err)
-			return nil
-		}
-		ids[i], bodies[i] = string(id), body
+		ts[i] = held[id]
 	}
-	if _, err := tx.Exec(ctx, endSQL, string(w.state), ts.UnixMilli(), ids, bodies); err != nil {
+	ids, bodies, err := endedBodies(ts, w.state, w.text, w.now)
+	if err != nil {
+		w.res.err = err
+		return nil
+	}
+	if _, err := tx.Exec(ctx, endSQL, string(w.state), w.now.UnixMilli(), ids, bodies); err != nil {
 		return err
 	}
 	w.res.changed = order
 	return nil
+}
+
+// endedBodies gives each task of ts (changing it) the terminal status state, with text as its status
+// message (a message of its own for each task; none when text is "") and now as its timestamp, and
+// returns their ids and JSON for endSQL or endFreedSQL. EndAll, Recover, Reap and RequestCancel all end
+// tasks through it.
+func endedBodies(ts []*a2a.Task, state a2a.TaskState, text string, now time.Time) (ids []string, bodies [][]byte, err error) {
+	stamp := a2a.NewTimestamp(now)
+	ids = make([]string, len(ts))
+	bodies = make([][]byte, len(ts))
+	for i, t := range ts {
+		t.Status = a2a.TaskStatus{State: state, Timestamp: stamp}
+		if text != "" {
+			t.Status.Message = statusMessage(t, text)
+		}
+		body, err := json.Marshal(t)
+		if err != nil {
+			return nil, nil, fmt.Errorf("storing task %s: %w", t.ID, err)
+		}
+		ids[i], bodies[i] = string(t.ID), body
+	}
+	return ids, bodies, nil
 }
 
 // statusMessage is the agent's message of an ended task's status, as the SQLite store writes it.
