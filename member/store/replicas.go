@@ -45,8 +45,9 @@ type Replicated interface {
 	// RequestCancel asks for task id's cancellation. An unended task of a live replica other than this one
 	// is marked (Notice.Cancel reaches its owner, which stops it): owner names it and ended is false. An
 	// unclaimed task, or one whose owner's lease lapsed, is ended here, TASK_STATE_CANCELED with text at
-	// now: ended is true. A task this replica owns, or an ended one, is left as it is (owner names
-	// this replica, or is "" for an ended task).
+	// now: ended is true, and owner names the lapsed replica ("" for an unclaimed task). A task this
+	// replica owns, or an ended one, is left as it is (owner names this replica, or is "" for an ended
+	// task). The error wraps ErrNotFound when no task id is stored.
 	RequestCancel(ctx context.Context, id a2a.TaskID, text string, now time.Time) (owner string, ended bool, err error)
 	// Watch calls fn, on one goroutine, for each committed change of a task, until ctx ends; it returns
 	// ctx's error. While the database cannot be reached it retries, and reports Resync once it listens

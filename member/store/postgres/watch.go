@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"log/slog"
 	"strings"
 	"time"
 
@@ -14,9 +15,10 @@ import (
 // Watch calls fn, on the calling goroutine, for each committed change of a task by any replica, until
 // ctx ends; it returns ctx's error (store.Replicated). It listens on channel murmur_tasks, which the
 // tasks table's trigger notifies (schema.go), on a connection of its own, outside the pool: a LISTEN
-// lives and dies with its session. When that connection fails it connects again, after 100 ms growing
-// to 2 s between attempts, and once it listens again it calls fn with a Resync notice: changes made
-// while it was away were not told.
+// lives and dies with its session. When that connection fails (or cannot be made at first) it connects
+// again, after 100 ms growing to 2 s between attempts, and once it listens again it calls fn with a
+// Resync notice: changes made while it was away were not told. The first failure of a streak is logged
+// as a warning, the attempts after it at debug level.
 func (s *Store) Watch(ctx context.Context, fn func(store.Notice)) error {
 	backoff := watchBackoffMin
 	for first := true; ; first = false {
@@ -29,7 +31,11 @@ func (s *Store) Watch(ctx context.Context, fn func(store.Notice)) error {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		s.log.Warn("listening to the changes of the member's tasks: the connection to the task store's database was lost; listening again",
+		level := slog.LevelWarn
+		if backoff > watchBackoffMin {
+			level = slog.LevelDebug
+		}
+		s.log.Log(ctx, level, "listening to the changes of the member's tasks: the connection to the task store's database was lost; listening again",
 			"database", s.where, "err", cause(err), "in", backoff)
 		t := time.NewTimer(backoff)
 		select {
