@@ -160,6 +160,17 @@ func TestParseErrors(t *testing.T) {
 			},
 		},
 		{
+			name: "replicas beyond the bound, not whole, or not one value",
+			yaml: "formation: t\nmembers:\n  - {name: lead, capsule: ./lead, replicas: 65}\n  - {name: worker, capsule: ./lead, replicas: 2.5}\n  - {name: critic, capsule: ./lead, replicas: -1}\n  - {name: judge, capsule: ./lead, replicas: [3]}\n  - {name: scribe, capsule: ./lead, replicas: }\n",
+			want: []string{
+				`$DIR/roster.yaml:3: replicas of member lead is "65", not a whole number from 1 to 64; write how many processes run the member, such as replicas: 3 (they share its tasks through its store: postgres://…)`,
+				`$DIR/roster.yaml:4: replicas of member worker is "2.5", not a whole number from 1 to 64; write how many processes run the member, such as replicas: 3 (they share its tasks through its store: postgres://…)`,
+				`$DIR/roster.yaml:5: replicas of member critic is "-1", not a whole number from 1 to 64; write how many processes run the member, such as replicas: 3 (they share its tasks through its store: postgres://…)`,
+				"$DIR/roster.yaml:6: replicas of member judge must be a single value, not a list; write replicas: 3, or remove the key",
+				"$DIR/roster.yaml:7: replicas of member scribe has no value; write replicas: 3, or remove the key",
+			},
+		},
+		{
 			name: "unknown reach rule key",
 			yaml: twoMembers + "reach:\n  - from: lead\n    to: [worker]\n    via: door\n",
 			want: []string{`$DIR/roster.yaml:10: unknown key "via" in the reach rule from lead; known keys: from, to`},
@@ -746,5 +757,27 @@ func TestMemberStore(t *testing.T) {
 	}
 	if lead.ReplicaCount() != 3 || worker.ReplicaCount() != 1 {
 		t.Errorf("lead runs as %d replicas, worker as %d; want 3 and 1", lead.ReplicaCount(), worker.ReplicaCount())
+	}
+}
+
+// replicas: takes every whole number from 1 to MaxReplicas; a member that does not say runs as one.
+func TestMemberReplicas(t *testing.T) {
+	dir := formationDir(t, "lead")
+	path := filepath.Join(dir, "roster.yaml")
+	for _, tc := range []struct {
+		key  string
+		want int
+	}{{"", 1}, {"    replicas: 1\n", 1}, {"    replicas: 2\n", 2}, {"    replicas: 64\n", roster.MaxReplicas}} {
+		body := "formation: f\nmembers:\n  - name: lead\n    capsule: ./lead\n" + tc.key
+		if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		r, err := roster.Load(path)
+		if err != nil {
+			t.Fatalf("%q: %v", tc.key, err)
+		}
+		if got := r.Members[0].ReplicaCount(); got != tc.want {
+			t.Errorf("%q: the member runs as %d replicas, want %d", tc.key, got, tc.want)
+		}
 	}
 }

@@ -1,11 +1,13 @@
 package main
 
 import (
+	"cmp"
 	"encoding/base64"
 	"fmt"
 	"io"
 	"io/fs"
 	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -42,13 +44,14 @@ const exportUsage = `Usage:
   mur export k8s --roster FILE [--out FILE] [--image IMAGE] [--secret=false]
   mur export prometheus --roster FILE [--out FILE]
 
-compose     a compose file: one service per member running mur member, a named volume each for its data,
-            the tokens from the environment or .env, a health check by mur health, the entry member's
-            door published on 127.0.0.1; --monitoring adds Prometheus and Grafana in the profile monitoring
-            (they read prometheus.yml and grafana/ beside the compose file)
+compose     a compose file: one service per member running mur member (deploy.replicas for a member with
+            replicas:), a named volume each for its data, the tokens from the environment or .env, a health
+            check by mur health, the entry member's door published on 127.0.0.1; --monitoring adds
+            Prometheus and Grafana in the profile monitoring (they read prometheus.yml and grafana/ beside
+            the compose file)
 k8s         Kubernetes manifests: a Secret with the tokens (MUR_FORMATION_TOKEN, MUR_OPERATOR_TOKEN and
             MUR_CONTROL_TOKEN when set, else fresh ones; --secret=false leaves it to you), a ConfigMap with the roster and
-            capsules, and per member a Service and a StatefulSet with a volume claim for its data
+            capsules, and per member a Service and a StatefulSet (of replicas: pods) with a volume claim for its data
 prometheus  a Prometheus scrape configuration for every member's door, by service name
 
 In every format a member's door is reached at http://NAME:PORT: its service is named after the member,
@@ -181,6 +184,14 @@ func cmdExport(args []string, getenv func(string) string, stdout, stderr io.Writ
 			return err
 		}
 	}
+	if format != "prometheus" {
+		// The containers get no MUR_STORE: a replicated member's store is its roster entry's or none.
+		for _, m := range r.Members {
+			if f, ok := stage.ReplicasFinding(m, m.Store); ok {
+				return usageError{fmt.Errorf("%s: %s (the exported containers are given no MUR_STORE)", r.Path, f)}
+			}
+		}
+	}
 	var data []byte
 	var used []usedArtifact
 	if format != "prometheus" {
@@ -243,7 +254,11 @@ func composeYAML(l *layout, outDir, image string, monitoring bool) ([]byte, erro
 		"MUR_FORMATION_TOKEN, MUR_OPERATOR_TOKEN  required: set them in the environment or in .env beside this file",
 		"MUR_CONTROL_TOKEN                        optional, the same way: opens each member's control surface (POST /control)",
 		"MUR_IMAGE                                the mur image (default "+image+")",
-		fmt.Sprintf("MUR_ENTRY_ADDR                           where %s's door is published (default 127.0.0.1:%d)", l.entry, entryPort),
+	)
+	if entry, _ := r.Member(l.entry); entry.ReplicaCount() == 1 {
+		header = append(header, fmt.Sprintf("MUR_ENTRY_ADDR                           where %s's door is published (default 127.0.0.1:%d)", l.entry, entryPort))
+	}
+	header = append(header,
 		"",
 		"  docker compose up -d                        start the members",
 	)
@@ -251,15 +266,31 @@ func composeYAML(l *layout, outDir, image string, monitoring bool) ([]byte, erro
 		header = append(header, "  docker compose --profile monitoring up -d   and Prometheus (127.0.0.1:9090) and Grafana (127.0.0.1:3000),")
 		header = append(header, "                                              whose images need a registry")
 	}
+	for _, m := range r.Members {
+		header = append(header, composeStoreNote(m, l.ports[m.Name], m.Name == l.entry)...)
+	}
 
 	bind := relSlash(outDir, l.root) + ":" + formationMount + ":ro"
 	services := ymap()
 	volumes := ymap()
 	for _, m := range r.Members {
 		port := l.ports[m.Name]
-		var ports *yaml.Node
-		if m.Name == l.entry {
+		var ports, deploy *yaml.Node
+		switch {
+		case m.Name == l.entry && m.ReplicaCount() > 1:
+			// Replicas cannot each bind one host port, and a host port range is unreliable with
+			// replicas (compose v2 hands every replica the whole range, docker/compose#8530 and #10246):
+			// with the host port left out (IP::PORT, as docker run -p takes it; compose v1 also refuses
+			// the long syntax's host_ip), Docker gives each replica a free one, on the loopback only.
+			ports = yseq(yquoted(fmt.Sprintf("127.0.0.1::%d", port)))
+		case m.Name == l.entry:
 			ports = yseq(yquoted(fmt.Sprintf("${MUR_ENTRY_ADDR:-127.0.0.1:%d}:%d", port, port)))
+		}
+		if n := m.ReplicaCount(); n > 1 {
+			// Each replica names itself by its container's host name (mur member's default when the
+			// roster says replicas:), so no MUR_REPLICA is set; they share the named volume, in which
+			// each keeps a directory of its own.
+			deploy = ymap("replicas", n)
 		}
 		env := ymap(
 			"MUR_CONTROL_TOKEN", "${MUR_CONTROL_TOKEN:-}",
@@ -278,6 +309,7 @@ func composeYAML(l *layout, outDir, image string, monitoring bool) ([]byte, erro
 			"command", yflow("member", "--roster", l.rosterIn, "--name", m.Name),
 			"environment", env,
 			"ports", ports,
+			"deploy", deploy,
 			"volumes", yseq(bind, m.Name+"-data:"+dataMount),
 			"healthcheck", ymap(
 				"test", yflow("CMD", "mur", "health", "--door", fmt.Sprintf("http://127.0.0.1:%d", port)),
@@ -466,9 +498,14 @@ func k8sYAML(l *layout, used []usedArtifact, outDir, outName, image string, with
 	header := []string{
 		fmt.Sprintf("Kubernetes manifests for the %s formation: per member a Service and a StatefulSet (one pod, a", r.Formation),
 		"volume claim for /data); a ConfigMap with the roster and the capsules, mounted read-only at " + formationMount + ".",
-		"Members reach each other at http://MEMBER:PORT. Generated in this file's directory by",
-		"  " + cmdline,
 	}
+	if slices.ContainsFunc(r.Members, func(m roster.Member) bool { return m.ReplicaCount() > 1 }) {
+		header = wrapWords(fmt.Sprintf("Kubernetes manifests for the %s formation: per member a Service and a StatefulSet (a pod per "+
+			"replica, each with a volume claim for /data); a ConfigMap with the roster and the capsules, mounted read-only at %s.", r.Formation, formationMount))
+	}
+	header = append(header,
+		"Members reach each other at http://MEMBER:PORT. Generated in this file's directory by",
+		"  "+cmdline)
 	var docs []*yaml.Node
 	if withSecret {
 		header = append(header,
@@ -600,13 +637,23 @@ func k8sYAML(l *layout, used []usedArtifact, outDir, outName, image string, with
 			header = append(header, fmt.Sprintf("%s's task store is on PostgreSQL: create the Secret %s-store with its password under the key password,", m.Name, m.Name),
 				fmt.Sprintf("  kubectl create secret generic %s-store --from-literal=password=…", m.Name))
 		}
+		spec := ymap("serviceName", m.Name, "replicas", m.ReplicaCount())
+		switch n := m.ReplicaCount(); {
+		case n > 1:
+			// A pod's name (and so its replica's, mur member's default) stays with its ordinal across
+			// restarts; the replicas need not wait for each other to start.
+			spec.Content = append(spec.Content, ynode("podManagementPolicy"), ynode("Parallel"))
+			header = append(header, wrapWords(fmt.Sprintf("%s runs as %d pods, %s-0 to %s-%d, behind the one Service %s; each names its replica "+
+				"by its pod name, and they share the member's tasks through %s, which these manifests do not create.",
+				m.Name, n, m.Name, m.Name, n-1, m.Name, storeDatabase(m.Store)))...)
+		case m.Store != "":
+			header = append(header, wrapWords(fmt.Sprintf("%s's tasks are in %s, which these manifests do not create.", m.Name, storeDatabase(m.Store)))...)
+		}
 		docs = append(docs, ymap(
 			"apiVersion", "apps/v1",
 			"kind", "StatefulSet",
 			"metadata", ymap("name", m.Name, "labels", selector()),
-			"spec", ymap(
-				"serviceName", m.Name,
-				"replicas", 1,
+			"spec", yappend(spec,
 				"selector", ymap("matchLabels", selector()),
 				"template", ymap(
 					"metadata", ymap(
@@ -650,4 +697,65 @@ func k8sYAML(l *layout, used []usedArtifact, outDir, outName, image string, with
 func storePasswordVar(m roster.Member) (string, bool) {
 	name, ok := strings.CutPrefix(m.StorePassword, "env:")
 	return name, ok && name != ""
+}
+
+// yappend adds the pairs of keys and values to the mapping m, as ymap builds one, and returns m.
+func yappend(m *yaml.Node, pairs ...any) *yaml.Node {
+	m.Content = append(m.Content, ymap(pairs...).Content...)
+	return m
+}
+
+// composeStoreNote is what the compose file's header says of member m's task store on PostgreSQL: the
+// database it expects, and for replicas how they are reached; nothing for a member on SQLite.
+func composeStoreNote(m roster.Member, port int, entry bool) []string {
+	if m.Store == "" {
+		return nil
+	}
+	n := m.ReplicaCount()
+	if n == 1 {
+		return append([]string{""}, wrapWords(fmt.Sprintf("%s's tasks are in %s, which this file does not start.", m.Name, storeDatabase(m.Store)))...)
+	}
+	text := fmt.Sprintf("%s runs as %d replicas (deploy.replicas) that share its tasks through %s, which this file does not start. "+
+		"Each replica names itself by its container's host name. In the compose network, the service name reaches them "+
+		"(http://%s:%d: Docker's DNS answers with every replica's address). From outside, put a load balancer in that "+
+		"network in front of them", m.Name, n, storeDatabase(m.Store), m.Name, port)
+	if !entry {
+		return append([]string{""}, wrapWords(text+".")...)
+	}
+	return append(append([]string{""}, wrapWords(text+", or reach one replica on the loopback port Docker gave it:")...),
+		fmt.Sprintf("  docker compose port --index 1 %s %d    (--index 1 to %d)", m.Name, port, n))
+}
+
+// wrapWords breaks text into lines of at most 100 characters for a generated file's header.
+func wrapWords(text string) []string {
+	var out []string
+	line := ""
+	for _, w := range strings.Fields(text) {
+		if line != "" && len(line)+1+len(w) > 100 {
+			out = append(out, line)
+			line = ""
+		}
+		line = strings.TrimPrefix(line+" "+w, " ")
+	}
+	return append(out, line)
+}
+
+// storeDatabase names the PostgreSQL database of a member's store URL (roster.yaml's store:) for a
+// generated file's comments: the database, its host and its user, never a password (a store: URL holds
+// none; CheckStoreURL refuses one).
+func storeDatabase(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "the PostgreSQL database of its store:"
+	}
+	q := u.Query()
+	host := cmp.Or(u.Host, q.Get("host"))
+	user := u.User.Username()
+	// libpq's defaults: the database is named after the user.
+	db := cmp.Or(strings.TrimPrefix(u.Path, "/"), q.Get("dbname"), user)
+	out := "the PostgreSQL database " + cmp.Or(db, "named after the user") + " at " + host
+	if user != "" {
+		out += " (user " + user + ")"
+	}
+	return out
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -593,4 +594,122 @@ func TestExportPassesTheStorePassword(t *testing.T) {
 	if !found || !strings.Contains(k8s.String(), "kubectl create secret generic lead-store") {
 		t.Errorf("lead's StatefulSet does not take LEAD_PG_PASSWORD from the Secret lead-store, or the header does not say to create it")
 	}
+}
+
+// A member with replicas: N on PostgreSQL is one compose service of N replicas (deploy.replicas) that
+// publishes no fixed host port, and one Service in front of a StatefulSet of N pods; the headers name
+// the database each member expects, and neither file holds a password or sets MUR_REPLICA (each replica
+// names itself by its host name). A member with replicas on SQLite is refused: the containers get no
+// MUR_STORE to share.
+func TestExportReplicas(t *testing.T) {
+	dir := t.TempDir()
+	copyDir(t, helloDir, dir)
+	rosterPath := filepath.Join(dir, "roster.yaml")
+	b, _ := os.ReadFile(rosterPath)
+	body := strings.Replace(string(b), "    capsule: ./lead\n",
+		"    capsule: ./lead\n    store: postgres://murmur@db:5432/lead\n    store_password: env:LEAD_PG_PASSWORD\n    replicas: 3\n", 1)
+	body = strings.Replace(body, "    capsule: ./worker\n", "    capsule: ./worker\n    store: postgres://murmur@db:5432/worker\n    replicas: 2\n", 1)
+	os.WriteFile(rosterPath, []byte(body), 0o644)
+	env := envOf(map[string]string{"MUR_FORMATION_TOKEN": "fm", "MUR_OPERATOR_TOKEN": "op", "LEAD_PG_PASSWORD": "hunter2"})
+
+	var compose, k8s, errb bytes.Buffer
+	if err := run(context.Background(), []string{"export", "compose", "--roster", rosterPath}, env, &compose, &errb); err != nil {
+		t.Fatalf("%v\n%s", err, errb.String())
+	}
+	var doc yaml.Node
+	if err := yaml.Unmarshal(compose.Bytes(), &doc); err != nil {
+		t.Fatal(err)
+	}
+	var c struct {
+		Services map[string]struct {
+			Environment map[string]string `yaml:"environment"`
+			Ports       []string          `yaml:"ports"`
+			Deploy      struct {
+				Replicas int `yaml:"replicas"`
+			} `yaml:"deploy"`
+		} `yaml:"services"`
+	}
+	if err := doc.Decode(&c); err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]int{"lead": 3, "worker": 2} {
+		s := c.Services[name]
+		if s.Deploy.Replicas != want {
+			t.Errorf("%s: deploy.replicas %d, want %d", name, s.Deploy.Replicas, want)
+		}
+		if _, ok := s.Environment["MUR_REPLICA"]; ok {
+			t.Errorf("%s: MUR_REPLICA is set; each replica names itself by its container's host name", name)
+		}
+	}
+	// The entry's replicas each get a free port on the loopback: its IP and the container's port, no host port.
+	if want := []string{"127.0.0.1::7101"}; !cmp.Equal(c.Services["lead"].Ports, want) {
+		t.Errorf("lead (the entry, 3 replicas) publishes %v, want %v", c.Services["lead"].Ports, want)
+	}
+	if p := c.Services["worker"].Ports; len(p) != 0 {
+		t.Errorf("worker publishes %v; only the entry member should", p)
+	}
+	header := headerOf(compose.String())
+	for _, want := range []string{"the PostgreSQL database lead at db:5432", "the PostgreSQL database worker at db:5432",
+		"http://lead:7101", "docker compose port --index 1 lead 7101", "load balancer"} {
+		if !strings.Contains(header, want) {
+			t.Errorf("the compose file's header does not say %q:\n%s", want, header)
+		}
+	}
+	if strings.Contains(header, "MUR_ENTRY_ADDR") {
+		t.Errorf("the header offers MUR_ENTRY_ADDR for an entry that publishes no fixed port:\n%s", header)
+	}
+
+	if err := run(context.Background(), []string{"export", "k8s", "--roster", rosterPath}, env, &k8s, &errb); err != nil {
+		t.Fatalf("%v\n%s", err, errb.String())
+	}
+	objs := decodeK8s(t, k8s.Bytes())
+	for name, want := range map[string]int32{"lead": 3, "worker": 2} {
+		ss, svc := objs.statefulSets[name], objs.services[name]
+		if ss == nil || svc == nil {
+			t.Fatalf("%s: StatefulSet %v, Service %v", name, ss, svc)
+		}
+		if *ss.Spec.Replicas != want || ss.Spec.PodManagementPolicy != appsv1.ParallelPodManagement ||
+			!cmp.Equal(ss.Spec.Selector.MatchLabels, svc.Spec.Selector) {
+			t.Errorf("StatefulSet %s: replicas %d, pod management %q, selector %v behind the Service's %v; want %d replicas started in parallel behind the Service",
+				name, *ss.Spec.Replicas, ss.Spec.PodManagementPolicy, ss.Spec.Selector.MatchLabels, svc.Spec.Selector, want)
+		}
+		for _, e := range ss.Spec.Template.Spec.Containers[0].Env {
+			if e.Name == "MUR_REPLICA" {
+				t.Errorf("StatefulSet %s sets MUR_REPLICA; each pod names its replica by its pod name", name)
+			}
+		}
+	}
+	if len(objs.services) != 2 || len(objs.statefulSets) != 2 {
+		t.Errorf("%d services, %d stateful sets; want one of each per member", len(objs.services), len(objs.statefulSets))
+	}
+	if !strings.Contains(headerOf(k8s.String()), "the PostgreSQL database lead at db:5432") {
+		t.Error("the k8s header does not name lead's database")
+	}
+	for _, out := range []string{compose.String(), k8s.String()} {
+		if strings.Contains(out, "hunter2") {
+			t.Error("an export holds the store's password")
+		}
+	}
+
+	// Replicas on SQLite: refused, for every format that runs the member.
+	os.WriteFile(rosterPath, []byte(strings.Replace(body, "    store: postgres://murmur@db:5432/worker\n", "", 1)), 0o644)
+	for _, format := range []string{"compose", "k8s"} {
+		err := run(context.Background(), []string{"export", format, "--roster", rosterPath}, env, io.Discard, io.Discard)
+		var ue usageError
+		if !errors.As(err, &ue) || !strings.Contains(err.Error(), "E-STORE-003: member worker: replicas: 2") {
+			t.Errorf("export %s of worker with replicas: 2 on SQLite: %v; want E-STORE-003", format, err)
+		}
+	}
+}
+
+// headerOf is the comment lines that open a generated file, as one paragraph.
+func headerOf(file string) string {
+	var lines []string
+	for _, line := range strings.Split(file, "\n") {
+		if !strings.HasPrefix(line, "#") {
+			break
+		}
+		lines = append(lines, strings.TrimPrefix(line, "#"))
+	}
+	return strings.Join(strings.Fields(strings.Join(lines, " ")), " ")
 }

@@ -34,10 +34,8 @@ func storeFindings(m roster.Member, getenv func(string) string) []Finding {
 		raw, ref = getenv("MUR_STORE"), ""
 	}
 	if raw == "" {
-		if m.ReplicaCount() > 1 {
-			return []Finding{{Code: CodeStoreReplicas, Member: m.Name, Message: fmt.Sprintf(
-				"replicas: %d, and the member's tasks are in its own SQLite file: replicas share their tasks through PostgreSQL; "+
-					"give the member store: postgres://user@host:5432/database (with store_password: env:NAME), or replicas: 1", m.ReplicaCount())}}
+		if f, ok := ReplicasFinding(m, raw); ok {
+			return []Finding{f}
 		}
 		return nil
 	}
@@ -55,4 +53,18 @@ func storeFindings(m roster.Member, getenv func(string) string) []Finding {
 		return []Finding{{Code: code, Member: m.Name, Message: fmt.Sprint(err)}}
 	}
 	return nil
+}
+
+// ReplicasFinding is the E-STORE-003 finding of member m when it runs as replicas (replicas: above 1)
+// while its tasks are in its own SQLite file, which replicas cannot share: store is the store URL the
+// member will use (its store:, else MUR_STORE where the member runs), "" for SQLite. ok is false when
+// there is nothing to say. mur export asks it with the roster's store: alone, since the containers it
+// writes are given no MUR_STORE.
+func ReplicasFinding(m roster.Member, store string) (f Finding, ok bool) {
+	if store != "" || m.ReplicaCount() <= 1 {
+		return Finding{}, false
+	}
+	return Finding{Code: CodeStoreReplicas, Member: m.Name, Message: fmt.Sprintf(
+		"replicas: %d, and the member's tasks are in its own SQLite file: replicas share their tasks through PostgreSQL; "+
+			"give the member store: postgres://user@host:5432/database (with store_password: env:NAME), or replicas: 1", m.ReplicaCount())}, true
 }
