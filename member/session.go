@@ -399,7 +399,7 @@ func (s *Session) Send(ctx context.Context, msg *a2a.Message, origin Origin) (*a
 		return sent, err
 	}
 	refusal, ok := s.admit.Take()
-	if !ok && refusal == BusyMessage && s.cfg.Replicas != nil {
+	if !ok && !s.admit.Refused() && s.cfg.Replicas != nil {
 		// Busy here: another replica may have a place; it claims the task from the store.
 		if offered, err := s.cfg.Replicas.Offer(ctx, t, s.admit.Limit()); offered || err != nil {
 			return t, err

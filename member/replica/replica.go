@@ -194,28 +194,36 @@ func (c *Coordinator) loseLease(err error) {
 	})
 }
 
-// claimer reaps lapsed replicas and claims unclaimed tasks while the session has a place: when told
-// (a notice, an offer, a task of its own ending) and every Poll.
+// claimer claims unclaimed tasks while the session has a place: when told (a notice, an offer, a task
+// of its own ending) and every Poll, when it also reaps lapsed replicas.
 func (c *Coordinator) claimer(ctx context.Context) {
 	t := time.NewTicker(c.cfg.Poll)
 	defer t.Stop()
+	c.reap(ctx)
 	for {
-		ended, err := c.cfg.Store.Reap(ctx, c.cfg.Now())
-		if err != nil && ctx.Err() == nil {
-			c.cfg.Log.Warn("ending the tasks of replicas whose lease lapsed", "err", err)
-		}
-		for _, id := range ended {
-			c.cfg.Log.Warn("a replica's lease lapsed: its task was ended failed", "task", id)
-			c.sess.Remote(ctx, id)
-		}
 		c.claim(ctx)
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			c.sess.Resync() // the waiters read their tasks again, in case a notice was lost
+			// What a lost notice would have told: lapsed leases, and the waiters read their tasks again.
+			c.reap(ctx)
+			c.sess.Resync()
 		case <-c.kick:
 		}
+	}
+}
+
+// reap ends the tasks of the replicas whose lease lapsed and tells the session's waiters and streams.
+// It runs on the poll only: a lease lapses on the clock, not on a notice.
+func (c *Coordinator) reap(ctx context.Context) {
+	ended, err := c.cfg.Store.Reap(ctx, c.cfg.Now())
+	if err != nil && ctx.Err() == nil {
+		c.cfg.Log.Warn("ending the tasks of replicas whose lease lapsed", "err", err)
+	}
+	for _, id := range ended {
+		c.cfg.Log.Warn("a replica's lease lapsed: its task was ended failed", "task", id)
+		c.sess.Remote(ctx, id)
 	}
 }
 
