@@ -12,7 +12,6 @@ import (
 
 	"github.com/murmur-run/murmur/a2a"
 	"github.com/murmur-run/murmur/member"
-	"github.com/murmur-run/murmur/member/events"
 	"github.com/murmur-run/murmur/member/store"
 	"github.com/murmur-run/murmur/peerfile"
 	"github.com/murmur-run/murmur/roster"
@@ -63,9 +62,10 @@ type DoorConfig struct {
 	AnswersMessage bool
 	// Now is the clock handles' expiry is checked against; nil means time.Now.
 	Now func() time.Time
-	// Events is the hub the member's session publishes to; with it the door streams
-	// (SendStreamingMessage, SubscribeToTask) and its card says capabilities.streaming. nil: no streaming.
-	Events *events.Hub
+	// Events is what the door's streams (SendStreamingMessage, SubscribeToTask) subscribe to: the hub
+	// the member's session publishes to, or, on a replica, the feed of the shared store's events; with
+	// it the card says capabilities.streaming. nil: no streaming.
+	Events Streams
 	// Control is the session the control surface (POST /control) changes, with ControlTokens the tokens
 	// that open it; without tokens the route answers 404.
 	Control       Controller

@@ -82,6 +82,7 @@ type RunningMember struct {
 	// Replica is the name of this process's replica of the member; "" for a member of one process.
 	Replica string
 	replica *replica.Coordinator // nil for a member of one process
+	feed    *events.Feed         // a replica's streams; nil for a member of one process
 	store   store.Tasks
 	push    *push.Notifier // nil when the member keeps no push configs
 	server  *http.Server
@@ -211,7 +212,16 @@ func (f *Formation) start(m roster.Member, ln net.Listener) (*RunningMember, err
 		store.Close()
 		return nil, err
 	}
-	coord, err := startReplica(m, replicaName, store, cfg, func(err error) {
+	hub := events.New(events.Config{Now: cfg.Now})
+	// The session publishes to the hub (push observes it) and the door streams from it; a replica's
+	// streams follow the shared store's numbered events instead, whichever replica runs the task.
+	var publisher events.Publisher = hub
+	var streams Streams = hub
+	feed := replicaFeed(store, replicaName, hub, log)
+	if feed != nil {
+		publisher, streams = feed, feed
+	}
+	coord, err := startReplica(m, replicaName, store, cfg, feed, func(err error) {
 		select {
 		case f.errc <- fmt.Errorf("member %s: %w", m.Name, err):
 		default:
@@ -222,14 +232,13 @@ func (f *Formation) start(m roster.Member, ln net.Listener) (*RunningMember, err
 		store.Close()
 		return nil, err
 	}
-	hub := events.New(events.Config{Now: cfg.Now})
 	sess, err := member.Start(member.Config{
 		Member: m.Name, Formation: cfg.Roster.Formation, Capsule: capsule, Store: store,
 		RecordsRoot: cfg.RecordsRoot, DataDir: cfg.DataDir, WorkDir: filepath.Join(dir, "work"), RuntimeRoot: runtimeRoot,
 		ProjectDir: cfg.Roster.Dir, DoorURL: m.URL, ArtifactsDir: artifacts,
 		Metrics: series, Logger: cfg.Logger, Now: cfg.Now,
 		Roster: cfg.Roster, FormationToken: cfg.Tokens.Formation, Secrets: memberSecrets(cfg.Tokens, control), ConfineHelper: cfg.ConfineHelper,
-		Events: hub, Replicas: sessionReplicas(coord),
+		Events: publisher, Replicas: sessionReplicas(coord),
 		StartToolServer: func(ts harness.ToolSet) (harness.ToolServer, error) { return StartToolServer(ts, log) },
 	})
 	if err != nil {
@@ -265,7 +274,7 @@ func (f *Formation) start(m roster.Member, ln net.Listener) (*RunningMember, err
 		Member: m.Name, Roster: cfg.Roster, Executor: sess, Tokens: cfg.Tokens,
 		Card:    NewCard(m.Name, capsule.Description, cfg.Version, url, cfg.Roster.Formation),
 		MaxBody: cfg.MaxBody, MaxStreams: cfg.MaxStreams, Gatherer: reg, Registerer: wrapped, Logger: log,
-		ExportRoot: sess.ExportRoot(), AnswersMessage: capsule.AnswersWithMessage(), Now: cfg.Now, Events: hub, Push: pushConfigs,
+		ExportRoot: sess.ExportRoot(), AnswersMessage: capsule.AnswersWithMessage(), Now: cfg.Now, Events: streams, Push: pushConfigs,
 		Control: sess, ControlTokens: control,
 	})
 	if err != nil {
@@ -279,7 +288,7 @@ func (f *Formation) start(m roster.Member, ln net.Listener) (*RunningMember, err
 	}
 	srv := NewHTTPServer(door, log)
 	srv.RegisterOnShutdown(door.CloseStreams)
-	rm := &RunningMember{Name: m.Name, URL: url, Session: sess, Replica: replicaName, replica: coord, store: store, push: notifier, server: srv, ln: ln}
+	rm := &RunningMember{Name: m.Name, URL: url, Session: sess, Replica: replicaName, replica: coord, feed: feed, store: store, push: notifier, server: srv, ln: ln}
 	f.wg.Go(func() {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			f.errc <- fmt.Errorf("member %s: door: %w", m.Name, err)
@@ -323,6 +332,9 @@ func (f *Formation) Shutdown(ctx context.Context) error {
 	}
 	f.wg.Wait()
 	for _, m := range f.Members {
+		if m.feed != nil {
+			m.feed.Close()
+		}
 		if m.push != nil {
 			errs = append(errs, m.push.Close())
 		}

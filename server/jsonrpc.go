@@ -226,7 +226,13 @@ func (d *Door) handle(r *http.Request) (method string, id json.RawMessage, resul
 		return fail(a2a.ErrVersionNotSupported.WithMeta("method", method).With(fmt.Sprintf(
 			"%s is an A2A 0.3 method: this door speaks A2A 1.0 (SendMessage, SendStreamingMessage, GetTask, ListTasks, CancelTask, SubscribeToTask, …)", method)))
 	}
-	res, err := d.call(r.Context(), caller, a2a.Method(method), envelope.Params, release)
+	ctx := r.Context()
+	if a2a.Method(method) == a2a.MethodSubscribeToTask {
+		if ctx, err = withLastEventID(ctx, r); err != nil {
+			return fail(err)
+		}
+	}
+	res, err := d.call(ctx, caller, a2a.Method(method), envelope.Params, release)
 	if err != nil {
 		return fail(err)
 	}

@@ -3,11 +3,13 @@ package server
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"os"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/murmur-run/murmur/member"
+	"github.com/murmur-run/murmur/member/events"
 	"github.com/murmur-run/murmur/member/replica"
 	"github.com/murmur-run/murmur/member/store"
 	"github.com/murmur-run/murmur/roster"
@@ -42,7 +44,7 @@ func replicaName(m roster.Member, cfg FormationConfig) (string, error) {
 
 // startReplica builds the coordinator of replica name of member m on st, or returns nil when the member
 // runs as one process. lost is told when the replica loses its lease.
-func startReplica(m roster.Member, name string, st store.Tasks, cfg FormationConfig, lost func(error)) (*replica.Coordinator, error) {
+func startReplica(m roster.Member, name string, st store.Tasks, cfg FormationConfig, feed *events.Feed, lost func(error)) (*replica.Coordinator, error) {
 	if name == "" {
 		return nil, nil
 	}
@@ -50,8 +52,22 @@ func startReplica(m roster.Member, name string, st store.Tasks, cfg FormationCon
 	if !ok {
 		return nil, fmt.Errorf("member %s: its task store cannot be shared by replicas", m.Name)
 	}
+	var told func(store.Notice)
+	if feed != nil {
+		told = feed.Tell
+	}
 	return replica.New(replica.Config{Store: rs, Lease: cfg.Lease, CanceledText: member.CanceledMessage, Lost: lost,
-		Now: cfg.Now, Log: cfg.Logger.With("member", m.Name)}), nil
+		Told: told, Now: cfg.Now, Log: cfg.Logger.With("member", m.Name)}), nil
+}
+
+// replicaFeed is the feed of a replica's streams, from the events its shared store keeps; nil for a
+// member of one process.
+func replicaFeed(st store.Tasks, name string, hub *events.Hub, log *slog.Logger) *events.Feed {
+	el, ok := st.(store.EventLog)
+	if name == "" || !ok {
+		return nil
+	}
+	return events.NewFeed(hub, el, log)
 }
 
 // replicaRegisterer adds the replica label to every series of a replica's door and session.

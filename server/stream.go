@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/murmur-run/murmur/a2a"
@@ -24,8 +25,37 @@ const (
 	DefaultStreamWriteTimeout = 30 * time.Second
 )
 
-// stream is the result of a streaming method: the first event's result, then what the subscription
-// carries until it closes.
+// Streams is what a door's streams subscribe to: an events.Hub (a member of one process) or an
+// events.Feed (a replica, DESIGN §16), whose events are numbered.
+type Streams interface {
+	Subscribe(id a2a.TaskID, load func() ([]byte, error)) (json.RawMessage, *events.Subscription, error)
+}
+
+// resumer is a Streams whose events are numbered, so a client can come back after the last one it had
+// (the SSE Last-Event-ID header).
+type resumer interface {
+	Resume(ctx context.Context, id a2a.TaskID, after int64) (*events.Subscription, error)
+}
+
+// lastEventKey is the context key of the number in a request's Last-Event-ID header: a client coming
+// back to a stream after the last event it had.
+type lastEventKey struct{}
+
+// withLastEventID puts the number of r's Last-Event-ID header in ctx; an error when it is not one.
+func withLastEventID(ctx context.Context, r *http.Request) (context.Context, error) {
+	v := r.Header.Get("Last-Event-ID")
+	if v == "" {
+		return ctx, nil
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < 0 {
+		return ctx, a2a.ErrInvalidRequest.With(fmt.Sprintf("the Last-Event-ID header %q is not the number of an event this door sent (the id: line of an SSE event): send it as it came, or leave it out to get the task as it stands", v))
+	}
+	return context.WithValue(ctx, lastEventKey{}, n), nil
+}
+
+// stream is the result of a streaming method: the first event's result (none when the client resumes
+// after an event it had), then what the subscription carries until it closes.
 type stream struct {
 	first json.RawMessage
 	sub   *events.Subscription
@@ -97,6 +127,17 @@ func (d *Door) subscribeToTask(ctx context.Context, req *a2a.SubscribeToTaskRequ
 	if _, err := d.cfg.Executor.GetJSON(ctx, req.ID, scope); err != nil {
 		return nil, err
 	}
+	if after, ok := ctx.Value(lastEventKey{}).(int64); ok {
+		rs, ok := d.cfg.Events.(resumer)
+		if !ok {
+			return nil, a2a.ErrUnsupportedOperation.With("this door does not number its stream events (Last-Event-ID): only a member's replicas on PostgreSQL do; subscribe without it to get the task as it stands, then its updates")
+		}
+		sub, err := rs.Resume(ctx, req.ID, after)
+		if err != nil {
+			return nil, err
+		}
+		return &stream{sub: sub}, nil
+	}
 	snap, sub, err := d.cfg.Events.Subscribe(req.ID, func() ([]byte, error) {
 		return d.cfg.Executor.GetJSON(context.WithoutCancel(ctx), req.ID, scope)
 	})
@@ -166,9 +207,14 @@ func newSSEWriter(w http.ResponseWriter, id json.RawMessage, timeout time.Durati
 	return &sseWriter{w: w, rc: http.NewResponseController(w), id: id, timeout: timeout}
 }
 
-// result writes one event holding result.
-func (s *sseWriter) result(result json.RawMessage) error {
+// result writes one event holding result, with seq as its SSE id when it is numbered (above 0).
+func (s *sseWriter) result(seq int64, result json.RawMessage) error {
 	s.buf.Reset()
+	if seq > 0 {
+		s.buf.WriteString("id: ")
+		s.buf.WriteString(strconv.FormatInt(seq, 10))
+		s.buf.WriteByte('\n')
+	}
 	s.buf.WriteString(`data: {"jsonrpc":"2.0","id":`)
 	s.buf.Write(s.id)
 	s.buf.WriteString(`,"result":`)
@@ -220,8 +266,14 @@ func (d *Door) serveStream(w http.ResponseWriter, r *http.Request, id json.RawMe
 	out := newSSEWriter(w, id, d.cfg.StreamWriteTimeout)
 	d.metrics.streams.Inc()
 	defer d.metrics.streams.Dec()
-	if out.result(st.first) != nil || st.sub == nil {
-		return
+	if st.first != nil {
+		var start int64
+		if st.sub != nil {
+			start = st.sub.Start()
+		}
+		if out.result(start, st.first) != nil || st.sub == nil {
+			return
+		}
 	}
 	tick := time.NewTicker(d.cfg.StreamKeepAlive)
 	defer tick.Stop()
@@ -236,7 +288,7 @@ func (d *Door) serveStream(w http.ResponseWriter, r *http.Request, id json.RawMe
 				}
 				return
 			}
-			if out.result(ev.Result) != nil {
+			if out.result(ev.Seq, ev.Result) != nil {
 				return
 			}
 		case <-tick.C:

@@ -26,6 +26,8 @@ type Event struct {
 	Result json.RawMessage
 	// Final marks the statusUpdate of the task's terminal state: the stream ends after it.
 	Final bool
+	// Seq is the event's number in the task's stored events (a Feed's); 0 for a Hub's, which numbers none.
+	Seq int64
 }
 
 // Change is what an observer learns of each stored change of a task.
@@ -120,7 +122,17 @@ type Subscription struct {
 	tp  *topic
 	ch  chan Event
 	err error // set before ch is closed
+
+	// A Feed's subscription.
+	feed  *Feed
+	ft    *feedTopic
+	start int64 // the number of the last event its first answer covered
+	from  int64 // the number of the last event it was sent
 }
+
+// Start is the number of the last event of the task as the subscription's first answer showed it (a
+// Feed's): its events come after it. 0 for a Hub's, which numbers none.
+func (s *Subscription) Start() int64 { return s.start }
 
 // Events returns the subscription's channel. It is closed when the task ends, when the subscriber was
 // too slow (see Err), or after Close.
@@ -132,6 +144,10 @@ func (s *Subscription) Err() error { return s.err }
 
 // Close ends the subscription; its channel closes. Safe to call more than once.
 func (s *Subscription) Close() {
+	if s.feed != nil {
+		s.feed.close(s)
+		return
+	}
 	if s.hub == nil {
 		return
 	}

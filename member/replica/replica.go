@@ -50,6 +50,9 @@ type Config struct {
 	// Poll is how often unclaimed tasks and lapsed leases are looked for without a notice; 0 means
 	// DefaultPoll.
 	Poll time.Duration
+	// Told, when set, is told of every notice before the coordinator acts on it, and of a Resync on
+	// each poll: what the replica's streams read their tasks' new events on (events.Feed).
+	Told func(store.Notice)
 	// CanceledText is the status message of a task this replica cancels for a replica that is gone.
 	CanceledText string
 	// Lost is called, once, when the replica lost its lease (another replica took it for dead, or it
@@ -88,6 +91,9 @@ func New(cfg Config) *Coordinator {
 	}
 	if cfg.Lost == nil {
 		cfg.Lost = func(error) {}
+	}
+	if cfg.Told == nil {
+		cfg.Told = func(store.Notice) {}
 	}
 	cfg.Log = cfg.Log.With("replica", cfg.Store.Replica())
 	return &Coordinator{cfg: cfg, kick: make(chan struct{}, 1)}
@@ -208,6 +214,7 @@ func (c *Coordinator) claimer(ctx context.Context) {
 		case <-t.C:
 			// What a lost notice would have told: lapsed leases, and the waiters read their tasks again.
 			c.reap(ctx)
+			c.cfg.Told(store.Notice{Resync: true})
 			c.sess.Resync()
 		case <-c.kick:
 		}
@@ -253,6 +260,7 @@ func (c *Coordinator) claim(ctx context.Context) {
 func (c *Coordinator) notice(ctx context.Context) func(store.Notice) {
 	me := c.Name()
 	return func(n store.Notice) {
+		c.cfg.Told(n)
 		switch {
 		case n.Resync:
 			c.sess.Resync()

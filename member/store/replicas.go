@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"encoding/json"
 	"regexp"
 	"time"
 
@@ -55,6 +56,35 @@ type Replicated interface {
 	Watch(ctx context.Context, fn func(Notice)) error
 	// Replicas lists the member's replicas with a lease row, live or lapsed.
 	Replicas(ctx context.Context) ([]ReplicaInfo, error)
+}
+
+// EventLog is a store that keeps each task's stream events, numbered in order from 1, in the
+// transaction of the change they describe (the PostgreSQL store, DESIGN §16): what lets a stream on any
+// replica send the task as it stands and then every later event once, also to a client that comes back
+// on another replica with the number of the last event it had.
+type EventLog interface {
+	// Follow reads task id as committed, with the number of its last event, and the events numbered
+	// after after up to that number, in one snapshot. The error wraps ErrNotFound when no task id is
+	// stored.
+	Follow(ctx context.Context, id a2a.TaskID, after int64) (Followed, error)
+	// Note appends event (an A2A StreamResponse's JSON) to the events of task id, which this replica
+	// runs, after every write of it handed over before: a stream event that changes nothing stored,
+	// such as the agent loop's progress. It returns at once; a task this replica does not own gets none.
+	Note(id a2a.TaskID, event []byte)
+}
+
+// Followed is what Follow read of a task.
+type Followed struct {
+	Task   json.RawMessage // the task's JSON as committed
+	State  a2a.TaskState
+	Seq    int64    // the number of its last event (0: none yet)
+	Events []Logged // those after the number asked for, in order
+}
+
+// Logged is one event of a task's stream as an EventLog keeps it.
+type Logged struct {
+	Seq   int64
+	Event json.RawMessage // an A2A StreamResponse
 }
 
 // Notice is one committed change of a task, as Watch reports it.

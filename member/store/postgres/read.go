@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 
@@ -60,6 +61,41 @@ func (s *Store) getJSON(ctx context.Context, id a2a.TaskID) (body []byte, caller
 		return nil, "", s.fail("reading task "+string(id), retryRead, err)
 	}
 	return body, caller, nil
+}
+
+// followSQL reads a task and its events after $2 in one statement, so in one snapshot.
+const followSQL = `SELECT t.task, t.state, t.event_seq,
+		COALESCE(ARRAY(SELECT e.seq FROM task_events e WHERE e.task_id = t.id AND e.seq > $2 AND e.seq <= t.event_seq ORDER BY e.seq), '{}'),
+		COALESCE(ARRAY(SELECT e.event FROM task_events e WHERE e.task_id = t.id AND e.seq > $2 AND e.seq <= t.event_seq ORDER BY e.seq), '{}')
+	FROM tasks t WHERE t.id = $1`
+
+// Follow reads task id as committed, its last event's number, and its events after after, in one
+// snapshot (store.EventLog). UpdateSoon's changes not yet committed are not seen: a stream learns of
+// them with their events once they are.
+func (s *Store) Follow(ctx context.Context, id a2a.TaskID, after int64) (store.Followed, error) {
+	if !storable(string(id)) {
+		return store.Followed{}, store.NotStored(id)
+	}
+	var f store.Followed
+	var state string
+	var seqs []int64
+	var evs [][]byte
+	err := s.pool.QueryRow(ctx, followSQL, string(id), after).Scan(&f.Task, &state, &f.Seq, &seqs, &evs)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return store.Followed{}, store.NotStored(id)
+	}
+	if err != nil {
+		return store.Followed{}, s.fail("reading the events of task "+string(id), retryRead, err)
+	}
+	f.State = a2a.TaskState(state)
+	if len(seqs) != len(evs) {
+		return store.Followed{}, fmt.Errorf("reading the events of task %s: %d numbers for %d events", id, len(seqs), len(evs))
+	}
+	f.Events = make([]store.Logged, len(seqs))
+	for i := range seqs {
+		f.Events[i] = store.Logged{Seq: seqs[i], Event: evs[i]}
+	}
+	return f, nil
 }
 
 // GetInScope returns a stored task in scope, whole, as its JSON: the bytes json.Marshal wrote. A task

@@ -18,7 +18,10 @@ import (
 // that runs it; a replica's lease is a row of replicas it renews; every change of a task is told on
 // channel murmur_tasks by a trigger (schema.go).
 
-var _ store.Replicated = (*Store)(nil)
+var (
+	_ store.Replicated = (*Store)(nil)
+	_ store.EventLog   = (*Store)(nil)
+)
 
 // The states of a task, as SQL lists: an index's predicate (schema.go) is matched by the planner only
 // against constants, not against a parameter.

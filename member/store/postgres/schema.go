@@ -61,6 +61,43 @@ var migrations = []string{
 		RETURN NULL;
 	END $$;
 	CREATE TRIGGER tasks_notify AFTER INSERT OR UPDATE ON tasks FOR EACH ROW EXECUTE FUNCTION murmur_task_notify();`,
+	// Each task's events (DESIGN §16), what a stream on any replica sends after the task as it stands:
+	// numbered from 1 per task, written by the trigger below in the transaction of the change they
+	// describe, whichever statement made it (a write of the owner, an end by Reap, RequestCancel or
+	// Recover), so no write path can forget them. event_seq is the number of the task's last event, read
+	// with the task in one statement (Follow). An artifactUpdate for each artifact the change added, then
+	// a statusUpdate when the status differs; an UPDATE that leaves the JSON as it was (Note's) writes none.
+	// The events are A2A StreamResponse objects as jsonb writes them (same fields, keys in jsonb's order).
+	`ALTER TABLE tasks ADD COLUMN event_seq bigint NOT NULL DEFAULT 0;
+	CREATE TABLE task_events (
+		task_id text   NOT NULL REFERENCES tasks (id) ON DELETE CASCADE,
+		seq     bigint NOT NULL,
+		event   bytea  NOT NULL,
+		PRIMARY KEY (task_id, seq)
+	);
+	CREATE FUNCTION murmur_task_events() RETURNS trigger LANGUAGE plpgsql AS $$
+	DECLARE
+		was jsonb := convert_from(OLD.task, 'UTF8')::jsonb;
+		cur jsonb := convert_from(NEW.task, 'UTF8')::jsonb;
+		had int := COALESCE(jsonb_array_length(was->'artifacts'), 0);
+		has int := COALESCE(jsonb_array_length(cur->'artifacts'), 0);
+	BEGIN
+		FOR i IN had .. has - 1 LOOP
+			NEW.event_seq := NEW.event_seq + 1;
+			INSERT INTO task_events (task_id, seq, event) VALUES (NEW.id, NEW.event_seq, convert_to(jsonb_build_object(
+				'artifactUpdate', jsonb_build_object('taskId', NEW.id, 'contextId', NEW.context_id,
+					'artifact', cur->'artifacts'->i, 'lastChunk', true))::text, 'UTF8'));
+		END LOOP;
+		IF (cur->'status') IS DISTINCT FROM (was->'status') THEN
+			NEW.event_seq := NEW.event_seq + 1;
+			INSERT INTO task_events (task_id, seq, event) VALUES (NEW.id, NEW.event_seq, convert_to(jsonb_build_object(
+				'statusUpdate', jsonb_build_object('taskId', NEW.id, 'contextId', NEW.context_id,
+					'status', cur->'status'))::text, 'UTF8'));
+		END IF;
+		RETURN NEW;
+	END $$;
+	CREATE TRIGGER tasks_events BEFORE UPDATE ON tasks FOR EACH ROW
+		WHEN (OLD.task IS DISTINCT FROM NEW.task) EXECUTE FUNCTION murmur_task_events();`,
 }
 
 // SchemaVersion is the version of the schema this program writes: the number of its migrations.

@@ -80,6 +80,7 @@ type row struct {
 	err     error  // the row cannot be written (set before it is handed over)
 	batched bool   // CreateBatched's
 	owner   string // a create's: the replica that runs the task ('' unclaimed)
+	note    bool   // Note's: body is a stream event to append to the task's events
 }
 
 const (
@@ -94,6 +95,14 @@ const (
 	updateOwnedSQL = `WITH u AS (UPDATE tasks SET state = $2, status_ts = $3, task = $4, version = version + 1
 			WHERE id = $1 AND owner = $5 RETURNING 1)
 		SELECT EXISTS (SELECT FROM u), (SELECT owner FROM tasks WHERE id = $1)`
+	// noteSQL appends event $2 to the events of task $1 while replica $3 owns it; the UPDATE leaves the
+	// task's JSON as it is, so the events trigger writes nothing more, and the notify trigger wakes the
+	// streams of every replica.
+	// A note of an ended task is dropped: the terminal statusUpdate stays the last event.
+	noteSQL = `WITH n AS (UPDATE tasks SET event_seq = event_seq + 1 WHERE id = $1 AND owner = $3
+			AND state IN ('TASK_STATE_SUBMITTED', 'TASK_STATE_WORKING', 'TASK_STATE_INPUT_REQUIRED', 'TASK_STATE_AUTH_REQUIRED')
+			RETURNING event_seq)
+		INSERT INTO task_events (task_id, seq, event) SELECT $1, event_seq, $2 FROM n`
 	// endSQL gives the tasks of $3 (with their new JSON in $4) state $1 and status time $2.
 	endSQL = `UPDATE tasks AS t SET state = $1, status_ts = $2, task = v.task, version = t.version + 1
 		FROM unnest($3::text[], $4::bytea[]) AS v(id, task) WHERE t.id = v.id`
@@ -300,6 +309,18 @@ func (s *Store) UpdateSoon(t *a2a.Task) {
 	}
 }
 
+// Note appends event to the events of task id after the writes handed over before it, with the
+// writer's next group, and returns without waiting (store.EventLog). Only a replica keeps notes: a task
+// it does not own gets none, and neither does a member of one process, whose streams are its own.
+func (s *Store) Note(id a2a.TaskID, event []byte) {
+	if s.replica == "" || !storable(string(id)) {
+		return
+	}
+	if !s.hand(&write{kind: kindRows, rows: []row{{id: id, body: event, note: true}}}) {
+		s.log.Warn("the task store could not keep a task's progress event", "task", id, "err", errClosed)
+	}
+}
+
 // UpdateLater hands t over as UpdateSoon does, at once, and returns what waits until t is committed and
 // reports its error as Update would. The wait must be called once.
 func (s *Store) UpdateLater(ctx context.Context, t *a2a.Task) (wait func() error) {
@@ -499,6 +520,8 @@ func sendRows(ctx context.Context, db batcher, group []*write, replica string) e
 	for _, w := range group {
 		for _, r := range w.rows {
 			switch {
+			case r.note:
+				b.Queue(noteSQL, string(r.id), r.body, replica)
 			case r.create:
 				b.Queue(insertSQL, string(r.id), r.context, r.state, r.ts, r.created, r.caller, r.body, r.message, r.owner)
 			case replica != "":
@@ -515,7 +538,7 @@ func sendRows(ctx context.Context, db batcher, group []*write, replica string) e
 	for _, w := range group {
 		w.res.errs = make([]error, len(w.rows))
 		for i, r := range w.rows {
-			if !r.create && replica != "" {
+			if !r.create && !r.note && replica != "" {
 				var written bool
 				var owner *string
 				if err := br.QueryRow().Scan(&written, &owner); err != nil {
@@ -536,7 +559,7 @@ func sendRows(ctx context.Context, db batcher, group []*write, replica string) e
 				br.Close()
 				return err
 			}
-			if tag.RowsAffected() == 0 {
+			if tag.RowsAffected() == 0 && !r.note { // a note of a task no longer owned is dropped
 				if r.create {
 					w.res.errs[i] = fmt.Errorf("member: storing task %s: a task with this id is already stored", r.id)
 				} else {
