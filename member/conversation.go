@@ -26,8 +26,12 @@ func (s *Session) conv() converse.Config {
 	if root == "" {
 		root = filepath.Join(s.records.Dir(), "artifacts")
 	}
-	return converse.Config{Member: s.cfg.Member, DoorURL: s.cfg.DoorURL, Get: s.get, List: store.ListAll(s.cfg.Store),
+	c := converse.Config{Member: s.cfg.Member, DoorURL: s.cfg.DoorURL, Get: s.get, List: store.ListAll(s.cfg.Store),
 		Caller: store.TaskCaller, Record: s.records.Write, Waiter: s.waiter, Workdir: s.workdir(), ArtifactsRoot: root}
+	if s.cfg.Replicas != nil {
+		c.Forward = s.cfg.Replicas.Forward
+	}
+	return c
 }
 
 // history is the earlier conversation of t's context: every earlier task of it that ended; none for a

@@ -2,8 +2,10 @@ package member
 
 import (
 	"context"
+	"errors"
 
 	"github.com/murmur-run/murmur/a2a"
+	"github.com/murmur-run/murmur/member/converse"
 	"github.com/murmur-run/murmur/member/events"
 )
 
@@ -16,6 +18,8 @@ type Replicas interface {
 	// Cancel cancels task id, which this replica neither runs nor queues: it asks its owner, or ends it
 	// itself when nobody runs it; done with the ended task then. Not done: the caller waits for its end.
 	Cancel(ctx context.Context, id a2a.TaskID) (t *a2a.Task, done bool, err error)
+	// Forward hands a follow-up to a task that waits for input at another replica (converse.Config.Forward).
+	Forward(ctx context.Context, id a2a.TaskID, msg *a2a.Message) (taken bool, refusal string, err error)
 }
 
 // Adopt gives the session a task another replica took (or one that lost its replica), if it has a place:
@@ -40,6 +44,9 @@ func (s *Session) Adopt(ctx context.Context, claim func(context.Context) (*a2a.T
 		return false, s.finishLocked(context.WithoutCancel(ctx), t, a2a.TaskStateCanceled, ShutdownCancel, nil)
 	}
 	s.queue = append(s.queue, t.ID)
+	// Whether its sender named a context is known only to the replica it was sent to: an adopted task
+	// reads its context's earlier tasks, which a new context has none of.
+	s.continuing[t.ID] = true
 	s.kickLocked()
 	return true, nil
 }
@@ -65,3 +72,22 @@ func (s *Session) Remote(ctx context.Context, id a2a.TaskID) {
 // Resync wakes every Wait to read its task again: a change another replica committed may have gone
 // untold (a lost notification).
 func (s *Session) Resync() { s.waiters.NotifyAll() }
+
+// Asks reports whether task id waits here for its sender's input.
+func (s *Session) Asks(id a2a.TaskID) bool {
+	_, ok := s.waiter.Question(id)
+	return ok
+}
+
+// Asking lists the tasks that wait here for their sender's input.
+func (s *Session) Asking() []a2a.TaskID { return s.waiter.Tasks() }
+
+// Deliver hands msg, a follow-up another replica forwarded, to the question task id waits on here:
+// waiting is false when it waits on none; err says why msg does not answer it (the task keeps waiting).
+func (s *Session) Deliver(ctx context.Context, id a2a.TaskID, msg *a2a.Message) (waiting bool, err error) {
+	err = s.waiter.Deliver(ctx, id, msg)
+	if errors.Is(err, converse.ErrNotWaiting) {
+		return false, nil
+	}
+	return true, err
+}

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -32,11 +33,23 @@ type replicaSet struct {
 
 func startReplicas(t *testing.T, n int, lease time.Duration) *replicaSet {
 	t.Helper()
+	return startReplicaFiles(t, n, lease, map[string]string{"murmur.yaml": gatedScript})
+}
+
+// startReplicaFiles is startReplicas of the capsule files makes (capsule-relative paths to contents).
+func startReplicaFiles(t *testing.T, n int, lease time.Duration, files map[string]string) *replicaSet {
+	t.Helper()
 	dsn := pgtest.Start(t).NewDatabase(t)
 	root := t.TempDir()
 	rs := &replicaSet{t: t, dsn: dsn, capsule: filepath.Join(root, "solo")}
-	os.MkdirAll(rs.capsule, 0o755)
-	os.WriteFile(filepath.Join(rs.capsule, "murmur.yaml"), []byte(gatedScript), 0o644)
+	for name, body := range files {
+		path := filepath.Join(rs.capsule, name)
+		if strings.HasPrefix(name, ".murmur/") { // the project's artifact store is beside roster.yaml
+			path = filepath.Join(root, name)
+		}
+		os.MkdirAll(filepath.Dir(path), 0o755)
+		os.WriteFile(path, []byte(body), 0o755)
+	}
 	os.WriteFile(filepath.Join(root, "roster.yaml"), []byte("formation: reps\nmembers:\n  - name: solo\n    capsule: ./solo\n    listen: '127.0.0.1:0'\n    replicas: 3\n    store: "+pgURL(t, dsn)+"\n"), 0o644)
 	r, err := roster.Load(filepath.Join(root, "roster.yaml"))
 	if err != nil {

@@ -40,6 +40,10 @@ type Config struct {
 	// Record writes one record of the session's trace.
 	Record func(kind, task string, fields map[string]any) error
 	Waiter *Waiter
+	// Forward, on a member's replicas, hands a follow-up to a task that waits at another replica to that
+	// replica, and reports what became of it: taken, or refused with why (the message does not answer
+	// the question), or neither when the task no longer waits at a live replica. nil: one process.
+	Forward func(ctx context.Context, id a2a.TaskID, msg *a2a.Message) (taken bool, refusal string, err error)
 	// Workdir is where the session's commands run, out/artifacts/ in it; ArtifactsRoot keeps the files
 	// too large to carry inline, by task, for the door to serve.
 	Workdir, ArtifactsRoot string
@@ -61,6 +65,20 @@ func (c Config) FollowUp(ctx context.Context, msg *a2a.Message, scope store.Scop
 		switch {
 		case err == nil:
 			return c.Get(ctx, t.ID, scope)
+		case errors.Is(err, ErrNotWaiting) && c.Forward != nil:
+			// The task waits at another replica (or its wait here ended): that replica takes it.
+			taken, refusal, ferr := c.Forward(ctx, t.ID, msg)
+			switch {
+			case ferr != nil:
+				return nil, ferr
+			case taken:
+				return c.Get(ctx, t.ID, scope)
+			case refusal != "":
+				return nil, a2a.InvalidParams(a2a.FieldViolation{Field: "message.parts", Description: refusal})
+			}
+			if t, err = c.Get(ctx, t.ID, scope); err != nil {
+				return nil, err
+			}
 		case errors.Is(err, ErrNotWaiting):
 			// The wait ended (timed out, canceled) since the task was read: answer for its state now.
 			if t, err = c.Get(ctx, t.ID, scope); err != nil {

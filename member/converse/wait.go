@@ -210,6 +210,17 @@ func (w *Waiter) Question(task a2a.TaskID) (Question, bool) {
 	return wt.q, true
 }
 
+// Tasks lists the tasks that wait.
+func (w *Waiter) Tasks() []a2a.TaskID {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	ids := make([]a2a.TaskID, 0, len(w.waiting))
+	for id := range w.waiting {
+		ids = append(ids, id)
+	}
+	return ids
+}
+
 // Deliver hands msg to the waiting task: it returns once the task has resumed, with the parse error
 // of a message that does not answer the question (the task keeps waiting), or ErrNotWaiting.
 func (w *Waiter) Deliver(ctx context.Context, task a2a.TaskID, msg *a2a.Message) error {

@@ -40,6 +40,12 @@ type Session interface {
 	Cancel(ctx context.Context, id a2a.TaskID, scope store.Scope) (*a2a.Task, error)
 	// Resync wakes every waiter to read its task again.
 	Resync()
+	// Asks reports whether task id waits for its sender's input here; Asking lists the tasks that do.
+	Asks(id a2a.TaskID) bool
+	Asking() []a2a.TaskID
+	// Deliver hands msg to the question task id waits on, as a follow-up to this replica's door would:
+	// waiting is false when it waits on none; err says why msg does not answer it.
+	Deliver(ctx context.Context, id a2a.TaskID, msg *a2a.Message) (waiting bool, err error)
 }
 
 // Config is what a Coordinator is given.
@@ -73,6 +79,9 @@ type Coordinator struct {
 	wg      sync.WaitGroup
 	lost    sync.Once
 	cancels sync.Map // a2a.TaskID → struct{}: cancellations asked of this replica, in progress
+	taking  sync.Map // a2a.TaskID → struct{}: forwarded inputs being taken and delivered
+	// forwarded: int64 (an input this replica forwarded) → chan struct{}, told when it is answered
+	forwarded sync.Map
 }
 
 // New returns a Coordinator for the replica whose store cfg.Store is.
@@ -216,6 +225,7 @@ func (c *Coordinator) claimer(ctx context.Context) {
 			c.reap(ctx)
 			c.cfg.Told(store.Notice{Resync: true})
 			c.sess.Resync()
+			c.takeAllInputs(ctx)
 		case <-c.kick:
 		}
 	}
@@ -262,9 +272,12 @@ func (c *Coordinator) notice(ctx context.Context) func(store.Notice) {
 	return func(n store.Notice) {
 		c.cfg.Told(n)
 		switch {
+		case n.Input > 0:
+			c.input(ctx, n)
 		case n.Resync:
 			c.sess.Resync()
 			c.wake()
+			c.takeAllInputs(ctx)
 		case n.Owner == me && n.Cancel && !n.State.Terminal():
 			if _, busy := c.cancels.LoadOrStore(n.ID, struct{}{}); busy {
 				return

@@ -28,6 +28,7 @@ type fakeStore struct {
 	notices   chan store.Notice
 	canceled  map[a2a.TaskID]bool // RequestCancel ends these here
 	renewals  int
+	inputs    fakeInputs
 }
 
 func (f *fakeStore) Replica() string { return "r1" }
@@ -86,6 +87,9 @@ type fakeSession struct {
 	remote   []a2a.TaskID
 	canceled []a2a.TaskID
 	resyncs  int
+	// asking: the tasks that wait for input, with the one text that answers each
+	asking    map[a2a.TaskID]*string
+	delivered []a2a.TaskID
 }
 
 func (s *fakeSession) Adopt(ctx context.Context, claim func(context.Context) (*a2a.Task, error)) (bool, error) {

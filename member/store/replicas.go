@@ -56,7 +56,37 @@ type Replicated interface {
 	Watch(ctx context.Context, fn func(Notice)) error
 	// Replicas lists the member's replicas with a lease row, live or lapsed.
 	Replicas(ctx context.Context) ([]ReplicaInfo, error)
+
+	// Forward stores message (an a2a.Message's JSON), a follow-up to task id, for the live replica
+	// other than this one that runs the task while it waits for its sender (TASK_STATE_INPUT_REQUIRED):
+	// Notice.Input reaches that replica. It returns the input's number, or 0, storing nothing, when the
+	// task is not waiting at another live replica.
+	Forward(ctx context.Context, id a2a.TaskID, message []byte, now time.Time) (int64, error)
+	// TakeInputs takes the inputs forwarded to task id, which this replica runs, that no one took yet,
+	// oldest first: each is this replica's to Answer.
+	TakeInputs(ctx context.Context, id a2a.TaskID) ([]Input, error)
+	// Answer records what became of input n: refusal is "" when the task took it, else why not
+	// (NotWaiting when the task no longer waited).
+	Answer(ctx context.Context, n int64, refusal string) error
+	// Outcome reads input n and its task's state now.
+	Outcome(ctx context.Context, n int64) (InputOutcome, error)
 }
+
+// Input is one input forwarded to a task (Replicated.Forward).
+type Input struct {
+	N       int64
+	Message json.RawMessage
+}
+
+// InputOutcome is what became of a forwarded input so far.
+type InputOutcome struct {
+	Taken, Answered bool
+	Refusal         string        // once answered: "" when the task took the input
+	State           a2a.TaskState // the task's state now
+}
+
+// NotWaiting is the refusal of an input whose task no longer waited for one when its owner took it.
+const NotWaiting = "the task no longer waits for input"
 
 // EventLog is a store that keeps each task's stream events, numbered in order from 1, in the
 // transaction of the change they describe (the PostgreSQL store, DESIGN §16): what lets a stream on any
@@ -95,6 +125,10 @@ type Notice struct {
 	Cancel bool // a cancellation was requested (RequestCancel) and the owner has not ended the task
 	// Resync: changes may have been missed (the connection was lost); the other fields are empty.
 	Resync bool
+	// Input numbers an input forwarded to task ID (Forward), stored or, with Answered, answered; the
+	// notice of an input has no Owner nor State.
+	Input    int64
+	Answered bool
 }
 
 // ReplicaInfo is one replica's lease row.

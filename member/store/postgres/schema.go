@@ -98,6 +98,25 @@ var migrations = []string{
 	END $$;
 	CREATE TRIGGER tasks_events BEFORE UPDATE ON tasks FOR EACH ROW
 		WHEN (OLD.task IS DISTINCT FROM NEW.task) EXECUTE FUNCTION murmur_task_events();`,
+	// The inputs a replica forwards to the replica running a task that waits for its sender (DESIGN §16:
+	// follow-ups and approvals at any replica): n numbers them; the owner takes an input (taken), hands it
+	// to the task's question, and answers with refusal ('' when the task took it). Each insert and update
+	// notifies channel murmur_inputs, "n answered task-id" (the id last: a client's id may hold spaces).
+	`CREATE TABLE task_inputs (
+		n        bigint  GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+		task_id  text    NOT NULL REFERENCES tasks (id) ON DELETE CASCADE,
+		message  bytea   NOT NULL,
+		taken    boolean NOT NULL DEFAULT false,
+		answered boolean NOT NULL DEFAULT false,
+		refusal  text    NOT NULL DEFAULT ''
+	);
+	CREATE INDEX task_inputs_open ON task_inputs (task_id, n) WHERE NOT taken;
+	CREATE FUNCTION murmur_input_notify() RETURNS trigger LANGUAGE plpgsql AS $$
+	BEGIN
+		PERFORM pg_notify('murmur_inputs', NEW.n || ' ' || CASE WHEN NEW.answered THEN '1' ELSE '0' END || ' ' || NEW.task_id);
+		RETURN NULL;
+	END $$;
+	CREATE TRIGGER task_inputs_notify AFTER INSERT OR UPDATE ON task_inputs FOR EACH ROW EXECUTE FUNCTION murmur_input_notify();`,
 }
 
 // SchemaVersion is the version of the schema this program writes: the number of its migrations.

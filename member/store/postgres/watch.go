@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"log/slog"
+	"strconv"
 	"strings"
 	"time"
 
@@ -63,7 +64,7 @@ func (s *Store) listen(ctx context.Context, listening func(), fn func(store.Noti
 		return err
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	if _, err := conn.Exec(ctx, `LISTEN murmur_tasks`); err != nil {
+	if _, err := conn.Exec(ctx, `LISTEN murmur_tasks; LISTEN murmur_inputs`); err != nil {
 		return err
 	}
 	listening()
@@ -72,7 +73,11 @@ func (s *Store) listen(ctx context.Context, listening func(), fn func(store.Noti
 		if err != nil {
 			return err
 		}
-		if notice, ok := parseNotice(n.Payload); ok {
+		parse := parseNotice
+		if n.Channel == "murmur_inputs" {
+			parse = parseInputNotice
+		}
+		if notice, ok := parse(n.Payload); ok {
 			fn(notice)
 		} else {
 			s.log.Warn("a notification of a task's change cannot be read: it is skipped", "payload", n.Payload)
@@ -94,4 +99,17 @@ func parseNotice(payload string) (store.Notice, bool) {
 		State:  a2a.TaskState(f[n-2]),
 		Cancel: f[n-1] == "1",
 	}, true
+}
+
+// parseInputNotice reads the inputs trigger's payload, "n answered task-id".
+func parseInputNotice(payload string) (store.Notice, bool) {
+	f := strings.SplitN(payload, " ", 3)
+	if len(f) != 3 || (f[1] != "0" && f[1] != "1") || f[2] == "" {
+		return store.Notice{}, false
+	}
+	n, err := strconv.ParseInt(f[0], 10, 64)
+	if err != nil || n <= 0 {
+		return store.Notice{}, false
+	}
+	return store.Notice{ID: a2a.TaskID(f[2]), Input: n, Answered: f[1] == "1"}, true
 }

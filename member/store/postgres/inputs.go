@@ -1,0 +1,82 @@
+package postgres
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"slices"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/murmur-run/murmur/a2a"
+	"github.com/murmur-run/murmur/member/store"
+)
+
+// Forward stores message for the live replica other than this one that runs task id while it waits for
+// input; 0 when there is none (store.Replicated).
+func (s *Store) Forward(ctx context.Context, id a2a.TaskID, message []byte, now time.Time) (int64, error) {
+	if !storable(string(id)) {
+		return 0, nil
+	}
+	var n int64
+	err := s.pool.QueryRow(ctx, `INSERT INTO task_inputs (task_id, message)
+		SELECT t.id, $2 FROM tasks t WHERE t.id = $1 AND t.state = $3 AND t.owner <> '' AND t.owner <> $4
+			AND EXISTS (SELECT FROM replicas r WHERE r.name = t.owner AND r.lease_until >= $5)
+		RETURNING n`, string(id), message, string(a2a.TaskStateInputRequired), s.replica, now.UnixMilli()).Scan(&n)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, s.fail("forwarding a message to task "+string(id), retryWrite, err)
+	}
+	return n, nil
+}
+
+// TakeInputs takes the untaken inputs of task id, which this replica owns, oldest first.
+func (s *Store) TakeInputs(ctx context.Context, id a2a.TaskID) ([]store.Input, error) {
+	if !storable(string(id)) {
+		return nil, nil
+	}
+	rows, err := s.pool.Query(ctx, `UPDATE task_inputs SET taken = true WHERE n IN (
+			SELECT i.n FROM task_inputs i JOIN tasks t ON t.id = i.task_id
+			WHERE i.task_id = $1 AND NOT i.taken AND t.owner = $2 FOR UPDATE OF i SKIP LOCKED)
+		RETURNING n, message`, string(id), s.replica)
+	if err != nil {
+		return nil, s.fail("taking the inputs of task "+string(id), retryWrite, err)
+	}
+	in, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (store.Input, error) {
+		var v store.Input
+		return v, r.Scan(&v.N, &v.Message)
+	})
+	if err != nil {
+		return nil, s.fail("taking the inputs of task "+string(id), retryWrite, err)
+	}
+	// RETURNING follows no order: oldest first, as they were forwarded.
+	slices.SortFunc(in, func(a, b store.Input) int { return cmp.Compare(a.N, b.N) })
+	return in, nil
+}
+
+// Answer records what became of input n.
+func (s *Store) Answer(ctx context.Context, n int64, refusal string) error {
+	if _, err := s.pool.Exec(ctx, `UPDATE task_inputs SET taken = true, answered = true, refusal = $2 WHERE n = $1`, n, refusal); err != nil {
+		return s.fail("answering an input", retryWrite, err)
+	}
+	return nil
+}
+
+// Outcome reads input n and its task's state.
+func (s *Store) Outcome(ctx context.Context, n int64) (store.InputOutcome, error) {
+	var o store.InputOutcome
+	var state string
+	err := s.pool.QueryRow(ctx, `SELECT i.taken, i.answered, i.refusal, t.state FROM task_inputs i JOIN tasks t ON t.id = i.task_id WHERE i.n = $1`, n).
+		Scan(&o.Taken, &o.Answered, &o.Refusal, &state)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return o, store.NotStored("")
+	}
+	if err != nil {
+		return o, s.fail("reading a forwarded input", retryRead, err)
+	}
+	o.State = a2a.TaskState(state)
+	return o, nil
+}

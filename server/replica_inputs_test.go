@@ -1,0 +1,93 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	a2ago "github.com/a2aproject/a2a-go/v2/a2a"
+)
+
+// notOwner is the index of a replica of rs that does not run task id.
+func notOwner(t *testing.T, rs *replicaSet, id a2ago.TaskID) int {
+	t.Helper()
+	owner := rs.owners()[id]
+	for i, f := range rs.fs {
+		if f.Members[0].Replica != owner {
+			return i
+		}
+	}
+	t.Fatalf("every replica runs task %s", id)
+	return 0
+}
+
+// A task waiting for its sender's input runs at one replica; its sender's follow-up may reach any other:
+// the answer to an ask: turn resumes it there, and a blocking SendMessage at the other replica returns
+// the completed task.
+func TestReplicaFollowUpAtAnotherReplica(t *testing.T) {
+	rs := startReplicaFiles(t, 2, 2*time.Second, map[string]string{
+		"murmur.yaml": scriptAgent(""),
+		"script.yaml": "rules:\n  - match: ''\n    turns:\n      - ask: 'Which currency?'\n      - say: 'converted to {{.message}}'\n",
+	})
+	task := sendTask(t, rs.clients[0], "convert 12 dollars", true)
+	waitState(t, rs.clients[0], task.ID, a2ago.TaskStateInputRequired)
+	other := notOwner(t, rs, task.ID)
+	done := send(t, rs.clients[other], followUp(task.ID, a2ago.NewTextPart("euros")))
+	if done.Status.State != a2ago.TaskStateCompleted || responseText(done) != "converted to euros" {
+		t.Errorf("the follow-up at replica %s: task %s, answer %q; want converted to euros", rs.fs[other].Members[0].Replica, done.Status.State, responseText(done))
+	}
+}
+
+// An approval asked by a hook at one replica is answered at another: a reply that neither approves nor
+// denies is refused there with the question's own reason and the task keeps waiting; "approve" runs
+// the tool; a follow-up to a task that waits nowhere any more gets A2A's error for its state.
+func TestReplicaApprovalAtAnotherReplica(t *testing.T) {
+	rs := startReplicaFiles(t, 2, 2*time.Second, approvalFiles(""))
+	ctx := context.Background()
+	task := sendTask(t, rs.clients[0], "check", true)
+	waitState(t, rs.clients[0], task.ID, a2ago.TaskStateInputRequired)
+	other := notOwner(t, rs, task.ID)
+	c := rs.clients[other]
+	_, err := c.SendMessage(ctx, &a2ago.SendMessageRequest{Message: followUp(task.ID, a2ago.NewTextPart("maybe later"))})
+	if !errors.Is(err, a2ago.ErrInvalidParams) || !strings.Contains(err.Error(), `the message "maybe later" neither approves nor denies`) {
+		t.Errorf("a reply that does not answer, at another replica: %v; want invalid params with the reason", err)
+	}
+	waitState(t, c, task.ID, a2ago.TaskStateInputRequired)
+	done := send(t, c, followUp(task.ID, a2ago.NewTextPart("approve")))
+	if done.Status.State != a2ago.TaskStateCompleted || !strings.HasPrefix(responseText(done), "ok: {") {
+		t.Errorf("approved at another replica: %s %q; want completed with the tool's output", done.Status.State, responseText(done))
+	}
+	_, err = c.SendMessage(ctx, &a2ago.SendMessageRequest{Message: followUp(task.ID, a2ago.NewTextPart("approve"))})
+	if !errors.Is(err, a2ago.ErrUnsupportedOperation) {
+		t.Errorf("an approval for a completed task at another replica: %v", err)
+	}
+}
+
+// A task in an existing context that its replica is too busy for runs at another replica with the
+// context's conversation: the replica that adopts it reads the earlier tasks as the one it was sent to
+// would have.
+func TestReplicaAdoptedTaskKeepsItsContext(t *testing.T) {
+	rs := startReplicaFiles(t, 2, 2*time.Second, map[string]string{
+		"murmur.yaml": scriptAgent(""),
+		"script.yaml": "rules:\n" +
+			"  - match: '^hold$'\n    turns:\n      - ask: 'Hold on?'\n      - say: 'released'\n" +
+			"  - match: '^price of (?P<what>\\w+)$'\n    turns:\n      - say: '{{.what}} costs 12 dollars'\n" +
+			"  - match: ''\n    turns:\n      - say: 'I was told: {{.transcript}}'\n",
+	})
+	held := sendTask(t, rs.clients[0], "hold", true) // r1's one place, waiting for input
+	waitState(t, rs.clients[0], held.ID, a2ago.TaskStateInputRequired)
+	defer rs.clients[0].CancelTask(context.Background(), &a2ago.CancelTaskRequest{ID: held.ID})
+	first := send(t, rs.clients[1], userMessage("price of tea"))
+	second := send(t, rs.clients[0], inContext(first.ContextID, "and in euros?"))
+	if owner := rs.owners()[second.ID]; owner != rs.fs[1].Members[0].Replica {
+		t.Fatalf("the second task ran at %q; want the replica that was free", owner)
+	}
+	got := responseText(second)
+	for _, want := range []string{"user:\nprice of tea", "assistant:\ntea costs 12 dollars", "user:\nand in euros?"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("the adopted task's conversation lacks %q:\n%s", want, got)
+		}
+	}
+}
