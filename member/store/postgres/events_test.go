@@ -1,6 +1,7 @@
 package postgres
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"math"
@@ -159,6 +160,99 @@ func TestEventsOfAnEnd(t *testing.T) {
 		last := decodeEvent(t, f.Events[len(f.Events)-1])
 		if last.StatusUpdate == nil || last.StatusUpdate.Status.State != c.state || last.StatusUpdate.Status.Message == nil {
 			t.Errorf("%s's last event = %s; want a statusUpdate %s with its message", c.id, f.Events[len(f.Events)-1].Event, c.state)
+		}
+	}
+}
+
+// TestInputs: Forward stores a follow-up only for a task that waits for input at another live replica;
+// its owner takes it once, answers it, and the forwarder reads the outcome; Watch tells both of it on
+// murmur_inputs.
+func TestInputs(t *testing.T) {
+	clk := newClock(epoch)
+	r1, dsn := open(t, clk.cfg("r1"))
+	r2, _ := open(t, clk.cfg("r2"), dsn)
+	ctx := t.Context()
+	renew(t, r1, time.Minute)
+	renew(t, r2, time.Minute)
+	tk := task(1, "ctx_a", a2a.TaskStateSubmitted)
+	if err := r1.Create(ctx, tk); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := r2.Forward(ctx, tk.ID, []byte(`{"n":0}`), clk.Now()); n != 0 || err != nil {
+		t.Fatalf("Forward to a task that does not wait = %d, %v; want 0", n, err)
+	}
+	tk.Status.State = a2a.TaskStateInputRequired
+	if err := r1.Update(ctx, tk); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := r1.Forward(ctx, tk.ID, []byte(`{"n":0}`), clk.Now()); n != 0 || err != nil {
+		t.Fatalf("Forward by the owner itself = %d, %v; want 0", n, err)
+	}
+	notices := make(chan store.Notice, 16)
+	wctx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); r1.Watch(wctx, func(n store.Notice) { notices <- n }) }()
+	defer func() { stop(); <-done }()
+	time.Sleep(200 * time.Millisecond) // listening
+	n1, err := r2.Forward(ctx, tk.ID, []byte(`{"n":1}`), clk.Now())
+	if err != nil || n1 == 0 {
+		t.Fatalf("Forward = %d, %v", n1, err)
+	}
+	n2, _ := r2.Forward(ctx, tk.ID, []byte(`{"n":2}`), clk.Now())
+	waitNotice := func(want store.Notice) {
+		t.Helper()
+		for {
+			select {
+			case n := <-notices:
+				if n == want {
+					return
+				}
+			case <-time.After(5 * time.Second):
+				t.Fatalf("no notice %+v", want)
+			}
+		}
+	}
+	waitNotice(store.Notice{ID: tk.ID, Input: n1})
+	if in, err := r2.TakeInputs(ctx, tk.ID); len(in) != 0 || err != nil {
+		t.Errorf("TakeInputs by a replica that does not own the task = %v, %v", in, err)
+	}
+	in, err := r1.TakeInputs(ctx, tk.ID)
+	if err != nil || len(in) != 2 || in[0].N != n1 || in[1].N != n2 || string(in[1].Message) != `{"n": 2}` && string(in[1].Message) != `{"n":2}` {
+		t.Fatalf("TakeInputs = %+v, %v", in, err)
+	}
+	if again, _ := r1.TakeInputs(ctx, tk.ID); len(again) != 0 {
+		t.Errorf("inputs taken twice: %+v", again)
+	}
+	if o, err := r2.Outcome(ctx, n1); err != nil || !o.Taken || o.Answered || o.State != a2a.TaskStateInputRequired {
+		t.Errorf("Outcome once taken = %+v, %v", o, err)
+	}
+	if err := r1.Answer(ctx, n1, "no such answer"); err != nil {
+		t.Fatal(err)
+	}
+	waitNotice(store.Notice{ID: tk.ID, Input: n1, Answered: true})
+	if o, _ := r2.Outcome(ctx, n1); !o.Answered || o.Refusal != "no such answer" {
+		t.Errorf("Outcome once answered = %+v", o)
+	}
+	clk.Add(2 * time.Minute) // r1's lease lapses: nothing more is forwarded to it
+	if n, err := r2.Forward(ctx, tk.ID, []byte(`{"n":3}`), clk.Now()); n != 0 || err != nil {
+		t.Errorf("Forward to a dead owner = %d, %v; want 0", n, err)
+	}
+}
+
+func TestParseInputNotice(t *testing.T) {
+	for _, tt := range []struct {
+		payload string
+		want    store.Notice
+		ok      bool
+	}{
+		{"12 0 tsk_1", store.Notice{ID: "tsk_1", Input: 12}, true},
+		{"3 1 a b", store.Notice{ID: "a b", Input: 3, Answered: true}, true},
+		{"x 1 tsk_1", store.Notice{}, false},
+		{"3 2 tsk_1", store.Notice{}, false},
+		{"3 1", store.Notice{}, false},
+	} {
+		if got, ok := parseInputNotice(tt.payload); got != tt.want || ok != tt.ok {
+			t.Errorf("parseInputNotice(%q) = %+v, %v; want %+v, %v", tt.payload, got, ok, tt.want, tt.ok)
 		}
 	}
 }
