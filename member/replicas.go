@@ -3,6 +3,7 @@ package member
 import (
 	"context"
 	"errors"
+	"slices"
 
 	"github.com/murmur-run/murmur/a2a"
 	"github.com/murmur-run/murmur/member/converse"
@@ -18,6 +19,9 @@ type Replicas interface {
 	// Cancel cancels task id, which this replica neither runs nor queues: it asks its owner, or ends it
 	// itself when nobody runs it; done with the ended task then. Not done: the caller waits for its end.
 	Cancel(ctx context.Context, id a2a.TaskID) (t *a2a.Task, done bool, err error)
+	// Release gives the tasks of ids, queued here and not started, to the other replicas: the ids it
+	// gave.
+	Release(ctx context.Context, ids []a2a.TaskID) ([]a2a.TaskID, error)
 	// Forward hands a follow-up to a task that waits for input at another replica (converse.Config.Forward).
 	Forward(ctx context.Context, id a2a.TaskID, msg *a2a.Message) (taken bool, refusal string, err error)
 }
@@ -90,4 +94,38 @@ func (s *Session) Deliver(ctx context.Context, id a2a.TaskID, msg *a2a.Message) 
 		return false, nil
 	}
 	return true, err
+}
+
+// releaseQueuedLocked gives the stored queued tasks to the other replicas when the session closes (not
+// at its deadline, which ends them): they leave the session, and their waiters here return the task as
+// it stands, for its sender to follow at any replica. What could not be released is left queued, for
+// Close to cancel. s.mu is held.
+func (s *Session) releaseQueuedLocked(ctx context.Context) error {
+	if s.cfg.Replicas == nil || s.expired {
+		return nil
+	}
+	ids, err := s.cfg.Replicas.Release(ctx, s.queuedIDsLocked())
+	if len(ids) == 0 {
+		return err
+	}
+	gone := make(map[a2a.TaskID]bool, len(ids))
+	for _, id := range ids {
+		gone[id] = true
+		s.released[id] = true
+		s.admit.Release()
+		delete(s.continuing, id)
+		delete(s.submitted, id)
+		s.waiters.Notify(id)
+	}
+	s.queue = slices.DeleteFunc(s.queue, func(id a2a.TaskID) bool { return gone[id] })
+	s.cfg.Metrics.TasksActive.Sub(float64(len(ids)))
+	s.log.Info("released the queued tasks to the member's other replicas", "count", len(ids))
+	return err
+}
+
+// wasReleased reports whether the session gave task id to the other replicas as it closed.
+func (s *Session) wasReleased(id a2a.TaskID) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.released[id]
 }

@@ -179,8 +179,9 @@ type Session struct {
 	waiter    *converse.Waiter // the running task's question to its sender, while it waits
 	// continuing holds the unfinished tasks sent into an existing context: only they read its history.
 	continuing map[a2a.TaskID]bool
-	deadline   time.Time // zero: none
-	expired    bool      // the deadline has passed: the session has ended
+	released   map[a2a.TaskID]bool // queued tasks given to the other replicas as the session closed
+	deadline   time.Time           // zero: none
+	expired    bool                // the deadline has passed: the session has ended
 
 	meter    *meter.Meter // what session-status reports; it has its own lock
 	lastExit string       // the exit_status of the latest task that decides session_end's; "" before one
@@ -249,6 +250,7 @@ func Start(cfg Config) (*Session, error) {
 		done:       make(chan struct{}),
 		waiter:     converse.NewWaiter(),
 		continuing: map[a2a.TaskID]bool{},
+		released:   map[a2a.TaskID]bool{},
 		callsLeft:  map[string]int{},
 	}
 	parts, err := setup.Build(setup.Config{Capsule: cfg.Capsule, Store: cfg.Store, Member: cfg.Member, Formation: cfg.Formation,
@@ -535,7 +537,7 @@ func (s *Session) Wait(ctx context.Context, id a2a.TaskID) (*a2a.Task, error) {
 	for {
 		sg := s.waiters.Watch(id)
 		t, err := s.cfg.Store.Get(ctx, id)
-		if err != nil || t.Status.State.Terminal() || t.Status.State.Interrupted() {
+		if err != nil || t.Status.State.Terminal() || t.Status.State.Interrupted() || s.wasReleased(id) {
 			s.waiters.Unwatch(id, sg)
 			if err == nil && t.Status.State.Terminal() {
 				s.awaitSettled(ctx, id)
@@ -650,6 +652,7 @@ func (s *Session) Close(ctx context.Context) error {
 		s.timer.Stop()
 	}
 	var errs []error
+	errs = append(errs, s.releaseQueuedLocked(ctx))
 	errs = append(errs, s.endQueuedLocked(ctx, a2a.TaskStateCanceled, ShutdownCancel))
 	s.queue = nil
 	s.mu.Unlock()

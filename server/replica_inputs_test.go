@@ -3,6 +3,8 @@ package server
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -88,6 +90,67 @@ func TestReplicaAdoptedTaskKeepsItsContext(t *testing.T) {
 	for _, want := range []string{"user:\nprice of tea", "assistant:\ntea costs 12 dollars", "user:\nand in euros?"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("the adopted task's conversation lacks %q:\n%s", want, got)
+		}
+	}
+}
+
+// A replica that stops gracefully gives its queued tasks to the others instead of canceling them: they
+// run and complete at a live replica, and a blocking SendMessage waiting at the stopping replica returns
+// the task as it stands, for its sender to follow anywhere. The task it was running ends canceled, as a
+// member of one process's does.
+func TestStoppingReplicaReleasesItsQueue(t *testing.T) {
+	rs := startReplicaFiles(t, 2, 2*time.Second, map[string]string{"murmur.yaml": gatedScript + "task_acceptance: queue\n"})
+	running := sendTask(t, rs.clients[0], "running", true)
+	waitState(t, rs.clients[0], running.ID, a2ago.TaskStateWorking)
+	queued := sendTask(t, rs.clients[0], "queued", true)
+	type answer struct {
+		task *a2ago.Task
+		err  error
+	}
+	blocked := make(chan answer, 1)
+	go func() {
+		res, err := rs.clients[0].SendMessage(context.Background(), &a2ago.SendMessageRequest{Message: userMessage("queued and waited on")})
+		t, _ := res.(*a2ago.Task)
+		blocked <- answer{t, err}
+	}()
+	for deadline := time.Now().Add(10 * time.Second); len(rs.owners()) < 3; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the third task was never stored")
+		}
+	}
+	for id, owner := range rs.owners() {
+		if owner != "r1" {
+			t.Fatalf("task %s is r2's before r1 stops; want all three queued at r1", id)
+		}
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := rs.fs[0].Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	rs.fs = rs.fs[1:] // shut down already
+	var waited answer
+	select {
+	case waited = <-blocked:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the blocking SendMessage at the stopping replica never returned")
+	}
+	if waited.err != nil || waited.task == nil || waited.task.Status.State.Terminal() {
+		t.Fatalf("the blocking SendMessage at the stopping replica: %+v, %v; want its task, not ended", waited.task, waited.err)
+	}
+	r2 := rs.clients[1]
+	os.WriteFile(filepath.Join(rs.capsule, "go"), nil, 0o644)
+	if got := waitState(t, r2, running.ID, a2ago.TaskStateCanceled); got == nil {
+		t.Fatal("the running task")
+	}
+	for _, id := range []a2ago.TaskID{queued.ID, waited.task.ID} {
+		done := waitState(t, r2, id, a2ago.TaskStateCompleted)
+		if owner := rs.owners()[id]; owner != "r2" {
+			t.Errorf("released task %s completed at %q; want r2", id, owner)
+		}
+		if !strings.HasPrefix(responseText(done), "done: ") {
+			t.Errorf("released task %s answers %q", id, responseText(done))
 		}
 	}
 }

@@ -216,10 +216,8 @@ func cmdExport(args []string, getenv func(string) string, stdout, stderr io.Writ
 		return err
 	}
 	// The egress check, as the containers will see it: a finding here is one every container prints too.
-	for _, f := range stage.Formation(l.r, nil, getenv) {
-		if f.Code == stage.CodeNoEgress {
-			fmt.Fprintln(stderr, f)
-		}
+	for _, f := range stage.Egress(l.r) {
+		fmt.Fprintln(stderr, f)
 	}
 	if *out == "" || *out == "-" {
 		_, err = stdout.Write(data)

@@ -167,3 +167,7 @@ func TestForwardWaitsForTheOutcome(t *testing.T) {
 		t.Fatal("Forward was not woken by the answer's notice")
 	}
 }
+
+func (f *fakeStore) Release(ctx context.Context, ids []a2a.TaskID) ([]a2a.TaskID, error) {
+	return ids, nil
+}

@@ -148,6 +148,12 @@ func (c *Coordinator) Offer(ctx context.Context, t *a2a.Task, perReplica int) (b
 	return ok, err
 }
 
+// Release gives the tasks of ids, queued here and not started, to the other replicas (member.Replicas):
+// what a replica that stops gracefully does with its queue.
+func (c *Coordinator) Release(ctx context.Context, ids []a2a.TaskID) ([]a2a.TaskID, error) {
+	return c.cfg.Store.Release(ctx, ids)
+}
+
 // Cancel cancels a task this replica neither runs nor queues (member.Replicas): its owner is asked
 // through the store, or, when it has none or a dead one, the task is ended here.
 func (c *Coordinator) Cancel(ctx context.Context, id a2a.TaskID) (*a2a.Task, bool, error) {

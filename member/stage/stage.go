@@ -73,17 +73,36 @@ func Formation(r *roster.Roster, only []string, getenv func(string) string) []Fi
 		out = append(out, storeFindings(m, getenv)...)
 		out = append(out, artifactFindings(c, m.Name, r.Dir, getenv)...)
 		out = append(out, spawnFindings(c, m.Name, r.Dir, getenv)...)
-		for _, callee := range r.Reachable(m.Name) {
-			peer, _ := r.Member(callee)
-			if !roster.EgressAllowed(peer.URL, c.Capabilities.Network.Allow) {
-				host := peer.URL
-				if u, err := url.Parse(peer.URL); err == nil && u.Hostname() != "" {
-					host = u.Hostname()
-				}
-				out = append(out, Finding{Code: CodeNoEgress, Member: m.Name, Message: fmt.Sprintf(
-					"may call %s at %s, but capabilities.network.allow in %s does not list %s, so every call to it will fail; add %s to capabilities.network.allow%s",
-					callee, peer.URL, c.Path, egressName(host), egressName(host), containerHint(callee, host))})
+		out = append(out, egressFindings(r, m, c)...)
+	}
+	return out
+}
+
+// Egress is Formation's CodeNoEgress findings alone: what mur export prints, as every container would,
+// without reaching any member's database or artifact store.
+func Egress(r *roster.Roster) []Finding {
+	var out []Finding
+	for _, m := range r.Members {
+		if c, err := capsule.Load(m.Capsule); err == nil {
+			out = append(out, egressFindings(r, m, c)...)
+		}
+	}
+	return out
+}
+
+// egressFindings are the members m may call that its capsule c's capabilities.network.allow leaves out.
+func egressFindings(r *roster.Roster, m roster.Member, c *capsule.Capsule) []Finding {
+	var out []Finding
+	for _, callee := range r.Reachable(m.Name) {
+		peer, _ := r.Member(callee)
+		if !roster.EgressAllowed(peer.URL, c.Capabilities.Network.Allow) {
+			host := peer.URL
+			if u, err := url.Parse(peer.URL); err == nil && u.Hostname() != "" {
+				host = u.Hostname()
 			}
+			out = append(out, Finding{Code: CodeNoEgress, Member: m.Name, Message: fmt.Sprintf(
+				"may call %s at %s, but capabilities.network.allow in %s does not list %s, so every call to it will fail; add %s to capabilities.network.allow%s",
+				callee, peer.URL, c.Path, egressName(host), egressName(host), containerHint(callee, host))})
 		}
 	}
 	return out

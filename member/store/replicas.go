@@ -54,6 +54,10 @@ type Replicated interface {
 	// ctx's error. While the database cannot be reached it retries, and reports Resync once it listens
 	// again.
 	Watch(ctx context.Context, fn func(Notice)) error
+	// Release gives up the tasks of ids that this replica owns and has not started (submitted): they
+	// become unclaimed, for another replica to Claim. It returns the ids it released. A replica that
+	// stops gracefully releases its queue.
+	Release(ctx context.Context, ids []a2a.TaskID) ([]a2a.TaskID, error)
 	// Replicas lists the member's replicas with a lease row, live or lapsed.
 	Replicas(ctx context.Context) ([]ReplicaInfo, error)
 

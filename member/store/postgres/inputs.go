@@ -80,3 +80,34 @@ func (s *Store) Outcome(ctx context.Context, n int64) (store.InputOutcome, error
 	o.State = a2a.TaskState(state)
 	return o, nil
 }
+
+// Release makes the submitted tasks of ids that this replica owns unclaimed (store.Replicated). The
+// writes handed over before it are committed first, so that none of them lands after the release.
+func (s *Store) Release(ctx context.Context, ids []a2a.TaskID) ([]a2a.TaskID, error) {
+	if s.replica == "" || len(ids) == 0 {
+		return nil, nil
+	}
+	if err := s.Settle(ctx); err != nil {
+		return nil, err
+	}
+	list := make([]string, 0, len(ids))
+	for _, id := range ids {
+		if storable(string(id)) {
+			list = append(list, string(id))
+		}
+	}
+	rows, err := s.pool.Query(ctx, `UPDATE tasks SET owner = '', version = version + 1
+		WHERE id = ANY($1) AND owner = $2 AND state = $3 RETURNING id`, list, s.replica, string(a2a.TaskStateSubmitted))
+	if err != nil {
+		return nil, s.fail("releasing this replica's queued tasks", retryWrite, err)
+	}
+	got, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, s.fail("releasing this replica's queued tasks", retryWrite, err)
+	}
+	out := make([]a2a.TaskID, len(got))
+	for i, id := range got {
+		out[i] = a2a.TaskID(id)
+	}
+	return out, nil
+}
