@@ -55,6 +55,14 @@ func (s *Session) Adopt(ctx context.Context, claim func(context.Context) (*a2a.T
 	return true, nil
 }
 
+// Idle reports whether the session runs no task and queues none: a replica claims a task another
+// replica offered only then, so that offered tasks run where they start at once.
+func (s *Session) Idle() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.running == nil && len(s.queue) == 0
+}
+
 // Free is how many more tasks the session would take now: run or queue.
 func (s *Session) Free() int { return s.admit.Free() }
 
@@ -98,34 +106,38 @@ func (s *Session) Deliver(ctx context.Context, id a2a.TaskID, msg *a2a.Message) 
 
 // releaseQueuedLocked gives the stored queued tasks to the other replicas when the session closes (not
 // at its deadline, which ends them): they leave the session, and their waiters here return the task as
-// it stands, for its sender to follow at any replica. What could not be released is left queued, for
-// Close to cancel. s.mu is held.
+// it stands, for its sender to follow at any replica, as do the waiters of tasks other replicas run.
+// What could not be released is left queued, for Close to cancel. s.mu is held.
 func (s *Session) releaseQueuedLocked(ctx context.Context) error {
 	if s.cfg.Replicas == nil || s.expired {
 		return nil
 	}
 	ids, err := s.cfg.Replicas.Release(ctx, s.queuedIDsLocked())
 	if len(ids) == 0 {
+		s.waiters.NotifyAll()
 		return err
 	}
 	gone := make(map[a2a.TaskID]bool, len(ids))
 	for _, id := range ids {
 		gone[id] = true
-		s.released[id] = true
 		s.admit.Release()
 		delete(s.continuing, id)
 		delete(s.submitted, id)
 		s.waiters.Notify(id)
 	}
 	s.queue = slices.DeleteFunc(s.queue, func(id a2a.TaskID) bool { return gone[id] })
+	s.waiters.NotifyAll() // the waits on tasks other replicas run learn that no notice will come
 	s.cfg.Metrics.TasksActive.Sub(float64(len(ids)))
 	s.log.Info("released the queued tasks to the member's other replicas", "count", len(ids))
 	return err
 }
 
-// wasReleased reports whether the session gave task id to the other replicas as it closed.
-func (s *Session) wasReleased(id a2a.TaskID) bool {
+// goneElsewhere reports whether the session has closed without holding task id: a task another replica
+// runs, or one this one released as it closed. Its waiters here return it as it stands, since no
+// notice of its changes reaches a closed replica.
+func (s *Session) goneElsewhere(id a2a.TaskID) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.released[id]
+	_, held := s.submitted[id]
+	return s.closed && s.cfg.Replicas != nil && !held
 }

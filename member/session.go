@@ -179,9 +179,8 @@ type Session struct {
 	waiter    *converse.Waiter // the running task's question to its sender, while it waits
 	// continuing holds the unfinished tasks sent into an existing context: only they read its history.
 	continuing map[a2a.TaskID]bool
-	released   map[a2a.TaskID]bool // queued tasks given to the other replicas as the session closed
-	deadline   time.Time           // zero: none
-	expired    bool                // the deadline has passed: the session has ended
+	deadline   time.Time // zero: none
+	expired    bool      // the deadline has passed: the session has ended
 
 	meter    *meter.Meter // what session-status reports; it has its own lock
 	lastExit string       // the exit_status of the latest task that decides session_end's; "" before one
@@ -250,7 +249,6 @@ func Start(cfg Config) (*Session, error) {
 		done:       make(chan struct{}),
 		waiter:     converse.NewWaiter(),
 		continuing: map[a2a.TaskID]bool{},
-		released:   map[a2a.TaskID]bool{},
 		callsLeft:  map[string]int{},
 	}
 	parts, err := setup.Build(setup.Config{Capsule: cfg.Capsule, Store: cfg.Store, Member: cfg.Member, Formation: cfg.Formation,
@@ -401,6 +399,15 @@ func (s *Session) Send(ctx context.Context, msg *a2a.Message, origin Origin) (*a
 		return sent, err
 	}
 	refusal, ok := s.admit.Take()
+	if ok && s.cfg.Replicas != nil && !s.Idle() {
+		// A place here is a wait behind this replica's tasks: offered, the task is claimed by the first
+		// replica that is idle (this one too, once it is). Kept here when no replica has room.
+		s.admit.Release()
+		if offered, err := s.cfg.Replicas.Offer(ctx, t, s.admit.Limit()); offered || err != nil {
+			return t, err
+		}
+		refusal, ok = s.admit.Take()
+	}
 	if !ok && !s.admit.Refused() && s.cfg.Replicas != nil {
 		// Busy here: another replica may have a place; it claims the task from the store.
 		if offered, err := s.cfg.Replicas.Offer(ctx, t, s.admit.Limit()); offered || err != nil {
@@ -537,7 +544,7 @@ func (s *Session) Wait(ctx context.Context, id a2a.TaskID) (*a2a.Task, error) {
 	for {
 		sg := s.waiters.Watch(id)
 		t, err := s.cfg.Store.Get(ctx, id)
-		if err != nil || t.Status.State.Terminal() || t.Status.State.Interrupted() || s.wasReleased(id) {
+		if err != nil || t.Status.State.Terminal() || t.Status.State.Interrupted() || s.goneElsewhere(id) {
 			s.waiters.Unwatch(id, sg)
 			if err == nil && t.Status.State.Terminal() {
 				s.awaitSettled(ctx, id)

@@ -2,10 +2,8 @@ package server
 
 import (
 	"context"
-	"net/url"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -21,12 +19,7 @@ import (
 // server's Unix socket.
 func pgURL(t *testing.T, dsn string) string {
 	t.Helper()
-	cfg, err := pgx.ParseConfig(dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	q := url.Values{"host": {cfg.Host}, "port": {strconv.Itoa(int(cfg.Port))}, "sslmode": {"disable"}}
-	return (&url.URL{Scheme: "postgres", User: url.User(cfg.User), Path: "/" + cfg.Database, RawQuery: q.Encode()}).String()
+	return pgtest.URL(t, dsn)
 }
 
 // A member whose roster entry names a PostgreSQL store keeps its tasks there: a task sent through the door

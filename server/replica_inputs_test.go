@@ -95,33 +95,49 @@ func TestReplicaAdoptedTaskKeepsItsContext(t *testing.T) {
 }
 
 // A replica that stops gracefully gives its queued tasks to the others instead of canceling them: they
-// run and complete at a live replica, and a blocking SendMessage waiting at the stopping replica returns
-// the task as it stands, for its sender to follow anywhere. The task it was running ends canceled, as a
-// member of one process's does.
+// run and complete at a live replica. A blocking SendMessage waiting at the stopping replica returns the
+// task as it stands, for its sender to follow anywhere: one it queued, and one another replica will run.
+// The task it was running ends canceled, as a member of one process's does.
 func TestStoppingReplicaReleasesItsQueue(t *testing.T) {
-	rs := startReplicaFiles(t, 2, 2*time.Second, map[string]string{"murmur.yaml": gatedScript + "task_acceptance: queue\n"})
-	running := sendTask(t, rs.clients[0], "running", true)
+	// Two replicas of one task and a queue of one: room for four tasks.
+	rs := startReplicaFiles(t, 2, 2*time.Second, map[string]string{"murmur.yaml": gatedScript + "task_acceptance: queue\nqueue_size: 1\n"})
+	atR2 := sendTask(t, rs.clients[1], "running at r2", true)
+	running := sendTask(t, rs.clients[0], "running at r1", true)
 	waitState(t, rs.clients[0], running.ID, a2ago.TaskStateWorking)
-	queued := sendTask(t, rs.clients[0], "queued", true)
+	waitState(t, rs.clients[0], atR2.ID, a2ago.TaskStateWorking)
 	type answer struct {
 		task *a2ago.Task
 		err  error
 	}
-	blocked := make(chan answer, 1)
-	go func() {
-		res, err := rs.clients[0].SendMessage(context.Background(), &a2ago.SendMessageRequest{Message: userMessage("queued and waited on")})
+	blocked := make(chan answer, 2)
+	block := func(text string) {
+		res, err := rs.clients[0].SendMessage(context.Background(), &a2ago.SendMessageRequest{Message: userMessage(text)})
 		t, _ := res.(*a2ago.Task)
 		blocked <- answer{t, err}
-	}()
-	for deadline := time.Now().Add(10 * time.Second); len(rs.owners()) < 3; time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the third task was never stored")
+	}
+	storedBy := func(n int) {
+		for deadline := time.Now().Add(10 * time.Second); len(rs.owners()) < n; time.Sleep(10 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("task %d was never stored", n)
+			}
 		}
 	}
-	for id, owner := range rs.owners() {
-		if owner != "r1" {
-			t.Fatalf("task %s is r2's before r1 stops; want all three queued at r1", id)
+	// r1 is busy, and r2 too: the first task it cannot run is offered (unclaimed), as is the second; the
+	// member is then full, and the third waits in r1's own queue.
+	go block("offered and waited on")
+	storedBy(3)
+	offered := sendTask(t, rs.clients[0], "offered", true)
+	go block("queued at r1 and waited on")
+	storedBy(5)
+	owners := rs.owners()
+	var queued a2ago.TaskID
+	for id, owner := range owners {
+		if owner == "r1" && id != running.ID {
+			queued = id
 		}
+	}
+	if owners[offered.ID] != "" || queued == "" {
+		t.Fatalf("owners before r1 stops: %v; want two unclaimed and one queued at r1", owners)
 	}
 
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -130,27 +146,31 @@ func TestStoppingReplicaReleasesItsQueue(t *testing.T) {
 		t.Fatal(err)
 	}
 	rs.fs = rs.fs[1:] // shut down already
-	var waited answer
-	select {
-	case waited = <-blocked:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the blocking SendMessage at the stopping replica never returned")
+	var waited []*a2ago.Task
+	for range 2 {
+		select {
+		case a := <-blocked:
+			if a.err != nil || a.task == nil || a.task.Status.State.Terminal() {
+				t.Fatalf("a blocking SendMessage at the stopping replica: %+v, %v; want its task, not ended", a.task, a.err)
+			}
+			waited = append(waited, a.task)
+		case <-time.After(10 * time.Second):
+			t.Fatal("a blocking SendMessage at the stopping replica never returned")
+		}
 	}
-	if waited.err != nil || waited.task == nil || waited.task.Status.State.Terminal() {
-		t.Fatalf("the blocking SendMessage at the stopping replica: %+v, %v; want its task, not ended", waited.task, waited.err)
+	if owner := rs.owners()[queued]; owner != "" && owner != "r2" {
+		t.Errorf("r1's queued task belongs to %q after r1 stopped; want it released", owner)
 	}
 	r2 := rs.clients[1]
 	os.WriteFile(filepath.Join(rs.capsule, "go"), nil, 0o644)
-	if got := waitState(t, r2, running.ID, a2ago.TaskStateCanceled); got == nil {
-		t.Fatal("the running task")
-	}
-	for _, id := range []a2ago.TaskID{queued.ID, waited.task.ID} {
+	waitState(t, r2, running.ID, a2ago.TaskStateCanceled)
+	for _, id := range []a2ago.TaskID{atR2.ID, offered.ID, queued, waited[0].ID, waited[1].ID} {
 		done := waitState(t, r2, id, a2ago.TaskStateCompleted)
 		if owner := rs.owners()[id]; owner != "r2" {
-			t.Errorf("released task %s completed at %q; want r2", id, owner)
+			t.Errorf("task %s completed at %q; want r2", id, owner)
 		}
 		if !strings.HasPrefix(responseText(done), "done: ") {
-			t.Errorf("released task %s answers %q", id, responseText(done))
+			t.Errorf("task %s answers %q", id, responseText(done))
 		}
 	}
 }

@@ -1,11 +1,13 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"testing"
 
 	"go.uber.org/goleak"
 
+	"github.com/murmur-run/murmur/internal/pgtest"
 	"github.com/murmur-run/murmur/member/sandbox"
 )
 
@@ -20,5 +22,12 @@ func TestMain(m *testing.M) {
 		main()
 		return
 	}
-	goleak.VerifyTestMain(m)
+	code := pgtest.Main(m) // m.Run, then the test PostgreSQL stopped, when a test started it
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, "goleak:", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
 }

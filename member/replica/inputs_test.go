@@ -171,3 +171,6 @@ func TestForwardWaitsForTheOutcome(t *testing.T) {
 func (f *fakeStore) Release(ctx context.Context, ids []a2a.TaskID) ([]a2a.TaskID, error) {
 	return ids, nil
 }
+
+// Idle: the fake runs nothing, so its places alone bound what it claims.
+func (s *fakeSession) Idle() bool { return true }

@@ -34,6 +34,8 @@ type Session interface {
 	Adopt(ctx context.Context, claim func(context.Context) (*a2a.Task, error)) (bool, error)
 	// Free is how many more tasks the session would take now.
 	Free() int
+	// Idle reports whether the session runs no task and queues none: only then does it claim one.
+	Idle() bool
 	// Remote tells the task's waiters and streams of a change another replica committed.
 	Remote(ctx context.Context, id a2a.TaskID)
 	// Cancel cancels a task the session runs or queues.
@@ -259,7 +261,7 @@ func (c *Coordinator) claim(ctx context.Context) {
 		}
 		return ts[0], nil
 	}
-	for c.sess.Free() > 0 && ctx.Err() == nil {
+	for c.sess.Idle() && c.sess.Free() > 0 && ctx.Err() == nil {
 		ok, err := c.sess.Adopt(ctx, take)
 		if err != nil && ctx.Err() == nil {
 			c.cfg.Log.Warn("claiming a task", "err", err)
