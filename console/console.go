@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -179,6 +180,14 @@ func (c *Console) pollLoop(m *memberWatch) {
 	for {
 		changed, memberChanged := m.poll(c.ctx)
 		if m.view().Up {
+			// A replicated member's replicas, and which one runs each task (replicas.go).
+			moved, replicasChanged := m.readReplicas(c.ctx, c.cfg.HTTPClient)
+			for _, id := range moved {
+				if !slices.Contains(changed, id) {
+					changed = append(changed, id)
+				}
+			}
+			memberChanged = memberChanged || replicasChanged
 			c.followLive(m)
 		}
 		for _, id := range changed {

@@ -4,8 +4,8 @@
 //
 // It is a client of the formation, nothing more: it reads the doors through their A2A JSON-RPC interface
 // (ListTasks polled to find tasks, SubscribeToTask streams to follow each task that has not ended, GetTask;
-// CancelTask and SendMessage when the operator acts) with the operator
-// token, and the sessions' records by tailing the trace.jsonl files under the records root. It keeps no
+// CancelTask and SendMessage when the operator acts), and a replicated member's GET /replicas, with the
+// operator token, and the sessions' records by tailing the trace.jsonl files under the records root. It keeps no
 // state of its own beyond what it polled and read, and its login sessions.
 //
 // Security: the console listens on loopback by default. Opening it needs the operator token, through a

@@ -3,6 +3,7 @@ package console
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -17,14 +18,23 @@ import (
 
 	"github.com/murmur-run/murmur/a2a"
 	"github.com/murmur-run/murmur/internal/ids"
+	"github.com/murmur-run/murmur/internal/pgtest"
 	"github.com/murmur-run/murmur/roster"
 	"github.com/murmur-run/murmur/server"
 	"go.uber.org/goleak"
 )
 
-// Every test that starts a formation or a console must leave no goroutine behind.
+// Every test that starts a formation or a console must leave no goroutine behind. The test
+// PostgreSQL (replicas_test.go) is stopped first, when a test started it: its goroutine ends with it.
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
+	code := pgtest.Main(m)
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintf(os.Stderr, "goleak: Errors on successful test run: %v\n", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
 }
 
 const testOperatorToken = "op-token-for-tests"

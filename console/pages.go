@@ -272,6 +272,10 @@ type TaskView struct {
 	ToolInput string
 	Ended     bool
 	Started   time.Time
+	// Of a member run as replicas: Replicated, and Replica, the replica that runs the task while it has
+	// not ended ("" while no replica has claimed it).
+	Replicated bool
+	Replica    string
 }
 
 // Turn is one turn of the agent loop: the inference and what followed it.
@@ -390,6 +394,9 @@ func (c *Console) taskView(ctx context.Context, m *memberWatch, id string) TaskV
 			v.Question, v.Tool, v.ToolInput = questionOf(task.Status.Message)
 		}
 		v.Ended = v.State.Terminal()
+		if !v.Ended {
+			v.Replica, v.Replicated = m.replicaOf(id)
+		}
 	}
 	recs, dir, dmg := c.records.taskRecords(id)
 	v.Damage = dmg

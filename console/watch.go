@@ -83,6 +83,7 @@ type TaskRow struct {
 	Status    string // the status message
 	Updated   time.Time
 	Caller    string // the calling member, for a task a peer gave
+	Replica   string // the replica that runs it, for an unended task of a member run as replicas
 }
 
 // Short is the state without its TASK_STATE_ prefix, in lower case.
@@ -117,6 +118,15 @@ type memberWatch struct {
 	polls     int       // how many polls began (the tests tell stream updates from polled ones)
 	stale     bool      // the counts per state may be out of date
 	counted   time.Time // when they were last read
+
+	// What GET /replicas said (replicas.go): whether the member runs as replicas, its replicas, and the
+	// replica that runs each unended task.
+	replicasRead bool
+	replicasAt   time.Time
+	replicated   bool
+	replicasErr  string
+	replicas     []ReplicaView
+	owners       map[string]string
 }
 
 // wakeUp asks the member's poller to read the door now.
@@ -248,7 +258,11 @@ func cut(s string, n int) string {
 func (m *memberWatch) sortedLocked() []TaskRow {
 	rows := make([]TaskRow, 0, len(m.tasks))
 	for _, r := range m.tasks {
-		rows = append(rows, *r)
+		row := *r
+		if !row.State.Terminal() {
+			row.Replica = m.replicaOfLocked(row.ID)
+		}
+		rows = append(rows, row)
 	}
 	sort.Slice(rows, func(i, j int) bool {
 		if !rows[i].Updated.Equal(rows[j].Updated) {
@@ -276,6 +290,12 @@ type MemberView struct {
 	Entry    bool
 	CanCall  []string
 	Inflight int
+	// A member run as replicas: its replicas (GET /replicas), how many are live, and why they could
+	// not be read.
+	Replicated   bool
+	Replicas     []ReplicaView
+	LiveReplicas int
+	ReplicasErr  string
 }
 
 // StateCount is a state and how many tasks are in it.
@@ -310,6 +330,7 @@ func (m *memberWatch) view() MemberView {
 	v.Working = m.counts[a2a.TaskStateWorking]
 	v.Queued = m.counts[a2a.TaskStateSubmitted]
 	v.Waiting = m.counts[a2a.TaskStateInputRequired] + m.counts[a2a.TaskStateAuthRequired]
+	m.replicasViewLocked(&v)
 	return v
 }
 

@@ -8,6 +8,7 @@ import (
 	"github.com/murmur-run/murmur/a2a"
 	"github.com/murmur-run/murmur/member/converse"
 	"github.com/murmur-run/murmur/member/events"
+	"github.com/murmur-run/murmur/member/store"
 )
 
 // Replicas is what a session on one of its member's replicas (DESIGN §16) asks of the others, through
@@ -140,4 +141,29 @@ func (s *Session) goneElsewhere(id a2a.TaskID) bool {
 	defer s.mu.Unlock()
 	_, held := s.submitted[id]
 	return s.closed && s.cfg.Replicas != nil && !held
+}
+
+// sentBefore is the task a copy of t's message made at another replica, when storing t failed for
+// that (store.ErrSentBefore): the answer to a retry that raced its first copy.
+func (s *Session) sentBefore(ctx context.Context, t *a2a.Task, err error) *a2a.Task {
+	if !errors.Is(err, store.ErrSentBefore) {
+		return nil
+	}
+	sent, gerr := s.cfg.Store.GetByMessage(ctx, store.TaskCaller(t), store.FirstMessageID(t))
+	if gerr != nil {
+		return nil
+	}
+	return sent
+}
+
+// offered is Send's answer for t, which it offered to the other replicas: t, or the task a copy of its
+// message made first at another replica, or the offer's error.
+func (s *Session) offered(ctx context.Context, t *a2a.Task, err error, origin Origin) (*a2a.Task, error) {
+	if sent := s.sentBefore(ctx, t, err); sent != nil {
+		if origin.Retried != nil {
+			origin.Retried(sent)
+		}
+		return sent, nil
+	}
+	return t, err
 }

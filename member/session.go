@@ -404,14 +404,14 @@ func (s *Session) Send(ctx context.Context, msg *a2a.Message, origin Origin) (*a
 		// replica that is idle (this one too, once it is). Kept here when no replica has room.
 		s.admit.Release()
 		if offered, err := s.cfg.Replicas.Offer(ctx, t, s.admit.Limit()); offered || err != nil {
-			return t, err
+			return s.offered(ctx, t, err, origin)
 		}
 		refusal, ok = s.admit.Take()
 	}
 	if !ok && !s.admit.Refused() && s.cfg.Replicas != nil {
 		// Busy here: another replica may have a place; it claims the task from the store.
 		if offered, err := s.cfg.Replicas.Offer(ctx, t, s.admit.Limit()); offered || err != nil {
-			return t, err
+			return s.offered(ctx, t, err, origin)
 		}
 	}
 	if !ok {
@@ -450,6 +450,7 @@ func (s *Session) Send(ctx context.Context, msg *a2a.Message, origin Origin) (*a
 	defer s.storing.Done()
 
 	err := s.cfg.Store.Create(ctx, t)
+	sentBefore := s.sentBefore(ctx, t, err)
 	var storedErr error
 	if err == nil && origin.Stored != nil {
 		storedErr = origin.Stored(t) // the task is still unstored to the executor: it cannot start yet
@@ -468,6 +469,12 @@ func (s *Session) Send(ctx context.Context, msg *a2a.Message, origin Origin) (*a
 		s.cfg.Metrics.TasksActive.Dec()
 		s.admit.Release()
 		s.kickLocked()
+		if sentBefore != nil {
+			if origin.Retried != nil {
+				origin.Retried(sentBefore)
+			}
+			return sentBefore, nil
+		}
 		return nil, err
 	}
 	if i < 0 {

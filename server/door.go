@@ -80,6 +80,9 @@ type DoorConfig struct {
 	// MaxStreams is how many streams one caller (the operator, a peer member) may hold open at once;
 	// 0: DefaultMaxStreams.
 	MaxStreams int
+	// Replicas is the shared store of a member run as replicas (DESIGN §16), which GET /replicas reads;
+	// nil for a member of one process (the route answers 404).
+	Replicas ReplicaSet
 }
 
 // Door is one member's HTTP surface.

@@ -139,8 +139,13 @@ func StartFormation(cfg FormationConfig) (*Formation, error) {
 			return nil, fmt.Errorf("member %s: door cannot listen on %s: %w (set listen: in roster.yaml, or MUR_LISTEN)", name, listen, err)
 		}
 		listeners[name] = ln
-		if strings.HasSuffix(listen, ":0") || r.Members[i].URL == "" {
+		switch {
+		case strings.HasSuffix(listen, ":0") || r.Members[i].URL == "":
 			r.Members[i].URL = "http://" + ln.Addr().String()
+		case cfg.Listen != "" && r.Members[i].URL == listenURL(r.Members[i].Listen):
+			// The roster's URL was its listen address's (no url: of its own): the door is where
+			// --listen (MUR_LISTEN) put it.
+			r.Members[i].URL = listenURL(ln.Addr().String())
 		}
 	}
 	for _, name := range names {
@@ -270,12 +275,17 @@ func (f *Formation) start(m roster.Member, ln net.Listener) (*RunningMember, err
 		log.Info("push notifications are off: this member's tasks are on PostgreSQL, which keeps no push configs yet")
 	}
 	url := m.URL
+	// GET /replicas reads a replica's shared store; a member of one process has no replicas to list.
+	var replicas ReplicaSet
+	if rs, ok := store.(ReplicaSet); ok && replicaName != "" {
+		replicas = rs
+	}
 	door, err := NewDoor(DoorConfig{
 		Member: m.Name, Roster: cfg.Roster, Executor: sess, Tokens: cfg.Tokens,
 		Card:    NewCard(m.Name, capsule.Description, cfg.Version, url, cfg.Roster.Formation),
 		MaxBody: cfg.MaxBody, MaxStreams: cfg.MaxStreams, Gatherer: reg, Registerer: wrapped, Logger: log,
 		ExportRoot: sess.ExportRoot(), AnswersMessage: capsule.AnswersWithMessage(), Now: cfg.Now, Events: streams, Push: pushConfigs,
-		Control: sess, ControlTokens: control,
+		Control: sess, ControlTokens: control, Replicas: replicas,
 	})
 	if err != nil {
 		ln.Close()
@@ -362,4 +372,17 @@ func openPush(path string, capsule *capsule.Capsule, cfg FormationConfig, reg pr
 		ConfigsPerTask: capsule.Push.MaxConfigsPerTask, ConfigsPerCaller: capsule.Push.MaxConfigsPerCaller,
 		Delivered: func(outcome string) { deliveries.WithLabelValues(outcome).Inc() },
 		Dropped:   dropped.Inc, Settle: settle})
+}
+
+// listenURL is the URL the roster gives a member from its listen address alone: a wildcard host is
+// reached on 127.0.0.1.
+func listenURL(listen string) string {
+	host, port, err := net.SplitHostPort(listen)
+	if err != nil {
+		return ""
+	}
+	if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
+		host = "127.0.0.1"
+	}
+	return "http://" + net.JoinHostPort(host, port)
 }

@@ -22,6 +22,7 @@ func (d *Door) routes() http.Handler {
 	r.Get("/tasks/{id}/artifacts/*", d.serveArtifact)
 	r.Get("/healthz", serveHealthz)
 	r.Get("/readyz", d.serveReadyz)
+	r.Get("/replicas", d.serveReplicas)
 	r.Method(http.MethodGet, "/metrics", promhttp.HandlerFor(d.cfg.Gatherer, promhttp.HandlerOpts{}))
 	return r
 }

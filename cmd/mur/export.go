@@ -263,6 +263,16 @@ func composeYAML(l *layout, outDir, image string, monitoring bool) ([]byte, erro
 	if monitoring {
 		header = append(header, "  docker compose --profile monitoring up -d   and Prometheus (127.0.0.1:9090) and Grafana (127.0.0.1:3000),")
 		header = append(header, "                                              whose images need a registry")
+		var replicated []string
+		for _, m := range r.Members {
+			if m.ReplicaCount() > 1 {
+				replicated = append(replicated, m.Name)
+			}
+		}
+		if len(replicated) > 0 {
+			header = append(header, wrapWords("Prometheus reads prometheus.yml beside this file (mur export prometheus), which scrapes each replica of "+
+				strings.Join(replicated, ", ")+" on its own, found by a DNS lookup of the service name (dns_sd_configs).")...)
+		}
 	}
 	for _, m := range r.Members {
 		header = append(header, composeStoreNote(m, l.ports[m.Name], m.Name == l.entry)...)
@@ -364,20 +374,42 @@ func prometheusYAML(l *layout, outDir string) ([]byte, error) {
 		"each door is published on instead (docs/containers.md).",
 		"",
 	)
+	// A member of one process is one target, by its service name. A member's replicas sit behind one
+	// service name that resolves to each replica's address (compose's DNS, as for deploy.replicas): one
+	// target by that name would reach one replica per scrape, a different one each time, so they are
+	// found by a DNS lookup of the name (A records) instead, each replica a target of its own; each one's
+	// series carry its replica label.
 	var targets []any
+	var replicated []string
 	for _, m := range r.Members {
+		if m.ReplicaCount() > 1 {
+			replicated = append(replicated, m.Name)
+			continue
+		}
 		targets = append(targets, fmt.Sprintf("%s:%d", m.Name, l.ports[m.Name]))
+	}
+	job := ymap("job_name", "mur", "metrics_path", "/metrics")
+	if len(targets) > 0 {
+		job = yappend(job, "static_configs", yseq(ymap(
+			"targets", yflow(targets...),
+			"labels", ymap("formation", r.Formation),
+		)))
+	}
+	if len(replicated) > 0 {
+		header = append(header[:len(header)-1], wrapWords(fmt.Sprintf("The replicas of %s are found by a DNS lookup of the service name "+
+			"(dns_sd_configs, A records), each one scraped on its own.", strings.Join(replicated, ", ")))...)
+		header = append(header, "")
+		var lookups []any
+		for _, name := range replicated {
+			lookups = append(lookups, ymap("names", yflow(name), "type", "A", "port", l.ports[name]))
+		}
+		// A DNS lookup's targets take no labels of their own: the job gives every target its formation.
+		job = yappend(job, "dns_sd_configs", yseq(lookups...),
+			"relabel_configs", yseq(ymap("target_label", "formation", "replacement", r.Formation)))
 	}
 	doc := ymap(
 		"global", ymap("scrape_interval", "15s", "evaluation_interval", "15s"),
-		"scrape_configs", yseq(ymap(
-			"job_name", "mur",
-			"metrics_path", "/metrics",
-			"static_configs", yseq(ymap(
-				"targets", yflow(targets...),
-				"labels", ymap("formation", r.Formation),
-			)),
-		)),
+		"scrape_configs", yseq(job),
 	)
 	return encodeYAML(header, doc)
 }

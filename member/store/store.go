@@ -33,6 +33,11 @@ const RestartMessage = "member restarted: the task was interrupted and did not f
 
 // ErrNotFound is the failure of Update and Get for a task the store does not hold. It wraps
 // a2a.ErrTaskNotFound, so the wire sees -32001.
+// ErrSentBefore is why Create refused a task: the same caller's message with the same messageId made a
+// task already, stored by another replica of the member at the same moment (DESIGN §16, safe retries).
+// GetByMessage finds that task, which is the answer to the message.
+var ErrSentBefore = errors.New("member: a task for this message is already stored (a copy of it reached another replica first)")
+
 var ErrNotFound = fmt.Errorf("member: task not in the store: %w", a2a.ErrTaskNotFound)
 
 // Store is a member's durable task store: one SQLite file, in WAL mode with synchronous=FULL, so a

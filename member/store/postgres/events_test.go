@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math"
 	"testing"
 	"time"
@@ -254,5 +255,40 @@ func TestParseInputNotice(t *testing.T) {
 		if got, ok := parseInputNotice(tt.payload); got != tt.want || ok != tt.ok {
 			t.Errorf("parseInputNotice(%q) = %+v, %v; want %+v, %v", tt.payload, got, ok, tt.want, tt.ok)
 		}
+	}
+}
+
+// TestOneTaskPerMessage: copies of one caller's message created at once by two replicas store one task;
+// the other Create fails with store.ErrSentBefore, and GetByMessage finds the stored one. A rejection
+// does not count.
+func TestOneTaskPerMessage(t *testing.T) {
+	clk := newClock(epoch)
+	r1, dsn := open(t, clk.cfg("r1"))
+	r2, _ := open(t, clk.cfg("r2"), dsn)
+	ctx := t.Context()
+	for round := range 10 {
+		msg := a2a.MessageID(fmt.Sprintf("msg_race_%d", round))
+		a, b := task(100+2*round, "ctx_a", a2a.TaskStateSubmitted), task(101+2*round, "ctx_a", a2a.TaskStateSubmitted)
+		a.History[0].MessageID, b.History[0].MessageID = msg, msg
+		errs := make(chan error, 2)
+		go func() { errs <- r1.Create(ctx, a) }()
+		go func() { errs <- r2.Create(ctx, b) }()
+		e1, e2 := <-errs, <-errs
+		if (e1 == nil) == (e2 == nil) || !errors.Is(errors.Join(e1, e2), store.ErrSentBefore) {
+			t.Fatalf("round %d: two copies created at once: %v and %v; want one stored and one ErrSentBefore", round, e1, e2)
+		}
+		if got, err := r1.GetByMessage(ctx, "", string(msg)); err != nil || (got.ID != a.ID && got.ID != b.ID) {
+			t.Errorf("round %d: GetByMessage = %v, %v", round, got, err)
+		}
+	}
+	rejected := task(200, "ctx_a", a2a.TaskStateRejected)
+	rejected.History[0].MessageID = "msg_again"
+	again := task(201, "ctx_a", a2a.TaskStateSubmitted)
+	again.History[0].MessageID = "msg_again"
+	if err := r1.Create(ctx, rejected); err != nil {
+		t.Fatal(err)
+	}
+	if err := r2.Create(ctx, again); err != nil {
+		t.Errorf("a message sent again after its rejection: %v; want it stored", err)
 	}
 }

@@ -272,6 +272,9 @@ func (s *Store) Offer(ctx context.Context, t *a2a.Task, perReplica int) (bool, e
 		return nil
 	})
 	if errors.Is(err, errDuplicate) {
+		if other, gerr := s.GetByMessage(ctx, r.caller, r.message); r.message != "" && gerr == nil && other.ID != t.ID {
+			return false, fmt.Errorf("member: offering task %s: %w", t.ID, store.ErrSentBefore)
+		}
 		return false, fmt.Errorf("member: storing task %s: a task with this id is already stored", t.ID)
 	}
 	if err != nil {

@@ -506,6 +506,7 @@ func settleWatch(t *testing.T, s *Store, ch <-chan store.Notice, n int) {
 	deadline := time.Now().Add(20 * time.Second)
 	for i := 0; ; i++ {
 		probe.ID = a2a.TaskID(fmt.Sprintf("probe_%d_%d", n, i))
+		probe.History[0].MessageID = a2a.MessageID(probe.ID) // a message per probe: a replica stores one task per message
 		mustCreate(t, s, probe)
 		select {
 		case got := <-ch:

@@ -87,6 +87,17 @@ const (
 	// insertSQL's $9 is the task's owner: '' in a member of one process, and for a task Offer stores.
 	insertSQL = `INSERT INTO tasks (id, context_id, state, status_ts, created, caller, version, task, message_id, owner)
 		VALUES ($1, $2, $3, $4, $5, $6, 1, $7, $8, $9) ON CONFLICT (id) DO NOTHING`
+	// A replica's insertSQL (DESIGN §16, safe retries): the task is stored only when no other task of
+	// the same caller's message is (a rejection aside), under messageLockSQL, taken by the statement
+	// before it in the same transaction, so that two replicas storing copies of one message at once
+	// store one task: the second one's statement starts once the first's transaction has ended, and sees
+	// its task. A member of one process holds its copies in memory (member/retry).
+	insertOnceSQL = `INSERT INTO tasks (id, context_id, state, status_ts, created, caller, version, task, message_id, owner)
+		SELECT $1, $2, $3, $4, $5, $6, 1, $7, $8, $9
+		WHERE $8 = '' OR $3 = 'TASK_STATE_REJECTED' OR NOT EXISTS (SELECT FROM tasks
+			WHERE caller = $6 AND message_id = $8 AND state <> 'TASK_STATE_REJECTED')
+		ON CONFLICT (id) DO NOTHING`
+	messageLockSQL = `SELECT pg_advisory_xact_lock(hashtextextended($1 || ' ' || $2, 0))`
 	// A task's context and caller never change once it is created.
 	updateSQL = `UPDATE tasks SET state = $2, status_ts = $3, task = $4, version = version + 1 WHERE id = $1`
 	// updateOwnedSQL is a replica's updateSQL: it writes the task only while replica $5 owns it, and
@@ -202,8 +213,19 @@ func (s *Store) Create(ctx context.Context, t *a2a.Task) error {
 	if ts := t.Status.Timestamp; ts != nil {
 		r.created = ts.UnixMilli()
 	}
-	return s.rowError(t.ID, s.await(ctx, &write{kind: kindRows, rows: []row{r}}))
+	err := s.rowError(t.ID, s.await(ctx, &write{kind: kindRows, rows: []row{r}}))
+	if errors.Is(err, errNotInserted) && s.replica != "" && r.message != "" && t.Status.State != a2a.TaskStateRejected {
+		// A clash on the task's message, not its id, when the message's task is stored already.
+		if other, gerr := s.GetByMessage(ctx, r.caller, r.message); gerr == nil && other.ID != t.ID {
+			return fmt.Errorf("member: storing task %s: %w", t.ID, store.ErrSentBefore)
+		}
+	}
+	return err
 }
+
+// errNotInserted is why a create stored nothing: a task with its id, or (a replica's) a task for its
+// message, is stored already.
+var errNotInserted = errors.New("a task with this id is already stored")
 
 // rowError is the error of a one-row write.
 func (s *Store) rowError(id a2a.TaskID, res result) error {
@@ -522,6 +544,9 @@ func sendRows(ctx context.Context, db batcher, group []*write, replica string) e
 			switch {
 			case r.note:
 				b.Queue(noteSQL, string(r.id), r.body, replica)
+			case r.create && replica != "" && r.message != "":
+				b.Queue(messageLockSQL, r.caller, r.message)
+				b.Queue(insertOnceSQL, string(r.id), r.context, r.state, r.ts, r.created, r.caller, r.body, r.message, r.owner)
 			case r.create:
 				b.Queue(insertSQL, string(r.id), r.context, r.state, r.ts, r.created, r.caller, r.body, r.message, r.owner)
 			case replica != "":
@@ -554,6 +579,12 @@ func sendRows(ctx context.Context, db batcher, group []*write, replica string) e
 				}
 				continue
 			}
+			if r.create && replica != "" && r.message != "" {
+				if _, err := br.Exec(); err != nil { // messageLockSQL
+					br.Close()
+					return err
+				}
+			}
 			tag, err := br.Exec()
 			if err != nil {
 				br.Close()
@@ -561,7 +592,7 @@ func sendRows(ctx context.Context, db batcher, group []*write, replica string) e
 			}
 			if tag.RowsAffected() == 0 && !r.note { // a note of a task no longer owned is dropped
 				if r.create {
-					w.res.errs[i] = fmt.Errorf("member: storing task %s: a task with this id is already stored", r.id)
+					w.res.errs[i] = fmt.Errorf("member: storing task %s: %w", r.id, errNotInserted)
 				} else {
 					w.res.errs[i] = store.NotStored(r.id)
 				}

@@ -39,6 +39,7 @@ func testCreateGet(t *testing.T, open opener) {
 	t.Run("copies", func(t *testing.T) {
 		handed := fullTask()
 		handed.ID = "tsk_copied"
+		handed.History[0].MessageID = "msg_copied" // a task of its own message: a replica's store keeps one per message
 		want := clone(t, handed)
 		create(t, s, handed)
 		// The caller changes what it handed over, deep inside.
@@ -365,10 +366,19 @@ func testGetByMessage(t *testing.T, open opener) {
 			t.Errorf("GetByMessage(%q, %q) = %v, %v; want %s", tc.caller, tc.message, got, err, tc.want)
 		}
 	}
-	// The newest task a message created, as it stands now.
+	// A second task of one message: a store of one process keeps it, and GetByMessage finds the newest
+	// task a message created, as it stands now; a replica's store keeps one task per message (DESIGN
+	// §16: copies reaching two replicas at once) and refuses it with ErrSentBefore.
 	again := peerTask(5, "caller")
 	again.History[0].MessageID = "msg_retried"
-	create(t, s, again)
+	if err := s.Create(ctx, again); errors.Is(err, store.ErrSentBefore) {
+		if got, err := s.GetByMessage(ctx, "caller", "msg_retried"); err != nil || got.ID == again.ID {
+			t.Errorf("GetByMessage after a refused second task of the message: %v, %v; want the first", got, err)
+		}
+		return
+	} else if err != nil {
+		t.Fatal(err)
+	}
 	again.Status.State = a2a.TaskStateCanceled
 	if err := s.Update(ctx, again); err != nil {
 		t.Fatal(err)
