@@ -499,7 +499,8 @@ func racingCopies(t *testing.T, ctx context.Context, dsn string, c *a2aclient.Cl
 	for i := range reqs {
 		reqs[i] = lbRequest(fmt.Sprintf("racing %d", i), true)
 		for k := range 2 {
-			wg.Go(func() { got[i][k], errs[i][k] = lbSend(ctx, c, reqs[i]) })
+			copied := *reqs[i] // a2a-go's client writes the request's tenant: a request of its own to each
+			wg.Go(func() { got[i][k], errs[i][k] = lbSend(ctx, c, &copied) })
 		}
 	}
 	wg.Wait()

@@ -261,7 +261,15 @@ func (s *Store) Offer(ctx context.Context, t *a2a.Task, perReplica int) (bool, e
 		if busy >= perReplica*live {
 			return nil
 		}
-		tag, err := tx.Exec(ctx, insertSQL, string(r.id), r.context, r.state, r.ts, r.created, r.caller, r.body, r.message, "")
+		insert := insertSQL
+		if r.message != "" {
+			// One task per message, as a replica's Create stores it (insertOnceSQL).
+			if _, err := tx.Exec(ctx, messageLockSQL, r.caller, r.message); err != nil {
+				return err
+			}
+			insert = insertOnceSQL
+		}
+		tag, err := tx.Exec(ctx, insert, string(r.id), r.context, r.state, r.ts, r.created, r.caller, r.body, r.message, "")
 		if err != nil {
 			return err
 		}
