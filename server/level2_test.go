@@ -17,8 +17,12 @@ import (
 
 	a2ago "github.com/a2aproject/a2a-go/v2/a2a"
 
+	"github.com/murmur-run/murmur/member"
 	"github.com/murmur-run/murmur/member/artifact/wasm"
+	"github.com/murmur-run/murmur/member/capsule"
 	"github.com/murmur-run/murmur/member/driver"
+	"github.com/murmur-run/murmur/member/metrics"
+	"github.com/murmur-run/murmur/member/store"
 )
 
 // The WIT level 2 tests (DESIGN §18) run the level2 example's modules (deploy/examples/level2: the tool
@@ -213,6 +217,115 @@ func TestLevel2ManagePullRefusals(t *testing.T) {
 	})
 }
 
+// farManifest is a tool that needs WIT level 3, which this mur does not serve.
+const farManifest = "name: local/far\nversion: 1.0.0\nruntime: tool\nimplementation: wasm\nmodule: module.wasm\nwit_level: 3\n" +
+	"description: needs a WIT level above this mur's\ninput_schema:\n  type: object\n"
+
+// WIT level 2 is accepted at a pull (manage.pull of the level-2 tool local/loud installs it) and at
+// staging (every test here starts one); a level-3 artifact is still E-WIT-LEVEL-001 at both: manage.pull
+// refuses it does-not-fit: with murmur.lock left as it was, and a session declaring one does not start.
+func TestLevel2WITLevels(t *testing.T) {
+	mods, _, _ := level2Modules(t)
+	capsuleWith := func(t *testing.T, blocks string) map[string]string {
+		return level2Capsule(t, blocks, []string{"puller", "loud"}, map[string]string{
+			".murmur/store/local/puller/1.0.0/murmur.yaml": pullerManifest,
+			".murmur/store/local/far/1.0.0/murmur.yaml":    farManifest,
+			".murmur/store/local/far/1.0.0/module.wasm":    string(mods["shout"]),
+		})
+	}
+	pulling := "tools: [local/puller]\ncapabilities:\n  install: {tool: ['*'], from: [stores]}\n"
+	t.Run("a level-2 pull", func(t *testing.T) {
+		f := startLevel2(t, capsuleWith(t, pulling))
+		got := responseText(sendTask(t, f.client(testOperatorToken), "pull local/loud", false))
+		if !strings.HasPrefix(got, "ok: ") || !strings.Contains(got, `"artifact":"local/loud"`) || !strings.Contains(got, `"tool_name":"loud"`) {
+			t.Errorf("answer %q: want pull-artifact's data for local/loud", got)
+		}
+		pulled := recordsOf(traceOf(t, f.session), "artifact_pulled")
+		if len(pulled) != 1 || pulled[0]["artifact"] != "local/loud" || pulled[0]["via"] != "manage" {
+			t.Errorf("artifact_pulled records %v: want one of local/loud, via manage", pulled)
+		}
+		lock, err := os.ReadFile(filepath.Join(f.dir, "murmur.lock"))
+		if err != nil || !strings.Contains(string(lock), "name: local/loud") {
+			t.Errorf("murmur.lock %q (%v): want local/loud pinned", lock, err)
+		}
+	})
+	t.Run("a level-3 pull", func(t *testing.T) {
+		f := startLevel2(t, capsuleWith(t, pulling))
+		before, err := os.ReadFile(filepath.Join(f.dir, "murmur.lock"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := responseText(sendTask(t, f.client(testOperatorToken), "pull local/far", false))
+		if want := "error: does-not-fit: E-WIT-LEVEL-001: "; !strings.HasPrefix(got, want) || !strings.Contains(got, "needs level 3") {
+			t.Errorf("answer %q: want it to open with %q and say local/far needs level 3", got, want)
+		}
+		after, _ := os.ReadFile(filepath.Join(f.dir, "murmur.lock"))
+		if string(after) != string(before) {
+			t.Errorf("murmur.lock changed:\n%s\nwas\n%s", after, before)
+		}
+		if p := recordsOf(traceOf(t, f.session), "artifact_pulled"); len(p) != 0 {
+			t.Errorf("artifact_pulled records %v after a refusal", p)
+		}
+	})
+	t.Run("a level-3 tool declared", func(t *testing.T) {
+		err := startError(t, capsuleWith(t, "tools: [local/puller, local/far]\n"))
+		if err == nil || !strings.Contains(err.Error(), "E-WIT-LEVEL-001") || !strings.Contains(err.Error(), "local/far") ||
+			!strings.Contains(err.Error(), "needs level 3") {
+			t.Errorf("member.Start: %v; want E-WIT-LEVEL-001 for local/far", err)
+		}
+	})
+}
+
+// startError starts a session of the capsule files as startDoorWith does, and returns Start's error (a
+// session that starts is closed).
+func startError(t *testing.T, files map[string]string) error {
+	t.Helper()
+	_, _, cache := level2Modules(t)
+	root := t.TempDir()
+	dir := filepath.Join(root, "capsule")
+	for name, body := range files {
+		p := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(body), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c, err := capsule.Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := store.Open(filepath.Join(root, "data", "tasks.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	_, wrapped := NewRegistry("solo")
+	series, err := metrics.New(wrapped)
+	if err != nil {
+		t.Fatal(err)
+	}
+	global := filepath.Join(root, "global-store")
+	sess, err := member.Start(member.Config{
+		Member: "solo", Formation: "test", Capsule: c, Store: st, Metrics: series,
+		RecordsRoot: filepath.Join(root, "records"), WorkDir: filepath.Join(root, "work"),
+		ArtifactsDir: filepath.Join(root, "data", "artifacts"), WasmCacheDir: cache,
+		Getenv: func(k string) string {
+			if k == "MUR_STORE_DIR" {
+				return global
+			}
+			return ""
+		},
+	})
+	if err == nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		sess.Close(ctx)
+	}
+	return err
+}
+
 // safeShell is a capsule with shell binaries under local/safe-shell, the example's level-2 policy hook;
 // grant adds capabilities.hooks.inference, inference adds lines to the inference block.
 func safeShell(t *testing.T, grant bool, inference string) map[string]string {
@@ -276,6 +389,22 @@ func TestLevel2HookInferenceRefusals(t *testing.T) {
 		want := "the model could not be asked: over-limit: the task used all 1 turns of inference.max_turns; run_inference made no call"
 		if len(denied) != 1 || denied[0]["reason"] != want {
 			t.Errorf("tool_denied records %v: want the reason %q", denied, want)
+		}
+	})
+	t.Run("past max_session_tokens", func(t *testing.T) {
+		f := startLevel2(t, safeShell(t, true, "  max_session_tokens: 1\n"))
+		sendTask(t, f.client(testOperatorToken), "echo hi", false)
+		trace := traceOf(t, f.session)
+		denied := recordsOf(trace, "tool_denied")
+		prefix := "the model could not be asked: over-limit: the session has spent "
+		suffix := " tokens, its inference.max_session_tokens ceiling of 1; run_inference made no call"
+		if len(denied) != 1 || !strings.HasPrefix(fmt.Sprint(denied[0]["reason"]), prefix) || !strings.HasSuffix(fmt.Sprint(denied[0]["reason"]), suffix) {
+			t.Errorf("tool_denied records %v: want the reason %q<spend>%q", denied, prefix, suffix)
+		}
+		for _, r := range recordsOf(trace, "inference") {
+			if r["hook"] != nil {
+				t.Errorf("an inference record of the hook %v, though its call was refused", r)
+			}
 		}
 	})
 	t.Run("without the grant", func(t *testing.T) {

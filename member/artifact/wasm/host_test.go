@@ -503,3 +503,28 @@ func TestImportingIsRunnable(t *testing.T) {
 		t.Errorf("%+v; want a module that ran and wrote nothing", res)
 	}
 }
+
+// The memory limit holds inside a host call: an answer longer than the module's memory limit lets it
+// hold (48 MB against 32 MB) stops the module by that limit when it makes room for the answer, as any
+// allocation past the limit does; the same answer's call runs within a limit it fits.
+func TestHostCallAnswerOverMemoryLimit(t *testing.T) {
+	r := newRunner(t, Config{})
+	h := answering(`{"blob": "` + strings.Repeat("x", 48<<20) + `"}`)
+	call := hostCallOf(t, `{"pull": "local/big"}`, h)
+	call.MemoryMB = 32
+	call.Timeout = 2 * time.Minute // without the memory limit, the time limit would stop it
+	res := mustRun(t, r, call)
+	if res.Stopped != StopMemory || res.Limit != "its memory limit of 32 MB" || res.Status != StatusError ||
+		!strings.HasPrefix(res.Failure, "The module was stopped by its memory limit of 32 MB: it asked for ") {
+		t.Errorf("%+v; want a stop by the memory limit", res)
+	}
+	if got := h.got(); len(got) != 1 || got[0] != `manage_pull {"artifact":"local/big"}` {
+		t.Errorf("the Host got %.200q, want one manage_pull", got)
+	}
+	small := answering(`{"artifact": "local/big"}`)
+	ok := hostCallOf(t, `{"pull": "local/big"}`, small)
+	ok.MemoryMB = 32
+	if res := mustRun(t, r, ok); res.Status != StatusOK || res.Output != "answer" {
+		t.Errorf("a call whose answer fits: %+v", res)
+	}
+}
