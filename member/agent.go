@@ -171,11 +171,13 @@ func (s *Session) systemPrompt() string {
 // dispatch answers one tool call through the session's registry. A name that was not staged is refused
 // with the message naming the declaration that would have staged it.
 func (s *Session) dispatch(ctx context.Context, task string, call driver.ToolCall) driver.ToolResult {
-	return s.dispatchCall(ctx, task, call, true)
+	return s.dispatchCall(ctx, task, call, false)
 }
 
-// dispatchCall is dispatch; notice false leaves the deadline notice to the caller (a plan's steps).
-func (s *Session) dispatchCall(ctx context.Context, task string, call driver.ToolCall, notice bool) driver.ToolResult {
+// dispatchCall is dispatch, or a step of a plan (inPlan): then the deadline notice is left to the plan's
+// own result, and a tool artifact may not pull (manage.pull, as pull-artifact, is not callable from a
+// plan step).
+func (s *Session) dispatchCall(ctx context.Context, task string, call driver.ToolCall, inPlan bool) driver.ToolResult {
 	start := time.Now()
 	var res runtimetools.Result
 	ran := false
@@ -204,7 +206,7 @@ func (s *Session) dispatchCall(ctx context.Context, task string, call driver.Too
 		}
 		res = r
 	} else {
-		res = s.art.Run(ctx, task, a, call)
+		res = s.art.Run(ctx, task, a, call, inPlan)
 		ran = res.Status != runtimetools.StatusRefused
 	}
 	s.cfg.Metrics.ToolCalls.WithLabelValues(call.Name, res.Status).Inc()
@@ -226,7 +228,7 @@ func (s *Session) dispatchCall(ctx context.Context, task string, call driver.Too
 		s.log.Debug("tool call", "task", task, "tool", call.Name, "status", res.Status, "summary", res.Summary)
 	}
 	note := res.Note
-	if notice && ran && res.Status != runtimetools.StatusRefused {
+	if !inPlan && ran && res.Status != runtimetools.StatusRefused {
 		if line := s.rules.Notice(task); line != "" {
 			note = strings.TrimPrefix(note+"\n"+line, "\n")
 		}

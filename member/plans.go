@@ -18,7 +18,7 @@ func (s *Session) RunPlan(ctx context.Context, call runtimetools.Call) runtimeto
 		Known:     func(name string) bool { return slices.Contains(s.inventory(), name) },
 		Inventory: s.inventory,
 		Dispatch: func(ctx context.Context, step, tool string, input json.RawMessage) (string, string, any) {
-			r := s.dispatchCall(ctx, call.Task, driver.ToolCall{ID: call.ID + "." + step, Name: tool, Input: input}, false)
+			r := s.dispatchCall(ctx, call.Task, driver.ToolCall{ID: call.ID + "." + step, Name: tool, Input: input}, true)
 			return r.Status, r.Output, r.Data
 		},
 		Record: func(fields map[string]any) {

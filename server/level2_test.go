@@ -103,6 +103,10 @@ const level2Script = `rules:
     turns:
       - call: [{tool: puller, input: {artifact: '{{.name}}'}}]
       - say: '{{(index .results 0).status}}: {{(index .results 0).output}}'
+  - match: '^plan pull (?P<name>\S+)$'
+    turns:
+      - call: [{tool: submit-plan, input: {steps: [{id: s1, tool: puller, input: {artifact: '{{.name}}'}}]}}]
+      - say: '{{(index .results 0).output}}'
   - match: '^echo (?P<arg>.+)$'
     turns:
       - call: [{tool: echo, input: {args: ['{{.arg}}']}}]
@@ -204,6 +208,33 @@ func TestLevel2ManagePullRefusals(t *testing.T) {
 		}
 		if p := recordsOf(traceOf(t, f.session), "artifact_pulled"); len(p) != 0 {
 			t.Errorf("artifact_pulled records %v after a refusal", p)
+		}
+	})
+	t.Run("in a plan step", func(t *testing.T) {
+		// The capsule may pull local/shout (pulling it outside a plan succeeds), but a pull from a plan step
+		// is refused as pull-artifact's own call from a plan step is, and installs nothing.
+		files := level2Capsule(t, "tools: [local/puller]\ncapabilities:\n  plan: {submit: true}\n  install: {tool: [local/shout], from: [stores]}\n",
+			[]string{"puller", "shout"}, map[string]string{".murmur/store/local/puller/1.0.0/murmur.yaml": pullerManifest})
+		f := startLevel2(t, files)
+		before, err := os.ReadFile(filepath.Join(f.dir, "murmur.lock"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		task := sendTask(t, f.client(testOperatorToken), "plan pull local/shout", false)
+		steps := planResult(t, responseText(task))
+		want := "not-granted: manage.pull is not callable from a plan step"
+		if len(steps) != 1 || steps[0]["status"] != "error" || !strings.HasPrefix(fmt.Sprint(steps[0]["output"]), want) {
+			t.Errorf("plan steps %v: want s1's error to open with %q", steps, want)
+		}
+		after, _ := os.ReadFile(filepath.Join(f.dir, "murmur.lock"))
+		if string(after) != string(before) {
+			t.Errorf("murmur.lock changed:\n%s\nwas\n%s", after, before)
+		}
+		if p := recordsOf(traceOf(t, f.session), "artifact_pulled"); len(p) != 0 {
+			t.Errorf("artifact_pulled records %v after a pull from a plan step", p)
+		}
+		if task := sendTask(t, f.client(testOperatorToken), "pull local/shout", false); !strings.HasPrefix(responseText(task), "ok") {
+			t.Errorf("the same pull outside a plan: %q, want ok", responseText(task))
 		}
 	})
 	t.Run("no install grant", func(t *testing.T) {

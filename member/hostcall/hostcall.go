@@ -48,10 +48,15 @@ type Config struct {
 
 // Tool is what a WIT level 2 tool artifact may ask during a call for task (DESIGN §18): manage.pull,
 // which is pull-artifact's pull, so a capsule without capabilities.install (and with it, no
-// pull-artifact) is refused not-granted:.
-func (c *Config) Tool(task string) wit.Functions {
+// pull-artifact) is refused not-granted:, and so is a call made while the tool runs as a step of a plan
+// (inPlan), since SPEC makes pull-artifact not callable from a plan step.
+func (c *Config) Tool(task string, inPlan bool) wit.Functions {
 	return wit.Functions{Pull: func(ctx context.Context, req wit.PullRequest) (json.RawMessage, error) {
-		if c.Puller == nil {
+		switch {
+		case inPlan:
+			return nil, wit.Refuse(wit.TokenNotGranted, fmt.Sprintf("manage.pull is not callable from a plan step, as pull-artifact is not; "+
+				"call this tool on its own, outside a plan, for it to pull %s", req.Artifact))
+		case c.Puller == nil:
 			return nil, wit.Refuse(wit.TokenNotGranted, "this capsule declares no capabilities.install, so manage.pull installs nothing; "+
 				"declare capabilities.install with the tools the session may pull, such as install: {tool: [\"local/*\"]}")
 		}

@@ -61,7 +61,7 @@ type Config struct {
 	// Secrets are kept out of every program's environment besides FormationToken (sandbox.DropSecrets).
 	Secrets []sandbox.Secret
 	// ToolHost and HookHost answer what a WIT level 2 artifact asks of the session (staged.Config).
-	ToolHost func(task string) wit.Functions
+	ToolHost func(task string, inPlan bool) wit.Functions
 	HookHost func(task, hook string) wit.Functions
 }
 

@@ -23,8 +23,9 @@ import (
 )
 
 // Run answers one call of a tool artifact for task on the WebAssembly runner, in the session's workdir;
-// a level-2 tool may call manage_pull during it (Config.ToolHost).
-func (sa *Set) Run(ctx context.Context, task string, a *artifact.Artifact, call driver.ToolCall) runtimetools.Result {
+// a level-2 tool may call manage_pull during it (Config.ToolHost), unless the call is a step of a plan
+// (inPlan).
+func (sa *Set) Run(ctx context.Context, task string, a *artifact.Artifact, call driver.ToolCall, inPlan bool) runtimetools.Result {
 	name := a.Manifest.Name.Tool()
 	d, err := sa.moduleDigest(a)
 	if err != nil {
@@ -39,7 +40,7 @@ func (sa *Set) Run(ctx context.Context, task string, a *artifact.Artifact, call 
 		mem = m
 	}
 	res, err := sa.runner.Run(ctx, wasm.Call{Name: name, Path: modulePath(a), Digest: d, Input: input, Workdir: sa.cfg.Workdir,
-		Timeout: wasmTimeout, MemoryMB: mem, OutputLimit: sa.cfg.OutputLimit, Host: sa.toolHost(a, task)})
+		Timeout: wasmTimeout, MemoryMB: mem, OutputLimit: sa.cfg.OutputLimit, Host: sa.toolHost(a, task, inPlan)})
 	if err != nil {
 		return runtimetools.Refused(fmt.Sprintf("%s could not be run: %v", name, err))
 	}
@@ -60,11 +61,11 @@ func (sa *Set) Run(ctx context.Context, task string, a *artifact.Artifact, call 
 }
 
 // toolHost is what a's call for task may ask of the session: nothing below WIT level 2.
-func (sa *Set) toolHost(a *artifact.Artifact, task string) wasm.Host {
+func (sa *Set) toolHost(a *artifact.Artifact, task string, inPlan bool) wasm.Host {
 	if a.Manifest.WITLevel < wit.Level || sa.cfg.ToolHost == nil {
 		return nil
 	}
-	return sa.cfg.ToolHost(task)
+	return sa.cfg.ToolHost(task, inPlan)
 }
 
 // hookHost is what a hook's run may ask of the session: nothing below WIT level 2.

@@ -57,7 +57,8 @@ type Config struct {
 	Log *slog.Logger
 	// ToolHost answers what a WIT level 2 tool artifact asks during a call for a task (manage_pull), and
 	// HookHost what a level-2 hook asks during its run (run_inference); nil refuses every such call.
-	ToolHost func(task string) wit.Functions
+	// ToolHost's inPlan says the call is a step of a plan.
+	ToolHost func(task string, inPlan bool) wit.Functions
 	HookHost func(task, hook string) wit.Functions
 }
 
