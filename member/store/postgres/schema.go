@@ -117,6 +117,68 @@ var migrations = []string{
 		RETURN NULL;
 	END $$;
 	CREATE TRIGGER task_inputs_notify AFTER INSERT OR UPDATE ON task_inputs FOR EACH ROW EXECUTE FUNCTION murmur_input_notify();`,
+	// Push notification configs and their outbox (DESIGN §16: push delivery at any replica; package
+	// member/push/pgpush reads and writes them). A config keeps its webhook's URL beside its JSON, who
+	// made it (caller: its deliveries take that caller's slots) and ended, set once its task's end was
+	// queued to it: nothing is queued after that. The trigger below queues each change of a task's
+	// status to every config of the task, as {"task": …} without its history, in the transaction of the
+	// change, whichever replica or statement made it; a config's outbox keeps 100 changes, a change
+	// finding it full taking the place of the newest one waiting (the oldest waiting and the latest are
+	// delivered). A row is delivered by the replica that claims it (claimed_by until claimed_until, unix
+	// ms), one at a time per config in seq order; attempts counts its failed posts and due (unix ms) is
+	// when it may be tried again. Channel murmur_push tells the replicas a change was queued.
+	`CREATE TABLE push_configs (
+		task_id text    NOT NULL REFERENCES tasks (id) ON DELETE CASCADE,
+		id      text    NOT NULL,
+		config  bytea   NOT NULL,
+		url     text    NOT NULL,
+		caller  text    NOT NULL,
+		created bigint  NOT NULL,
+		ended   boolean NOT NULL DEFAULT false,
+		PRIMARY KEY (task_id, id)
+	);
+	CREATE INDEX push_configs_caller ON push_configs (caller);
+	CREATE TABLE push_outbox (
+		seq           bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+		task_id       text   NOT NULL,
+		config_id     text   NOT NULL,
+		body          bytea  NOT NULL,
+		attempts      int    NOT NULL DEFAULT 0,
+		due           bigint NOT NULL DEFAULT 0,
+		claimed_by    text   NOT NULL DEFAULT '',
+		claimed_until bigint NOT NULL DEFAULT 0,
+		FOREIGN KEY (task_id, config_id) REFERENCES push_configs (task_id, id) ON DELETE CASCADE
+	);
+	CREATE INDEX push_outbox_config ON push_outbox (task_id, config_id, seq);
+	CREATE FUNCTION murmur_task_push() RETURNS trigger LANGUAGE plpgsql AS $$
+	DECLARE
+		cur  jsonb;
+		body bytea;
+		c    record;
+	BEGIN
+		IF NOT EXISTS (SELECT 1 FROM push_configs WHERE task_id = NEW.id AND NOT ended) THEN
+			RETURN NULL;
+		END IF;
+		cur := convert_from(NEW.task, 'UTF8')::jsonb;
+		IF (cur->'status') IS NOT DISTINCT FROM (convert_from(OLD.task, 'UTF8')::jsonb->'status') THEN
+			RETURN NULL;
+		END IF;
+		body := convert_to(jsonb_build_object('task', cur - 'history')::text, 'UTF8');
+		FOR c IN SELECT id FROM push_configs WHERE task_id = NEW.id AND NOT ended LOOP
+			IF (SELECT count(*) FROM push_outbox WHERE task_id = NEW.id AND config_id = c.id) >= 100 THEN
+				DELETE FROM push_outbox WHERE seq = (SELECT max(seq) FROM push_outbox
+					WHERE task_id = NEW.id AND config_id = c.id AND claimed_by = '');
+			END IF;
+			INSERT INTO push_outbox (task_id, config_id, body) VALUES (NEW.id, c.id, body);
+		END LOOP;
+		IF NEW.state IN ('TASK_STATE_COMPLETED', 'TASK_STATE_FAILED', 'TASK_STATE_CANCELED', 'TASK_STATE_REJECTED') THEN
+			UPDATE push_configs SET ended = true WHERE task_id = NEW.id;
+		END IF;
+		PERFORM pg_notify('murmur_push', NEW.id);
+		RETURN NULL;
+	END $$;
+	CREATE TRIGGER tasks_push AFTER UPDATE ON tasks FOR EACH ROW
+		WHEN (OLD.task IS DISTINCT FROM NEW.task) EXECUTE FUNCTION murmur_task_push();`,
 }
 
 // SchemaVersion is the version of the schema this program writes: the number of its migrations.

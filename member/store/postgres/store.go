@@ -327,6 +327,10 @@ func takeMemberLock(ctx context.Context, pool *pgxpool.Pool, where, replica stri
 	return conn, nil
 }
 
+// Pool is the store's connection pool, for the packages that keep their own tables in the member's
+// database (member/push/pgpush); the schema's migrations create those tables too.
+func (s *Store) Pool() *pgxpool.Pool { return s.pool }
+
 // Ping reports whether the store can be read.
 func (s *Store) Ping(ctx context.Context) error {
 	var version int
