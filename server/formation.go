@@ -22,9 +22,11 @@ import (
 	"github.com/murmur-run/murmur/member/harness"
 	"github.com/murmur-run/murmur/member/metrics"
 	"github.com/murmur-run/murmur/member/push"
+	"github.com/murmur-run/murmur/member/push/pgpush"
 	"github.com/murmur-run/murmur/member/replica"
 	"github.com/murmur-run/murmur/member/setup"
 	"github.com/murmur-run/murmur/member/store"
+	"github.com/murmur-run/murmur/member/store/postgres"
 	"github.com/murmur-run/murmur/roster"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -84,7 +86,7 @@ type RunningMember struct {
 	replica *replica.Coordinator // nil for a member of one process
 	feed    *events.Feed         // a replica's streams; nil for a member of one process
 	store   store.Tasks
-	push    *push.Notifier // nil when the member keeps no push configs
+	push    pushNotifier // the member's push configs and their delivery
 	server  *http.Server
 	ln      net.Listener
 }
@@ -259,20 +261,18 @@ func (f *Formation) start(m roster.Member, ln net.Listener) (*RunningMember, err
 	}
 	// The notifier opens once the session has recovered the store, so its first round finds the tasks
 	// a restart ended too; no task arrives before the door opens.
-	// Push configs live in the SQLite file beside the tasks; a member on PostgreSQL has none yet.
-	var notifier *push.Notifier
-	var pushConfigs PushConfigs
-	if sqlite != "" {
-		if notifier, err = openPush(sqlite, capsule, cfg, wrapped, log, store.Settle); err != nil {
-			ln.Close()
-			sess.Close(context.Background())
-			store.Close()
-			return nil, err
-		}
-		hub.ObserveTasks(notifier.Changed, notifier.Watches)
-		pushConfigs = notifier
-	} else {
-		log.Info("push notifications are off: this member's tasks are on PostgreSQL, which keeps no push configs yet")
+	// Push configs live beside the tasks: in the SQLite file, or in the PostgreSQL database every
+	// replica shares (where a trigger queues the changes, so the notifier observes none).
+	notifier, err := openPush(sqlite, store, capsule, cfg, wrapped, log)
+	if err != nil {
+		ln.Close()
+		sess.Close(context.Background())
+		store.Close()
+		return nil, err
+	}
+	var pushConfigs PushConfigs = notifier
+	if n, ok := notifier.(*push.Notifier); ok {
+		hub.ObserveTasks(n.Changed, n.Watches)
 	}
 	url := m.URL
 	// GET /replicas reads a replica's shared store; a member of one process has no replicas to list.
@@ -353,8 +353,16 @@ func (f *Formation) Shutdown(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// openPush opens a member's push notifier on its task store's file, with the capsule's push.allow.
-func openPush(path string, capsule *capsule.Capsule, cfg FormationConfig, reg prometheus.Registerer, log *slog.Logger, settle func(context.Context) error) (*push.Notifier, error) {
+// pushNotifier is a member's push notifier: push's on its SQLite file, pgpush's on its PostgreSQL
+// database.
+type pushNotifier interface {
+	PushConfigs
+	Close() error
+}
+
+// openPush opens a member's push notifier beside its task store (on sqlite, the store's file, when it
+// is not ""), with the capsule's push.allow and bounds.
+func openPush(sqlite string, st store.Tasks, capsule *capsule.Capsule, cfg FormationConfig, reg prometheus.Registerer, log *slog.Logger) (pushNotifier, error) {
 	allow, err := push.NewAllowlist(capsule.Push.Allow)
 	if err != nil {
 		return nil, err
@@ -368,10 +376,17 @@ func openPush(path string, capsule *capsule.Capsule, cfg FormationConfig, reg pr
 			return nil, err
 		}
 	}
-	return push.Open(push.Config{Path: path, Allow: allow, Backoff: cfg.PushBackoff, Logger: log,
+	pc := push.Config{Path: sqlite, Allow: allow, Backoff: cfg.PushBackoff, Logger: log,
 		ConfigsPerTask: capsule.Push.MaxConfigsPerTask, ConfigsPerCaller: capsule.Push.MaxConfigsPerCaller,
 		Delivered: func(outcome string) { deliveries.WithLabelValues(outcome).Inc() },
-		Dropped:   dropped.Inc, Settle: settle})
+		Dropped:   dropped.Inc, Settle: st.Settle}
+	if pg, ok := st.(*postgres.Store); ok {
+		return pgpush.Open(pg, pgpush.Config{Push: pc})
+	}
+	if sqlite == "" {
+		return nil, fmt.Errorf("push: the task store %T keeps no push notification configs", st)
+	}
+	return push.Open(pc)
 }
 
 // listenURL is the URL the roster gives a member from its listen address alone: a wildcard host is

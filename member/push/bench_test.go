@@ -67,7 +67,7 @@ func BenchmarkPushDeliveries(b *testing.B) {
 
 	got.Store(0)
 	body := []byte(`{"task":{"id":"tsk_000000","contextId":"c","status":{"state":"TASK_STATE_COMPLETED"}}}`)
-	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: perReceiver}}
+	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: PerReceiver}}
 	next := make(chan int, b.N)
 	for i := range b.N {
 		next <- i
@@ -75,7 +75,7 @@ func BenchmarkPushDeliveries(b *testing.B) {
 	close(next)
 	start = time.Now()
 	var wg sync.WaitGroup
-	for range perReceiver {
+	for range PerReceiver {
 		wg.Go(func() {
 			for range next {
 				resp, err := hc.Post(srv.URL, "application/json", bytes.NewReader(body))

@@ -55,7 +55,7 @@ func (h *hangingReceiver) held() (now, most int) {
 
 // TestHangingWebhooksHoldTheirCallersSlotsOnly: a peer's 24 configs post to two webhooks that never
 // answer (and are given an hour to); the operator's config, made after them, is delivered. Each hanging
-// host holds perReceiver of the peer's posts, never more: perCaller in all. With one queue for every
+// host holds PerReceiver of the peer's posts, never more: PerCaller in all. With one queue for every
 // caller, the peer's hanging posts held every slot and nothing else was ever delivered.
 func TestHangingWebhooksHoldTheirCallersSlotsOnly(t *testing.T) {
 	path, db := taskDB(t)
@@ -78,7 +78,7 @@ func TestHangingWebhooksHoldTheirCallersSlotsOnly(t *testing.T) {
 	waitUntil(t, "the peer's posts to both hanging webhooks", func() bool {
 		na, _ := a.held()
 		nb, _ := b.held()
-		return na+nb == perCaller
+		return na+nb == PerCaller
 	})
 	storeTask(t, db, "tsk_op", a2a.TaskStateWorking)
 	if _, err := n.Create(ctx, "", a2a.TaskPushNotificationConfig{TaskID: "tsk_op", URL: good.srv.URL}); err != nil {
@@ -89,8 +89,8 @@ func TestHangingWebhooksHoldTheirCallersSlotsOnly(t *testing.T) {
 	}
 	_, mostA := a.held()
 	_, mostB := b.held()
-	if mostA != perReceiver || mostB != perReceiver {
-		t.Errorf("the hanging webhooks held %d and %d posts at once, want %d each (perReceiver)", mostA, mostB, perReceiver)
+	if mostA != PerReceiver || mostB != PerReceiver {
+		t.Errorf("the hanging webhooks held %d and %d posts at once, want %d each (PerReceiver)", mostA, mostB, PerReceiver)
 	}
 }
 
@@ -103,14 +103,14 @@ func TestHangingWebhooksLeaveTheCallersOtherHost(t *testing.T) {
 	n := open(t, path, Config{Timeout: time.Hour})
 	defer n.Close()
 	ctx := context.Background()
-	for i := range 2 * perCaller {
+	for i := range 2 * PerCaller {
 		task := fmt.Sprintf("tsk_%d", i/DefaultConfigsPerTask)
 		storeTask(t, db, task, a2a.TaskStateCompleted)
 		if _, err := n.Create(ctx, "", a2a.TaskPushNotificationConfig{TaskID: a2a.TaskID(task), URL: fmt.Sprintf("%s/%d", hang.srv.URL, i)}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	waitUntil(t, "the hanging webhook's posts", func() bool { now, _ := hang.held(); return now == perReceiver })
+	waitUntil(t, "the hanging webhook's posts", func() bool { now, _ := hang.held(); return now == PerReceiver })
 	storeTask(t, db, "tsk_good", a2a.TaskStateWorking)
 	if _, err := n.Create(ctx, "", a2a.TaskPushNotificationConfig{TaskID: "tsk_good", URL: good.srv.URL}); err != nil {
 		t.Fatal(err)

@@ -35,12 +35,12 @@ const (
 	// DefaultConfigsPerCaller bounds the webhooks one caller has on tasks that have not ended or with
 	// changes still to deliver.
 	DefaultConfigsPerCaller = 100
-	// perCaller is how many deliveries of one caller's configs run at once: a caller whose webhooks hang
+	// PerCaller is how many deliveries of one caller's configs run at once: a caller whose webhooks hang
 	// holds these slots and no other caller's.
-	perCaller = 8
-	// perReceiver is how many deliveries of one caller's configs to one webhook host run at once: one
+	PerCaller = 8
+	// PerReceiver is how many deliveries of one caller's configs to one webhook host run at once: one
 	// host that hangs leaves the caller's other webhooks half its slots.
-	perReceiver = perCaller / 2
+	PerReceiver = PerCaller / 2
 	// sweepEvery is how often the notifier compares every config with its task's stored status.
 	sweepEvery = time.Minute
 )
@@ -81,6 +81,20 @@ type Config struct {
 	// calls it before it reads the task's status for a new config: a change published before the config
 	// was watched, and committed after it (the store's UpdateSoon), would otherwise be missed.
 	Settle func(context.Context) error
+}
+
+// NewClient is the HTTP client webhooks are posted with: each address a URL resolves to is checked
+// against allow when it connects, a post is bounded by timeout, and a redirect is not followed (it
+// could lead anywhere: the webhook's own URL is the one that was allowed).
+func NewClient(allow Allowlist, timeout time.Duration) *http.Client {
+	tr := &http.Transport{
+		DialContext:           allow.dialer(&net.Dialer{Timeout: timeout}),
+		MaxIdleConnsPerHost:   PerCaller,
+		IdleConnTimeout:       30 * time.Second,
+		ResponseHeaderTimeout: timeout,
+	}
+	return &http.Client{Transport: tr, Timeout: timeout,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 }
 
 // Notifier keeps a member's push notification configs and delivers its tasks' changes to them.
@@ -137,10 +151,9 @@ CREATE TABLE IF NOT EXISTS push_outbox (
 );
 CREATE INDEX IF NOT EXISTS push_outbox_config ON push_outbox (task_id, config_id, seq)`
 
-// Open opens the configs in the task store's file at cfg.Path, creating their tables when they are
-// missing, and starts delivering: first whatever was waiting when the member last stopped, and the
-// changes stored since that never reached the outbox.
-func Open(cfg Config) (*Notifier, error) {
+// WithDefaults is c with each zero field given its default (the Default constants), and Outbox at least 2.
+func (c Config) WithDefaults() Config {
+	cfg := c
 	if cfg.Queue <= 0 {
 		cfg.Queue = DefaultQueue
 	}
@@ -169,6 +182,14 @@ func Open(cfg Config) (*Notifier, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
+	return cfg
+}
+
+// Open opens the configs in the task store's file at cfg.Path, creating their tables when they are
+// missing, and starts delivering: first whatever was waiting when the member last stopped, and the
+// changes stored since that never reached the outbox.
+func Open(cfg Config) (*Notifier, error) {
+	cfg = cfg.WithDefaults()
 	abs, err := filepath.Abs(cfg.Path)
 	if err != nil {
 		return nil, err
@@ -197,24 +218,16 @@ func Open(cfg Config) (*Notifier, error) {
 		db.Close()
 		return nil, fmt.Errorf("push: %s: %w", abs, err)
 	}
-	tr := &http.Transport{
-		DialContext:           cfg.Allow.dialer(&net.Dialer{Timeout: cfg.Timeout}),
-		MaxIdleConnsPerHost:   perCaller,
-		IdleConnTimeout:       30 * time.Second,
-		ResponseHeaderTimeout: cfg.Timeout,
-	}
 	ctx, stop := context.WithCancel(context.Background())
 	n := &Notifier{
 		cfg: cfg, db: db, log: cfg.Logger,
-		client: &http.Client{Transport: tr, Timeout: cfg.Timeout,
-			// A redirect could lead anywhere: the webhook's own URL is the one that was allowed.
-			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }},
+		client:   NewClient(cfg.Allow, cfg.Timeout),
 		watched:  watched,
 		stmts:    stmts,
 		overflow: true, // the first round compares every config: changes stored while the member was down
 		stale:    true,
 		changes:  make(chan change, cfg.Queue),
-		results:  make(chan result, perCaller),
+		results:  make(chan result, PerCaller),
 		kick:     make(chan struct{}, 1),
 		stop:     stop,
 		done:     make(chan struct{}),
@@ -341,7 +354,7 @@ func (n *Notifier) Changed(c events.Change) {
 	ch := change{task: c.TaskID}
 	if c.Task != nil {
 		ch.key = statusKey(c.Task.Status)
-		if body, err := postBody(c.Task); err == nil {
+		if body, err := PostBody(c.Task); err == nil {
 			ch.body = body
 		}
 	}
@@ -395,8 +408,8 @@ func keyState(key string) a2a.TaskState {
 	return a2a.TaskState(s)
 }
 
-// postBody is what a webhook is posted for t: {"task": …} without its history.
-func postBody(t *a2a.Task) ([]byte, error) {
+// PostBody is what a webhook is posted for t: {"task": …} without its history.
+func PostBody(t *a2a.Task) ([]byte, error) {
 	cp := *t
 	cp.History = nil
 	return json.Marshal(a2a.StreamResponse{Task: &cp})
@@ -454,7 +467,7 @@ func (n *Notifier) Create(ctx context.Context, caller string, c a2a.TaskPushNoti
 	if err := json.Unmarshal([]byte(task), &t); err != nil {
 		return c, err
 	}
-	post, err := postBody(&t)
+	post, err := PostBody(&t)
 	if err != nil {
 		return c, err
 	}
@@ -501,8 +514,7 @@ func (n *Notifier) checkRoom(ctx context.Context, q querier, caller string, task
 			return err
 		}
 		if !exists && count >= n.cfg.ConfigsPerTask {
-			return fmt.Errorf("%w: task %s has %d push notification configs, the most one task may have (push.max_configs_per_task of this member's murmur.yaml); delete one with DeleteTaskPushNotificationConfig first, or replace one by giving its id",
-				ErrTooMany, task, count)
+			return TooMany(task, count)
 		}
 	}
 	var mine int
@@ -510,8 +522,7 @@ func (n *Notifier) checkRoom(ctx context.Context, q querier, caller string, task
 		return err
 	}
 	if mine >= n.cfg.ConfigsPerCaller {
-		return fmt.Errorf("%w: you have %d push notification configs on tasks that have not ended or with notifications still to deliver, the most one caller may have (push.max_configs_per_caller of this member's murmur.yaml); delete one with DeleteTaskPushNotificationConfig, or wait until your tasks end and their webhooks take what is waiting",
-			ErrTooManyOfCaller, mine)
+		return TooManyOfCaller(mine)
 	}
 	return nil
 }
@@ -530,6 +541,18 @@ var ErrTooMany = errors.New("too many push notification configs for this task")
 
 // ErrTooManyOfCaller is the failure of Create past Config.ConfigsPerCaller.
 var ErrTooManyOfCaller = errors.New("too many push notification configs for one caller")
+
+// TooMany is ErrTooMany for a task that has count configs, saying what to do.
+func TooMany(task a2a.TaskID, count int) error {
+	return fmt.Errorf("%w: task %s has %d push notification configs, the most one task may have (push.max_configs_per_task of this member's murmur.yaml); delete one with DeleteTaskPushNotificationConfig first, or replace one by giving its id",
+		ErrTooMany, task, count)
+}
+
+// TooManyOfCaller is ErrTooManyOfCaller for a caller that has count configs that count, saying what to do.
+func TooManyOfCaller(count int) error {
+	return fmt.Errorf("%w: you have %d push notification configs on tasks that have not ended or with notifications still to deliver, the most one caller may have (push.max_configs_per_caller of this member's murmur.yaml); delete one with DeleteTaskPushNotificationConfig, or wait until your tasks end and their webhooks take what is waiting",
+		ErrTooManyOfCaller, count)
+}
 
 // Get returns one config of a task.
 func (n *Notifier) Get(ctx context.Context, task a2a.TaskID, id string) (a2a.TaskPushNotificationConfig, error) {

@@ -120,7 +120,7 @@ func (n *Notifier) write(ctx context.Context, batch []change) error {
 			if err := json.Unmarshal([]byte(task), &t); err != nil {
 				return err
 			}
-			if c.body, err = postBody(&t); err != nil {
+			if c.body, err = PostBody(&t); err != nil {
 				return err
 			}
 			c.key = statusKey(t.Status)
@@ -174,7 +174,7 @@ func (n *Notifier) reconcile(ctx context.Context, ended bool) error {
 		if err := json.Unmarshal([]byte(s.task), &t); err != nil {
 			return err
 		}
-		body, err := postBody(&t)
+		body, err := PostBody(&t)
 		if err != nil {
 			return err
 		}
@@ -247,7 +247,7 @@ type dispatch struct {
 
 // run writes observed changes to the outbox and delivers it until Close. Deliveries of one config are
 // made one at a time in the order of its changes; each caller's configs are delivered to up to
-// perCaller at once, up to perReceiver of them to one host, whatever other callers' webhooks do.
+// PerCaller at once, up to PerReceiver of them to one host, whatever other callers' webhooks do.
 func (n *Notifier) run(ctx context.Context) {
 	defer close(n.done)
 	// A sweep now and then is the safety net of a change that reached no observer.
@@ -325,7 +325,7 @@ func (n *Notifier) startReady(ctx context.Context, d *dispatch) {
 		switch {
 		case d.inflight[h.k]:
 			// its config's delivery in flight: its end makes the next change ready
-		case h.caller.busy >= perCaller || h.sendTo.busy >= perReceiver:
+		case h.caller.busy >= PerCaller || h.sendTo.busy >= PerReceiver:
 			kept = append(kept, h)
 		default:
 			n.start(ctx, d, h)
@@ -533,7 +533,7 @@ func (n *Notifier) start(ctx context.Context, d *dispatch, h head) {
 	h.caller.busy++
 	h.sendTo.busy++
 	go func() {
-		err := n.post(ctx, c, []byte(body))
+		err := Post(ctx, n.client, c, []byte(body))
 		n.results <- result{head: h, err: err, closing: ctx.Err() != nil}
 	}()
 }
@@ -578,8 +578,9 @@ func (n *Notifier) reread() {
 	n.wake()
 }
 
-// post sends body to the config's URL, with its token and authentication.
-func (n *Notifier) post(ctx context.Context, c a2a.TaskPushNotificationConfig, body []byte) error {
+// Post sends body to c's URL with client, with c's token (A2A-Notification-Token) and authentication
+// (Authorization); an answer other than 2xx is an error naming its status.
+func Post(ctx context.Context, client *http.Client, c a2a.TaskPushNotificationConfig, body []byte) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.URL, bytes.NewReader(body))
 	if err != nil {
 		return err
@@ -592,7 +593,7 @@ func (n *Notifier) post(ctx context.Context, c a2a.TaskPushNotificationConfig, b
 	if a := c.Authentication; a != nil && a.Credentials != "" {
 		req.Header.Set("Authorization", strings.TrimSpace(a.Scheme+" "+a.Credentials))
 	}
-	resp, err := n.client.Do(req)
+	resp, err := client.Do(req)
 	if err != nil {
 		return err
 	}

@@ -227,6 +227,11 @@ func (s *Store) fail(what, then string, err error) error {
 	return fmt.Errorf("member: %s: %w", what, err)
 }
 
+// Fail is fail for the packages that keep their own tables in the member's database (Pool): err, from
+// doing what, wrapped so that a database that went away answers as the store's own reads do
+// (a2a.ErrStoreUnavailable).
+func (s *Store) Fail(what string, err error) error { return s.fail(what, retryRead, err) }
+
 // unreachableError is a failure because the database could not be reached.
 type unreachableError struct {
 	what, where, then string
