@@ -30,6 +30,7 @@ func (s *Session) conv() converse.Config {
 		Caller: store.TaskCaller, Record: s.records.Write, Waiter: s.waiter, Workdir: s.workdir(), ArtifactsRoot: root}
 	if s.cfg.Replicas != nil {
 		c.Forward = s.cfg.Replicas.Forward
+		c.Files, _ = s.cfg.Store.(converse.ArtifactKeeper) // the PostgreSQL store the replicas share
 	}
 	return c
 }
@@ -84,9 +85,11 @@ func (s *Session) storeLocked(t *a2a.Task) {
 	s.changedLocked(t)
 }
 
-// collectFiles returns the artifacts of the files the task wrote under out/artifacts/ since before.
-func (s *Session) collectFiles(t *a2a.Task, before map[string]converse.Stamp) []a2a.Artifact {
-	out, err := s.conv().Artifacts(t, before)
+// collectFiles returns the artifacts of the files the task wrote under out/artifacts/ since before. On a
+// member's replicas the large ones are kept in the shared store, also once ctx, the task's, has ended
+// (a shutdown keeps the artifacts of the task it stopped).
+func (s *Session) collectFiles(ctx context.Context, t *a2a.Task, before map[string]converse.Stamp) []a2a.Artifact {
+	out, err := s.conv().Artifacts(context.WithoutCancel(ctx), t, before)
 	if err != nil {
 		s.log.Warn("collecting the task's files under "+converse.ArtifactsDir, "task", t.ID, "err", err)
 	}

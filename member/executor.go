@@ -55,7 +55,7 @@ func (s *Session) execute(ctx context.Context, r *runningTask) {
 	}
 
 	// The files it wrote are read (and large ones copied) before the lock: Send does not wait on disk.
-	files := s.collectFiles(t, before)
+	files := s.collectFiles(ctx, t, before)
 	s.mu.Lock()
 	p := s.meter.EndTask()
 	callsLeft := s.callsLeft[string(t.ID)]

@@ -8,6 +8,7 @@ import (
 	"github.com/murmur-run/murmur/a2a"
 	"github.com/murmur-run/murmur/member/converse"
 	"github.com/murmur-run/murmur/member/events"
+	"github.com/murmur-run/murmur/member/share"
 	"github.com/murmur-run/murmur/member/store"
 )
 
@@ -166,4 +167,15 @@ func (s *Session) offered(ctx context.Context, t *a2a.Task, err error, origin Or
 		return sent, nil
 	}
 	return t, err
+}
+
+// peerFileKeeper is the store the member's replicas share (the PostgreSQL store) as the keeper of the
+// files share-file shares, which the door of any replica then serves; nil for a member of one process,
+// whose door serves its export root.
+func peerFileKeeper(cfg Config) share.PeerFileKeeper {
+	if cfg.Replicas == nil {
+		return nil
+	}
+	k, _ := cfg.Store.(share.PeerFileKeeper)
+	return k
 }

@@ -261,7 +261,7 @@ func Start(cfg Config) (*Session, error) {
 			cfg.Metrics.TasksTotal.WithLabelValues(string(a2a.TaskStateFailed)).Inc()
 		},
 		Moved: func() { cfg.Metrics.BackgroundCommands.WithLabelValues("running").Inc() }, Ended: s.backgroundEnded,
-		ToolHost: s.hosts.Tool, HookHost: s.hosts.Hook})
+		ToolHost: s.hosts.Tool, HookHost: s.hosts.Hook, PeerFileKeeper: peerFileKeeper(cfg)})
 	if err != nil {
 		return nil, err
 	}

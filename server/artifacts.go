@@ -3,8 +3,10 @@ package server
 import (
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
+	"time"
 
 	"github.com/go-chi/chi/v5"
 
@@ -14,7 +16,8 @@ import (
 
 // serveArtifact serves a task's artifact too large to carry inline (GET /tasks/{id}/artifacts/{name},
 // DESIGN §15) to the task's sender only: the operator for its own tasks, a peer for the tasks it sent.
-// Any other request is answered as a task that does not exist.
+// Any other request is answered as a task that does not exist. On a member's replicas the file is read
+// from their shared store when this process did not run the task (DESIGN §16).
 func (d *Door) serveArtifact(w http.ResponseWriter, r *http.Request) {
 	refuse := func(status int, msg string) {
 		writeRefusalHeader(w, "text/plain; charset=utf-8", status)
@@ -41,6 +44,20 @@ func (d *Door) serveArtifact(w http.ResponseWriter, r *http.Request) {
 	}
 	f, err := os.Open(path)
 	if err != nil {
+		// Not in this process's workdir: on a member's replicas, the copy in their shared store, whichever
+		// replica ran the task.
+		if d.cfg.Files != nil {
+			sf, err := d.cfg.Files.ArtifactFile(r.Context(), id, name)
+			switch {
+			case err == nil:
+				serveArtifactBody(w, r, mediaType, sf.Kept, sf.Body)
+				return
+			case !errors.Is(err, store.ErrFileNotKept):
+				d.cfg.Logger.Error("artifact: reading its file in the task store", "task", id, "err", err)
+				refuse(http.StatusServiceUnavailable, "reading the artifact failed; try again in a moment")
+				return
+			}
+		}
 		refuse(http.StatusGone, fmt.Sprintf("the file of artifact %q of task %s is no longer kept", a2a.CutID(name), id))
 		return
 	}
@@ -50,10 +67,15 @@ func (d *Door) serveArtifact(w http.ResponseWriter, r *http.Request) {
 		refuse(http.StatusInternalServerError, "reading the artifact failed")
 		return
 	}
+	serveArtifactBody(w, r, mediaType, info.ModTime(), f)
+}
+
+// serveArtifactBody serves an artifact's file, body, as private and of its own media type, with ranges.
+func serveArtifactBody(w http.ResponseWriter, r *http.Request, mediaType string, modTime time.Time, body io.ReadSeeker) {
 	w.Header().Set("Content-Type", mediaType)
 	w.Header().Set("Cache-Control", "private, no-store")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
-	http.ServeContent(w, r, "", info.ModTime(), f)
+	http.ServeContent(w, r, "", modTime, body)
 }
 
 // writeRefusalHeader starts the answer of a file the door refuses to serve (a task's artifact, a peer

@@ -83,6 +83,10 @@ type DoorConfig struct {
 	// Replicas is the shared store of a member run as replicas (DESIGN §16), which GET /replicas reads;
 	// nil for a member of one process (the route answers 404).
 	Replicas ReplicaSet
+	// Files is the shared store of a member run as replicas as the keeper of its peer files and of its
+	// artifacts' large files, which the door serves whichever replica made them; nil for a member of
+	// one process, whose door serves them from its workdir.
+	Files StoredFiles
 }
 
 // Door is one member's HTTP surface.

@@ -286,6 +286,7 @@ func (f *Formation) start(m roster.Member, ln net.Listener) (*RunningMember, err
 		MaxBody: cfg.MaxBody, MaxStreams: cfg.MaxStreams, Gatherer: reg, Registerer: wrapped, Logger: log,
 		ExportRoot: sess.ExportRoot(), AnswersMessage: capsule.AnswersWithMessage(), Now: cfg.Now, Events: streams, Push: pushConfigs,
 		Control: sess, ControlTokens: control, Replicas: replicas,
+		Files: replicaFiles(store, replicaName), // peer and artifact files at any replica (DESIGN §16)
 	})
 	if err != nil {
 		ln.Close()

@@ -11,6 +11,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/murmur-run/murmur/member/store"
 	"github.com/murmur-run/murmur/peerfile"
 )
 
@@ -19,7 +20,8 @@ import (
 // capability; the roster's reach rules, which govern tasks, are not consulted. The checks run in this
 // order and nothing is opened before the handle passes: token, form, formation, member, signature,
 // expiry; then the file is opened below the export root through no symbolic link (peerfile.Root) and
-// compared with the handle's identity before a byte is sent.
+// compared with the handle's identity before a byte is sent, or, on a member's replicas, the copy
+// share-file kept in their shared store is sent (sendPeerFile).
 func (d *Door) servePeerFile(w http.ResponseWriter, r *http.Request) {
 	caller, _ := d.auth.authenticate(r)
 	switch caller.Principal {
@@ -66,7 +68,23 @@ func (d *Door) refusePeerFile(w http.ResponseWriter, err error, detail string) {
 	json.NewEncoder(w).Encode(map[string]string{"reason": peerfile.Reason(err), "message": detail})
 }
 
+// sendPeerFile sends the file h names. A member run as replicas sends the copy share-file kept in their
+// shared store, whichever replica minted the handle, so every replica's door sends the same bytes;
+// failing that (a handle minted before the member ran as replicas), and in a member of one process, it
+// sends the file under the export root, only if it is still the file h names.
 func (d *Door) sendPeerFile(w http.ResponseWriter, r *http.Request, h *peerfile.Handle) {
+	if d.cfg.Files != nil {
+		sf, err := d.cfg.Files.PeerFile(r.Context(), h.Digest, h.Size)
+		switch {
+		case err == nil:
+			d.sendStoredPeerFile(w, r, h, sf)
+			return
+		case !errors.Is(err, store.ErrFileNotKept):
+			d.cfg.Logger.Error("peer file: reading the copy in the task store", "path", h.Path, "err", err)
+			d.refusePeerFile(w, peerfile.ErrUnreadable, "the file cannot be read now; try again in a moment")
+			return
+		}
+	}
 	f, err := peerfile.Open(d.cfg.ExportRoot, h.File)
 	if err != nil {
 		var pe *peerfile.Error
@@ -79,6 +97,22 @@ func (d *Door) sendPeerFile(w http.ResponseWriter, r *http.Request, h *peerfile.
 		return
 	}
 	defer f.Close()
+	d.streamPeerFile(w, r, h, f)
+}
+
+// sendStoredPeerFile sends the copy of h's file kept in the shared store, after comparing its size and
+// SHA-256 with the handle's (the store looked it up by them, and checked its bytes against them when
+// it kept them).
+func (d *Door) sendStoredPeerFile(w http.ResponseWriter, r *http.Request, h *peerfile.Handle, sf store.SharedFile) {
+	if sf.Size != h.Size || sf.SHA256 != h.Digest {
+		d.refusePeerFile(w, peerfile.ErrChanged, h.Path+" changed since the handle was minted: the kept copy is not the file it names")
+		return
+	}
+	d.streamPeerFile(w, r, h, sf.Body)
+}
+
+// streamPeerFile sends h.Size bytes of body, which is h's file checked, with the handle's digest.
+func (d *Door) streamPeerFile(w http.ResponseWriter, r *http.Request, h *peerfile.Handle, body io.Reader) {
 	hd := w.Header()
 	hd.Set("Content-Type", "application/octet-stream")
 	hd.Set("Content-Length", strconv.FormatInt(h.Size, 10))
@@ -86,9 +120,9 @@ func (d *Door) sendPeerFile(w http.ResponseWriter, r *http.Request, h *peerfile.
 	hd.Set("Cache-Control", "no-store")
 	hd.Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(http.StatusOK)
-	if n, err := io.CopyN(w, f, h.Size); err != nil && r.Context().Err() == nil {
-		// The file shrank under the door after it was checked: cut the response short, so the fetcher
-		// sees a broken transfer rather than a short file.
+	if n, err := io.CopyN(w, body, h.Size); err != nil && r.Context().Err() == nil {
+		// The file shrank under the door after it was checked (or its kept copy was removed while it was
+		// sent): cut the response short, so the fetcher sees a broken transfer rather than a short file.
 		d.cfg.Logger.Warn("peer file cut short while sent", "path", h.Path, "sent", n, "err", err)
 		panic(http.ErrAbortHandler)
 	}

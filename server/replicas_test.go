@@ -39,6 +39,13 @@ func startReplicas(t *testing.T, n int, lease time.Duration) *replicaSet {
 // startReplicaFiles is startReplicas of the capsule files makes (capsule-relative paths to contents).
 func startReplicaFiles(t *testing.T, n int, lease time.Duration, files map[string]string) *replicaSet {
 	t.Helper()
+	return startReplicaRoster(t, n, lease, files, "")
+}
+
+// startReplicaRoster is startReplicaFiles with more members in the roster (YAML list entries, not
+// started), such as a peer whose credential a test presents.
+func startReplicaRoster(t *testing.T, n int, lease time.Duration, files map[string]string, more string) *replicaSet {
+	t.Helper()
 	dsn := pgtest.Start(t).NewDatabase(t)
 	root := t.TempDir()
 	rs := &replicaSet{t: t, dsn: dsn, capsule: filepath.Join(root, "solo")}
@@ -50,7 +57,7 @@ func startReplicaFiles(t *testing.T, n int, lease time.Duration, files map[strin
 		os.MkdirAll(filepath.Dir(path), 0o755)
 		os.WriteFile(path, []byte(body), 0o755)
 	}
-	os.WriteFile(filepath.Join(root, "roster.yaml"), []byte("formation: reps\nmembers:\n  - name: solo\n    capsule: ./solo\n    listen: '127.0.0.1:0'\n    replicas: 3\n    store: "+pgURL(t, dsn)+"\n"), 0o644)
+	os.WriteFile(filepath.Join(root, "roster.yaml"), []byte("formation: reps\nmembers:\n  - name: solo\n    capsule: ./solo\n    listen: '127.0.0.1:0'\n    replicas: 3\n    store: "+pgURL(t, dsn)+"\n"+more), 0o644)
 	r, err := roster.Load(filepath.Join(root, "roster.yaml"))
 	if err != nil {
 		t.Fatal(err)

@@ -47,6 +47,9 @@ type Config struct {
 	// Workdir is where the session's commands run, out/artifacts/ in it; ArtifactsRoot keeps the files
 	// too large to carry inline, by task, for the door to serve.
 	Workdir, ArtifactsRoot string
+	// Files, on a member's replicas (DESIGN §16), keeps those files in the store the replicas share, so
+	// that the door of any replica serves them; nil for a member of one process.
+	Files ArtifactKeeper
 }
 
 // FollowUp takes a message naming an existing task: the answer to a task that waits for its sender
@@ -240,11 +243,21 @@ func AnswerData(t *a2a.Task, data json.RawMessage) {
 }
 
 // Artifacts returns the artifacts of the files the task t wrote under the workdir's out/artifacts/
-// since before; a large one is kept under ArtifactsRoot/<task id>/ and served by the door.
-func (c Config) Artifacts(t *a2a.Task, before map[string]Stamp) ([]a2a.Artifact, error) {
-	files, err := Collect(c.Workdir, before, filepath.Join(c.ArtifactsRoot, string(t.ID)))
+// since before; a large one is kept under ArtifactsRoot/<task id>/ and served by the door, and on a
+// member's replicas moved from there into the store they share (keepShared).
+func (c Config) Artifacts(ctx context.Context, t *a2a.Task, before map[string]Stamp) ([]a2a.Artifact, error) {
+	keep := filepath.Join(c.ArtifactsRoot, string(t.ID))
+	files, err := Collect(c.Workdir, before, keep)
 	var out []a2a.Artifact
+	shared := c.Files != nil // every kept file moved into the shared store: none is left under keep
 	for _, f := range files {
+		if f.Kept != "" && c.Files != nil {
+			var kerr error
+			if f, kerr = c.keepShared(ctx, t.ID, f); kerr != nil {
+				shared = false
+				err = errors.Join(err, kerr)
+			}
+		}
 		a := a2a.Artifact{ArtifactID: ids.New("art_"), Name: f.Name}
 		base := f.Name[strings.LastIndexByte(f.Name, '/')+1:]
 		switch {
@@ -258,6 +271,9 @@ func (c Config) Artifacts(t *a2a.Task, before map[string]Stamp) ([]a2a.Artifact,
 			a.Parts = []a2a.Part{{Raw: f.Bytes, MediaType: f.MediaType, Filename: base}}
 		}
 		out = append(out, a)
+	}
+	if shared && len(files) > 0 {
+		os.RemoveAll(keep) // the directories Collect made for the files moved
 	}
 	return out, err
 }

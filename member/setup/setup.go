@@ -63,6 +63,9 @@ type Config struct {
 	// ToolHost and HookHost answer what a WIT level 2 artifact asks of the session (staged.Config).
 	ToolHost func(task string, inPlan bool) wit.Functions
 	HookHost func(task, hook string) wit.Functions
+	// PeerFileKeeper, on a member's replicas, keeps the files share-file shares in the store they share
+	// (share.Config.Keeper); nil for a member of one process.
+	PeerFileKeeper share.PeerFileKeeper
 }
 
 // Parts is what Build made.
@@ -157,7 +160,7 @@ func Build(cfg Config) (*Parts, error) {
 	}
 	p.Files = share.New(share.Config{Capsule: c, Roster: cfg.Roster, Member: cfg.Member,
 		FormationToken: cfg.FormationToken, CredKey: key, HTTPClient: cfg.HTTPClient, Now: cfg.Now,
-		Log: cfg.Log, Workdir: cfg.Workdir})
+		Log: cfg.Log, Workdir: cfg.Workdir, Keeper: cfg.PeerFileKeeper})
 	if p.Spawn, err = delegate.ResolveFor(c, cfg.Member, cfg.ProjectDir, cfg.Getenv); err != nil {
 		p.Close()
 		return nil, err

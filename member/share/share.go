@@ -36,6 +36,10 @@ type Config struct {
 	Now            func() time.Time
 	Log            *slog.Logger
 	Workdir        string // absolute; fetched files land inside it
+	// Keeper, on a member's replicas (DESIGN §16), keeps a copy of each file share-file shares in the
+	// store the replicas share, which the door of any replica serves it from; nil for a member of one
+	// process, whose door serves the export root.
+	Keeper PeerFileKeeper
 }
 
 // Files serves one session's share-file (runtimetools.FileSharer) and fetch-peer-file
@@ -75,7 +79,7 @@ func (pf *Files) ShareSettings() (string, time.Duration) {
 func (pf *Files) inFormation() bool { return pf.cfg.Roster != nil && pf.cfg.FormationToken != "" }
 
 // ShareFile mints a handle for one file under the export root (runtimetools.FileSharer).
-func (pf *Files) ShareFile(_ context.Context, path string) (runtimetools.SharedFile, error) {
+func (pf *Files) ShareFile(ctx context.Context, path string) (runtimetools.SharedFile, error) {
 	root, ttl := pf.ShareSettings()
 	if !pf.inFormation() {
 		return runtimetools.SharedFile{}, &runtimetools.Refusal{Reason: "not_in_formation",
@@ -103,7 +107,13 @@ func (pf *Files) ShareFile(_ context.Context, path string) (runtimetools.SharedF
 		return runtimetools.SharedFile{}, &runtimetools.Refusal{Reason: peerfile.Reason(err),
 			Text: "'share-file' refused: " + pe.Detail + "." + hint}
 	}
-	h := peerfile.Mint(pf.cfg.FormationToken, pf.cfg.Roster.Formation, pf.cfg.Member, f, pf.cfg.Now().Add(ttl))
+	expires := pf.cfg.Now().Add(ttl)
+	if pf.cfg.Keeper != nil {
+		if refusal := pf.keep(ctx, f, expires); refusal != nil {
+			return runtimetools.SharedFile{}, refusal
+		}
+	}
+	h := peerfile.Mint(pf.cfg.FormationToken, pf.cfg.Roster.Formation, pf.cfg.Member, f, expires)
 	return runtimetools.SharedFile{Handle: h.String(), ID: h.ID(), Name: f.Path, Size: f.Size,
 		SHA256: hex.EncodeToString(f.Digest[:]), Expires: h.ExpiresAt()}, nil
 }

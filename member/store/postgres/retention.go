@@ -51,6 +51,9 @@ func (s *Store) sweepLoop(ctx context.Context) {
 		if _, err := s.Sweep(ctx); err != nil && ctx.Err() == nil {
 			s.log.Error("removing old tasks from the task store", "err", err)
 		}
+		if _, err := s.sweepFiles(ctx); err != nil && ctx.Err() == nil {
+			s.log.Error("removing expired peer files from the task store", "err", err)
+		}
 	}
 }
 

@@ -179,6 +179,36 @@ var migrations = []string{
 	END $$;
 	CREATE TRIGGER tasks_push AFTER UPDATE ON tasks FOR EACH ROW
 		WHEN (OLD.task IS DISTINCT FROM NEW.task) EXECUTE FUNCTION murmur_task_push();`,
+	// The files a member's replicas share (DESIGN §16: peer files and artifacts of answers at any
+	// replica; files.go): a peer file share-file copied, under its SHA-256 (one row however often it is
+	// shared), kept until expires (unix ms), the expiry of the last handle minted for it, and removed by
+	// the sweeper after; an artifact file too large to carry inline, under its task and name, removed
+	// with its task. created is unix ms. The bytes are in shared_file_chunks, fileChunk bytes a row
+	// (the last one shorter), numbered from 0, so that a file is read and written a part at a time;
+	// stored as they are, uncompressed (STORAGE EXTERNAL), since such files are mostly compressed
+	// already.
+	`CREATE TABLE shared_files (
+		id      bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+		kind    text   NOT NULL CHECK (kind IN ('peer', 'artifact')),
+		task_id text   REFERENCES tasks (id) ON DELETE CASCADE,
+		name    text   NOT NULL DEFAULT '',
+		size    bigint NOT NULL,
+		sha256  bytea  NOT NULL,
+		created bigint NOT NULL,
+		expires bigint,
+		CHECK ((kind = 'artifact') = (task_id IS NOT NULL)),
+		CHECK ((kind = 'peer') = (expires IS NOT NULL)),
+		UNIQUE (task_id, name)
+	);
+	CREATE UNIQUE INDEX shared_files_peer ON shared_files (sha256) WHERE kind = 'peer';
+	CREATE INDEX shared_files_expires ON shared_files (expires) WHERE kind = 'peer';
+	CREATE TABLE shared_file_chunks (
+		file_id bigint NOT NULL REFERENCES shared_files (id) ON DELETE CASCADE,
+		n       int    NOT NULL,
+		body    bytea  NOT NULL,
+		PRIMARY KEY (file_id, n)
+	);
+	ALTER TABLE shared_file_chunks ALTER COLUMN body SET STORAGE EXTERNAL;`,
 }
 
 // SchemaVersion is the version of the schema this program writes: the number of its migrations.
