@@ -63,11 +63,13 @@ func (s *Store) getJSON(ctx context.Context, id a2a.TaskID) (body []byte, caller
 	return body, caller, nil
 }
 
-// followSQL reads a task and its events after $2 in one statement, so in one snapshot.
-const followSQL = `SELECT t.task, t.state, t.event_seq,
-		COALESCE(ARRAY(SELECT e.seq FROM task_events e WHERE e.task_id = t.id AND e.seq > $2 AND e.seq <= t.event_seq ORDER BY e.seq), '{}'),
-		COALESCE(ARRAY(SELECT e.event FROM task_events e WHERE e.task_id = t.id AND e.seq > $2 AND e.seq <= t.event_seq ORDER BY e.seq), '{}')
-	FROM tasks t WHERE t.id = $1`
+// followSQL reads a task and its events after $2 in one statement, so in one snapshot, the events in
+// one pass over the task's rows of task_events.
+const followSQL = `SELECT t.task, t.state, t.event_seq, COALESCE(e.seqs, '{}'), COALESCE(e.events, '{}')
+	FROM tasks t LEFT JOIN LATERAL (
+		SELECT array_agg(seq ORDER BY seq) AS seqs, array_agg(event ORDER BY seq) AS events
+		FROM task_events WHERE task_id = t.id AND seq > $2 AND seq <= t.event_seq) e ON true
+	WHERE t.id = $1`
 
 // Follow reads task id as committed, its last event's number, and its events after after, in one
 // snapshot (store.EventLog). UpdateSoon's changes not yet committed are not seen: a stream learns of
