@@ -407,6 +407,11 @@ func (s *Store) GetWithCaller(ctx context.Context, id a2a.TaskID) (body []byte, 
 	return body, caller, nil
 }
 
+// getByMessageSQL finds the task of a caller's message. message_id != ” is the partial index's own
+// condition: without it SQLite does not use the index (it does not infer it from message_id = ?), and
+// every SendMessage read the whole table (TestGetByMessageUsesItsIndex).
+const getByMessageSQL = `SELECT id FROM tasks WHERE caller = ? AND message_id = ? AND message_id != '' AND state != ? ORDER BY seq DESC LIMIT 1`
+
 // GetByMessage returns the newest stored task that the message messageID of caller ("" for the
 // operator) created and that was not rejected: what a retried SendMessage answers. The error wraps
 // ErrNotFound when there is none.
@@ -415,7 +420,7 @@ func (s *Store) GetByMessage(ctx context.Context, caller, messageID string) (*a2
 		return nil, NotStored("")
 	}
 	var id string
-	err := s.read.QueryRowContext(ctx, `SELECT id FROM tasks WHERE caller = ? AND message_id = ? AND state != ? ORDER BY seq DESC LIMIT 1`,
+	err := s.read.QueryRowContext(ctx, getByMessageSQL,
 		caller, messageID, string(a2a.TaskStateRejected)).Scan(&id)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, NotStored("")

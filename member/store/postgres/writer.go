@@ -95,7 +95,7 @@ const (
 	insertOnceSQL = `INSERT INTO tasks (id, context_id, state, status_ts, created, caller, version, task, message_id, owner)
 		SELECT $1, $2, $3, $4, $5, $6, 1, $7, $8, $9
 		WHERE $8 = '' OR $3 = 'TASK_STATE_REJECTED' OR NOT EXISTS (SELECT FROM tasks
-			WHERE caller = $6 AND message_id = $8 AND state <> 'TASK_STATE_REJECTED')
+			WHERE caller = $6 AND message_id = $8 AND message_id <> '' AND state <> 'TASK_STATE_REJECTED')
 		ON CONFLICT (id) DO NOTHING`
 	messageLockSQL = `SELECT pg_advisory_xact_lock(hashtextextended($1 || ' ' || $2, 0))`
 	// A task's context and caller never change once it is created.
