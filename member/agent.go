@@ -38,6 +38,7 @@ func (s *Session) runAgent(ctx context.Context, t *a2a.Task, text string) (strin
 	task := string(t.ID)
 	tc, dt, endCalls := s.beginCalls(ctx, t)
 	defer endCalls()
+	defer s.noteTurns(ctx)
 	for {
 		turns, spend := s.meter.Used()
 		choice, applied := s.choice.Next()
@@ -54,7 +55,9 @@ func (s *Session) runAgent(ctx context.Context, t *a2a.Task, text string) (strin
 		s.meter.Compact(task, &req, &hist)
 		d := s.drivers[choice]
 		req.Turn = turns + 1
-		resp, err := d.Infer(ctx, req)
+		ictx, span := s.startChat(ctx, choice)
+		resp, err := d.Infer(ictx, req)
+		endChat(span, resp.Usage, err)
 		if err != nil {
 			if ctx.Err() != nil {
 				return "", ctx.Err()
@@ -179,8 +182,10 @@ func (s *Session) dispatch(ctx context.Context, task string, call driver.ToolCal
 // plan step).
 func (s *Session) dispatchCall(ctx context.Context, task string, call driver.ToolCall, inPlan bool) driver.ToolResult {
 	start := time.Now()
+	ctx, span := s.startTool(ctx, call)
 	var res runtimetools.Result
 	ran := false
+	why := "" // why the session refused the call itself, for its span
 	// Precedence (SPEC "Reserved names"): the runtime-provided tools, then a shell binary, then a tool
 	// artifact of the same name. A name the session does not have is refused as such before the
 	// on-tool-call hooks are asked (SPEC "The grant is the tool's existence"); every other call passes
@@ -189,12 +194,12 @@ func (s *Session) dispatchCall(ctx context.Context, task string, call driver.Too
 	a, isArtifact := s.art.Tool(call.Name)
 	if !native && !isArtifact {
 		if s.art.Removed(call.Name) {
-			res = runtimetools.Refused(runtimetools.RemovedCall(call.Name))
+			res, why = runtimetools.Refused(runtimetools.RemovedCall(call.Name)), refusedRemoved
 		} else {
-			res = runtimetools.Refused(runtimetools.Unstaged(call.Name, s.inventory()))
+			res, why = runtimetools.Refused(runtimetools.Unstaged(call.Name, s.inventory())), refusedUnstaged
 		}
 	} else if refusal, ok := s.checkHooks(ctx, task, call); !ok {
-		res = runtimetools.Refused(refusal)
+		res, why = runtimetools.Refused(refusal), refusedDenied
 	} else if native {
 		events.ToolProgress(s.cfg.Events, task, call.Name, call.ID, "running")
 		defer func() { events.ToolProgress(s.cfg.Events, task, call.Name, call.ID, res.Status) }()
@@ -224,9 +229,11 @@ func (s *Session) dispatchCall(ctx context.Context, task string, call driver.Too
 		// record.
 		fields["input"] = records.Clip(string(call.Input), records.ClipMax)
 		fields["result"] = records.Clip(driver.Fence("tool:"+call.Name, res.Output, res.Note), records.ClipMax)
+		spanFields(ctx, fields) // the record joins its tool call's span
 		s.records.Write("tool_call", task, fields)
 		s.log.Debug("tool call", "task", task, "tool", call.Name, "status", res.Status, "summary", res.Summary)
 	}
+	endTool(span, res, why)
 	note := res.Note
 	if !inPlan && ran && res.Status != runtimetools.StatusRefused {
 		if line := s.rules.Notice(task); line != "" {

@@ -74,7 +74,8 @@ func (s *Session) startSub(spec delegate.StartSpec) (delegate.Sub, error) {
 			WasmCacheDir: s.cfg.WasmCacheDir, ProjectDir: s.cfg.ProjectDir, Metrics: series, Logger: s.log,
 			Now: s.cfg.Now, Getenv: s.cfg.Getenv, HTTPClient: s.cfg.HTTPClient, ConfineHelper: s.cfg.ConfineHelper,
 			StartToolServer: s.cfg.StartToolServer, isolate: s.hostIso, Secrets: s.runner.Secrets(),
-			Sub: &SubSession{Parent: s.id, Delegation: spec.Delegation, Depth: spec.Depth, Deadline: s.deadline},
+			TracerProvider: s.cfg.TracerProvider,
+			Sub:            &SubSession{Parent: s.id, Delegation: spec.Delegation, Depth: spec.Depth, Deadline: s.deadline},
 		})
 		if err != nil {
 			return nil, err

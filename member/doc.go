@@ -17,4 +17,9 @@
 // Close cancels everything and returns once the executor goroutine has exited. The package never touches
 // an http.ResponseWriter: the server package maps its errors, which wrap a2a's protocol errors, to the
 // wire.
+//
+// Tracing (tracing.go, DESIGN §17): a task's run is an invoke_agent span, the child of the span of the
+// request that sent it (the trace context waits in the queue with the task); its inference calls are
+// chat spans and its tool calls execute_tool spans, on Config.TracerProvider, through the OpenTelemetry
+// API alone.
 package member

@@ -24,6 +24,7 @@ func (s *Session) startProcess(confined bool) (err error) {
 		Formation: s.cfg.Formation, Session: s.id, RuntimeDir: dir, Getenv: s.cfg.Getenv, Start: s.runner.Start,
 		Confined: confined, Secrets: s.runner.Secrets(), Log: s.log, StartToolServer: s.cfg.StartToolServer, Tools: s.processTools, SystemPrompt: s.systemPrompt,
 		Dispatch: func(ctx context.Context, task, id, name string, input json.RawMessage) (string, bool) {
+			ctx = s.trc.inTask(ctx, task) // its span is the task's child
 			r := s.dispatch(ctx, task, driver.ToolCall{ID: id, Name: name, Input: input})
 			return r.Text, r.Status != runtimetools.StatusOK
 		},
@@ -36,6 +37,7 @@ func (s *Session) startProcess(confined bool) (err error) {
 func (s *Session) runProcess(ctx context.Context, t *a2a.Task, text string) (string, error) {
 	task := string(t.ID)
 	defer s.proc.Begin(ctx, task)() // the tool server answers for the task until its calls have ended
+	defer s.noteTurns(ctx)
 	tc, dt, endCalls := s.beginCalls(ctx, t)
 	defer endCalls()
 	answer, err := s.proc.RunTask(ctx, harness.Task{ID: task, Prompt: fenceUntrusted(t, "task", text),

@@ -11,6 +11,8 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/murmur-run/murmur/a2a"
 	"github.com/murmur-run/murmur/internal/ids"
 	"github.com/murmur-run/murmur/member/admit"
@@ -137,6 +139,8 @@ type Config struct {
 	Sub *SubSession
 	// Replicas is the member's other replicas (DESIGN §16); nil for a member of one process.
 	Replicas Replicas
+	// TracerProvider is what the session's spans start on (DESIGN §17); nil means the global provider.
+	TracerProvider trace.TracerProvider
 	// isolate finds what the host allows around commands; nil probes it (probeIsolation). Tests
 	// set it to take one mechanism away.
 	isolate func() sandbox.Isolation
@@ -197,6 +201,7 @@ type Session struct {
 	peers     calls.Peers
 	hostIso   func() sandbox.Isolation // what this host puts around commands, for sub-sessions
 	proc      *harness.Transport       // transport: process; nil under http
+	trc       *sessionTracing          // its tracer, and the trace context each task carries to its run
 
 	base    context.Context
 	stopAll context.CancelFunc
@@ -250,6 +255,7 @@ func Start(cfg Config) (*Session, error) {
 		waiter:     converse.NewWaiter(),
 		continuing: map[a2a.TaskID]bool{},
 		callsLeft:  map[string]int{},
+		trc:        newSessionTracing(cfg.TracerProvider),
 	}
 	parts, err := setup.Build(setup.Config{Capsule: cfg.Capsule, Store: cfg.Store, Member: cfg.Member, Formation: cfg.Formation,
 		Session: s.id, RecordsRoot: cfg.RecordsRoot, DataDir: cfg.DataDir, WorkDir: cfg.WorkDir, Workdir: s.workdir(),
@@ -439,6 +445,7 @@ func (s *Session) Send(ctx context.Context, msg *a2a.Message, origin Origin) (*a
 	// The task takes its place in the queue now, so the queue stays in order of admission; the executor
 	// starts it once it is stored.
 	s.queue = append(s.queue, id)
+	s.trc.keep(ctx, id, s.queue) // its run continues the trace of the request that sent it
 	if msg.ContextID != "" {
 		s.continuing[id] = true
 	}
@@ -783,7 +790,7 @@ func (s *Session) loop() {
 			if !ok {
 				break
 			}
-			s.execute(ctx, r)
+			s.run(ctx, r) // execute, within the task's span
 		}
 	}
 }
@@ -798,6 +805,7 @@ func (s *Session) next() (context.Context, *runningTask, bool) {
 	}
 	ctx, cancel := context.WithCancelCause(s.base)
 	r := &runningTask{id: s.queue[0], cancel: cancel, done: make(chan struct{})}
+	ctx = s.trc.take(ctx, r.id) // the trace context of the request that sent it
 	s.queue = s.queue[1:]
 	s.running = r
 	return ctx, r, true

@@ -51,6 +51,12 @@ func startFormation(t *testing.T, files map[string]string, tokens Tokens) *forma
 // startFormationAt is startFormation on a clock of the test's; nil is the real one.
 func startFormationAt(t *testing.T, files map[string]string, tokens Tokens, now func() time.Time) *formationFixture {
 	t.Helper()
+	return startFormationWith(t, files, tokens, func(c *FormationConfig) { c.Now = now })
+}
+
+// startFormationWith is startFormation with a configuration the test changes first.
+func startFormationWith(t *testing.T, files map[string]string, tokens Tokens, change func(*FormationConfig)) *formationFixture {
+	t.Helper()
 	root := t.TempDir()
 	for name, body := range files {
 		os.MkdirAll(filepath.Dir(filepath.Join(root, name)), 0o755)
@@ -61,9 +67,11 @@ func startFormationAt(t *testing.T, files map[string]string, tokens Tokens, now 
 		t.Fatal(err)
 	}
 	logs := &lockedBuffer{}
-	f, err := StartFormation(FormationConfig{Roster: r, DataDir: filepath.Join(root, "data"),
-		RecordsRoot: filepath.Join(root, "records"), Tokens: tokens, Version: "test", Now: now,
-		Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+	cfg := FormationConfig{Roster: r, DataDir: filepath.Join(root, "data"),
+		RecordsRoot: filepath.Join(root, "records"), Tokens: tokens, Version: "test",
+		Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))}
+	change(&cfg)
+	f, err := StartFormation(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

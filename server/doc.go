@@ -10,6 +10,9 @@
 // or sends a task. Push configs go to a member/push Notifier, which the Formation opens after the
 // session has recovered the store and closes before the store.
 //
+// Every JSON-RPC request is a SERVER span (tracing.go, DESIGN §17) on DoorConfig.TracerProvider,
+// continuing the caller's trace when it sends a valid traceparent; the session's task runs continue it.
+//
 // A door never holds task state of its own: it authenticates and validates a request, hands it to the
 // member's session (an Executor), and maps the session's errors to wire errors once, through
 // a2a.ToJSONRPC. A request that fails authentication or validation reaches no session method, so it

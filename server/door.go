@@ -9,6 +9,7 @@ import (
 
 	"github.com/go-chi/chi/v5/middleware"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/murmur-run/murmur/a2a"
 	"github.com/murmur-run/murmur/member"
@@ -87,6 +88,8 @@ type DoorConfig struct {
 	// artifacts' large files, which the door serves whichever replica made them; nil for a member of
 	// one process, whose door serves them from its workdir.
 	Files StoredFiles
+	// TracerProvider is what the door's request spans start on (DESIGN §17); nil means the global one.
+	TracerProvider trace.TracerProvider
 }
 
 // Door is one member's HTTP surface.
@@ -97,6 +100,7 @@ type Door struct {
 	pacer   *refusalPacer
 	streams *streamCap
 	metrics *doorMetrics
+	tracing doorTracing
 	card    cardBody
 	handler http.Handler
 	rpc     http.Handler // POST /a2a, outside the router
@@ -137,7 +141,8 @@ func NewDoor(cfg DoorConfig) (*Door, error) {
 		formation = cfg.Roster.Formation
 	}
 	d := &Door{cfg: cfg, auth: newAuthenticator(cfg.Tokens, formation), admit: newAdmission(cfg.BodyBudget),
-		pacer: newRefusalPacer(cfg.RefusalRate, m.paced.Inc), streams: newStreamCap(cfg.MaxStreams), metrics: m, card: card, closing: make(chan struct{})}
+		pacer: newRefusalPacer(cfg.RefusalRate, m.paced.Inc), streams: newStreamCap(cfg.MaxStreams), metrics: m, card: card, closing: make(chan struct{}),
+		tracing: newDoorTracing(cfg.TracerProvider, cfg.Member)}
 	d.handler = d.routes()
 	d.rpc = middleware.Recoverer(http.HandlerFunc(d.serveJSONRPC))
 	return d, nil

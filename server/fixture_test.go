@@ -13,6 +13,7 @@ import (
 
 	a2ago "github.com/a2aproject/a2a-go/v2/a2a"
 	"github.com/a2aproject/a2a-go/v2/a2aclient"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/murmur-run/murmur/member"
 	"github.com/murmur-run/murmur/member/capsule"
@@ -71,6 +72,8 @@ type doorOptions struct {
 	// getenv is the session's environment; nil: the process's, but for the global artifact store, an
 	// empty directory of the test's.
 	getenv func(string) string
+	// tracerProvider is what the door's and the session's spans start on; nil: the global provider.
+	tracerProvider trace.TracerProvider
 }
 
 // startDoorWith is startDoor with options.
@@ -131,7 +134,7 @@ func startDoorWith(t testing.TB, files map[string]string, opts doorOptions) *fix
 		Member: "solo", Formation: "test", Capsule: capsule, Store: store,
 		RecordsRoot: filepath.Join(root, "records"), WorkDir: filepath.Join(root, "work"), Metrics: series,
 		Events: hub, DoorURL: url, ArtifactsDir: filepath.Join(root, "data", "artifacts"),
-		WasmCacheDir: opts.wasmCache, Getenv: getenv,
+		WasmCacheDir: opts.wasmCache, Getenv: getenv, TracerProvider: opts.tracerProvider,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -146,6 +149,7 @@ func startDoorWith(t testing.TB, files map[string]string, opts doorOptions) *fix
 		MaxBody:  64 << 10,
 		Gatherer: reg, Registerer: wrapped, Events: hub, StreamWriteTimeout: 10 * time.Minute,
 		AnswersMessage: capsule.AnswersWithMessage(), Push: configs, MaxStreams: opts.maxStreams,
+		TracerProvider: opts.tracerProvider,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -29,6 +29,7 @@ import (
 	"github.com/murmur-run/murmur/member/store/postgres"
 	"github.com/murmur-run/murmur/roster"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // FormationConfig says which members of a roster to start and where their state goes.
@@ -67,6 +68,8 @@ type FormationConfig struct {
 	Replica string
 	// Lease is a replica's lease (MUR_LEASE); 0 means replica.DefaultLease.
 	Lease time.Duration
+	// TracerProvider is what every member's spans start on (DESIGN §17); nil means the global provider.
+	TracerProvider trace.TracerProvider
 }
 
 func (cfg FormationConfig) getenv() func(string) string {
@@ -245,7 +248,7 @@ func (f *Formation) start(m roster.Member, ln net.Listener) (*RunningMember, err
 		ProjectDir: cfg.Roster.Dir, DoorURL: m.URL, ArtifactsDir: artifacts,
 		Metrics: series, Logger: cfg.Logger, Now: cfg.Now,
 		Roster: cfg.Roster, FormationToken: cfg.Tokens.Formation, Secrets: memberSecrets(cfg.Tokens, control), ConfineHelper: cfg.ConfineHelper,
-		Events: publisher, Replicas: sessionReplicas(coord),
+		Events: publisher, Replicas: sessionReplicas(coord), TracerProvider: cfg.TracerProvider,
 		StartToolServer: func(ts harness.ToolSet) (harness.ToolServer, error) { return StartToolServer(ts, log) },
 	})
 	if err != nil {
@@ -285,7 +288,7 @@ func (f *Formation) start(m roster.Member, ln net.Listener) (*RunningMember, err
 		Card:    NewCard(m.Name, capsule.Description, cfg.Version, url, cfg.Roster.Formation),
 		MaxBody: cfg.MaxBody, MaxStreams: cfg.MaxStreams, Gatherer: reg, Registerer: wrapped, Logger: log,
 		ExportRoot: sess.ExportRoot(), AnswersMessage: capsule.AnswersWithMessage(), Now: cfg.Now, Events: streams, Push: pushConfigs,
-		Control: sess, ControlTokens: control, Replicas: replicas,
+		Control: sess, ControlTokens: control, Replicas: replicas, TracerProvider: cfg.TracerProvider,
 		Files: replicaFiles(store, replicaName), // peer and artifact files at any replica (DESIGN §16)
 	})
 	if err != nil {

@@ -41,7 +41,10 @@ var nullID = json.RawMessage("null")
 // (401, with WWW-Authenticate), an oversize body (413) and a full door (503, with Retry-After).
 func (d *Door) serveJSONRPC(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
+	r, span := d.startRequestSpan(r) // a stream's span ends once the stream does
+	defer span.End()
 	method, id, result, rpcErr, status := d.handle(r)
+	nameRequestSpan(span, method, result, rpcErr)
 	switch status {
 	case http.StatusUnauthorized:
 		w.Header().Set("WWW-Authenticate", `Bearer realm="murmur"`)
@@ -263,6 +266,7 @@ func (d *Door) call(ctx context.Context, caller Caller, method a2a.Method, param
 		if err := decodeParams(params, &req); err != nil {
 			return nil, err
 		}
+		noteTaskID(ctx, req.ID)
 		if err := checkTaskID("id", req.ID, "the id of the task to read"); err != nil {
 			return nil, err
 		}
@@ -288,6 +292,7 @@ func (d *Door) call(ctx context.Context, caller Caller, method a2a.Method, param
 		if err := decodeParams(params, &req); err != nil {
 			return nil, err
 		}
+		noteTaskID(ctx, req.ID)
 		if err := checkTaskID("id", req.ID, "the id of the task to cancel"); err != nil {
 			return nil, err
 		}

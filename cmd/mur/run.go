@@ -273,11 +273,16 @@ func serve(ctx context.Context, c common, only []string, listen, consoleAddr str
 	if err != nil {
 		return fmt.Errorf("finding mur's own executable, which confines shell commands: %w", err)
 	}
+	tracing, err := startTracing(ctx, only, getenv, log)
+	if err != nil {
+		return err
+	}
+	defer stopTracing(tracing, log) // after the members: the spans of their last tasks go out too
 	f, err := server.StartFormation(server.FormationConfig{
 		Roster: r, Only: only, DataDir: dir, RecordsRoot: recordsRoot(getenv, r), Tokens: tokens,
 		Listen: listen, MaxBody: c.maxBody, MaxStreams: c.maxStreams, Version: version, Logger: log, ConfineHelper: helper,
 		ControlToken: getenv("MUR_CONTROL_TOKEN"), Store: getenv("MUR_STORE"), Getenv: getenv,
-		Replica: c.replica, Lease: c.lease,
+		Replica: c.replica, Lease: c.lease, TracerProvider: tracing.TracerProvider(),
 	})
 	if err != nil {
 		return err

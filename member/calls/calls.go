@@ -11,6 +11,8 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/murmur-run/murmur/a2a"
 	"github.com/murmur-run/murmur/internal/ids"
 	"github.com/murmur-run/murmur/roster"
@@ -38,6 +40,8 @@ type Config struct {
 	Record func(typ, task string, fields map[string]any) error
 	// Ended, when set, is told how each call ended and how long it took (metrics).
 	Ended func(member, status string, took time.Duration)
+	// Tracer starts the client span of each request a call makes (DESIGN §17); nil traces none.
+	Tracer trace.Tracer
 
 	// The calling task: who sent it and with what trust class.
 	Caller   string
@@ -127,6 +131,7 @@ type memberCall struct {
 	deadline         time.Time
 	offers           int
 	taskID           a2a.TaskID // the member's task, once it holds it
+	parent           trace.Span // the call's tool call span, the parent of its requests' spans
 
 	Mark
 	status string // completed, no_answer, failed, canceled, rejected, timed_out, unreachable, abandoned
@@ -171,7 +176,8 @@ func (tc *Tracker) Call(ctx context.Context, member, text string) (runtimetools.
 	}
 	now := time.Now()
 	secs := tc.cfg.DeadlineSecs
-	c := &memberCall{id: ids.New("mcl_"), member: member, text: text, started: now, deadline: now.Add(time.Duration(secs) * time.Second)}
+	c := &memberCall{id: ids.New("mcl_"), member: member, text: text, started: now, deadline: now.Add(time.Duration(secs) * time.Second),
+		parent: trace.SpanFromContext(ctx)}
 	tc.book.list = append(tc.book.list, c)
 	tc.book.mu.Unlock()
 
@@ -222,7 +228,10 @@ func (tc *Tracker) offer(ctx context.Context, c *memberCall) (*a2a.Task, error) 
 	}
 	ctx, cancel := context.WithTimeout(ctx, peerRequestTimeout)
 	defer cancel()
-	return tc.cfg.Peers.Send(ctx, c.member, msg)
+	ctx, span := tc.clientSpan(ctx, c, a2a.MethodSendMessage, "")
+	t, err := tc.cfg.Peers.Send(ctx, c.member, msg)
+	endClientSpan(span, t, err)
+	return t, err
 }
 
 func (tc *Tracker) busy(c *memberCall) {
@@ -306,7 +315,8 @@ func (tc *Tracker) reoffer(c *memberCall) {
 			tc.held(c, r.task.ID)
 			if ended {
 				cctx, cancel := context.WithTimeout(context.Background(), peerRequestTimeout)
-				tc.cfg.Peers.Cancel(cctx, c.member, r.task.ID)
+				cctx, span := tc.clientSpan(cctx, c, a2a.MethodCancelTask, r.task.ID)
+				endClientSpan(span, nil, tc.cfg.Peers.Cancel(cctx, c.member, r.task.ID))
 				cancel()
 				tc.end(c, "abandoned", fmt.Sprintf("the calling task ended just after %s took the task; a cancel was sent to %s", c.member, c.member), nil, false)
 				return
@@ -337,7 +347,9 @@ func (tc *Tracker) poll(c *memberCall) {
 		case <-tick.C:
 		}
 		ctx, cancel := context.WithTimeout(tc.ctx, peerRequestTimeout)
+		ctx, span := tc.clientSpan(ctx, c, a2a.MethodGetTask, c.taskID)
 		t, err := tc.cfg.Peers.Get(ctx, c.member, c.taskID)
+		endClientSpan(span, t, err)
 		cancel()
 		if err != nil {
 			if tc.ctx.Err() != nil {

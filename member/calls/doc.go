@@ -13,5 +13,9 @@
 // Concurrency: a Tracker is safe for concurrent use; its ledger's lock guards every call's fields, which
 // the call's own goroutine (reoffer, poll) and the agent loop both touch. Finish stops the goroutines.
 //
-// Imports: a2a, roster, runtimetools, internal/ids and internal/peercred; never member.
+// Tracing: each request a call makes to a door is a CLIENT span, a child of the call's tool call span,
+// and carries its trace context (traceparent) to the door it calls (DESIGN §17).
+//
+// Imports: a2a, roster, runtimetools, internal/ids, internal/peercred, internal/telemetry/conv and the
+// OpenTelemetry API; never member.
 package calls

@@ -19,9 +19,11 @@ type doorPeers struct {
 }
 
 // DoorPeers reaches the doors of r's members over HTTP as the member self, with the credentials key
-// derives; errors may name addresses, which the caller never shows to a model.
+// derives, each request carrying the trace context of its context; errors may name addresses, which the
+// caller never shows to a model.
 func DoorPeers(r *roster.Roster, self string, key peercred.Key, hc *http.Client) Peers {
 	p := &doorPeers{clients: map[string]map[string]*a2a.Client{}}
+	hc = tracedClient(hc) // each request carries its trace context (traceparent)
 	for _, m := range r.Members {
 		url := strings.TrimRight(m.URL, "/") + "/a2a"
 		p.clients[m.Name] = map[string]*a2a.Client{

@@ -21,6 +21,8 @@ type Writer struct {
 	mu    sync.Mutex
 	trace *os.File
 
+	spans spans // the spans traced tasks' records carry (Bind)
+
 	// out/result.txt is written by a goroutine of its own, off the path of the task that ended: only the
 	// latest answer matters, so answers that come faster than a file can be replaced are written once.
 	resultMu   sync.Mutex
@@ -82,6 +84,7 @@ func (r *Writer) WriteAll(recs []Record) error {
 		rec["session"] = r.session
 		if rc.Task != "" {
 			rec["task"] = rc.Task
+			r.spans.addSpan(rec, rc.Type, rc.Task)
 		}
 		line, err := json.Marshal(rec)
 		if err != nil {
