@@ -289,6 +289,8 @@ func (s *Store) handSoon(w *pendingWrite, show bool) {
 	w.seq = s.writeSeq.Add(1)
 	if show {
 		s.pending.Put(w.id, w.seq, w.caller, w.body)
+	} else if w.body != nil {
+		s.pending.Supersede(w.id, w.seq, w.caller, w.body)
 	}
 	s.soon = append(s.soon, w)
 	s.soonMu.Unlock()

@@ -40,6 +40,22 @@ func (p *Pending) Put(id a2a.TaskID, seq int64, caller string, body []byte) {
 	p.m[id] = pendingBody{seq: seq, caller: caller, body: body}
 }
 
+// Supersede replaces the pending change of task id, if one is, by a later write of the task (numbered
+// seq) handed over after it: reads show that write from now on, until it settles. Every write of a task
+// that does not Put calls it. Without it, a read could show the pending change after another read had
+// seen the later write, committed in the same group as the pending one but not yet settled: a reader
+// would see the task go back.
+func (p *Pending) Supersede(id a2a.TaskID, seq int64, caller string, body []byte) {
+	if p.n.Load() == 0 {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if _, ok := p.m[id]; ok {
+		p.m[id] = pendingBody{seq: seq, caller: caller, body: body}
+	}
+}
+
 // Get returns the pending change of task id, if one is.
 func (p *Pending) Get(id a2a.TaskID) (body []byte, caller string, ok bool) {
 	if p.n.Load() == 0 {

@@ -172,6 +172,12 @@ func (s *Store) hand(w *write) bool {
 	if w.show {
 		r := w.rows[0]
 		s.pending.Put(r.id, w.seq, r.caller, r.body)
+	} else {
+		for _, r := range w.rows {
+			if r.body != nil {
+				s.pending.Supersede(r.id, w.seq, r.caller, r.body)
+			}
+		}
 	}
 	s.queue = append(s.queue, w)
 	s.qmu.Unlock()
