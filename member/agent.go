@@ -15,6 +15,7 @@ import (
 	"github.com/murmur-run/murmur/member/events"
 	"github.com/murmur-run/murmur/member/meter"
 	"github.com/murmur-run/murmur/member/records"
+	"github.com/murmur-run/murmur/member/spans"
 	"github.com/murmur-run/murmur/runtimetools"
 )
 
@@ -55,9 +56,9 @@ func (s *Session) runAgent(ctx context.Context, t *a2a.Task, text string) (strin
 		s.meter.Compact(task, &req, &hist)
 		d := s.drivers[choice]
 		req.Turn = turns + 1
-		ictx, span := s.startChat(ctx, choice)
+		ictx, span := s.trc.StartChat(ctx, s.cfg.Member, choice, s.cfg.Capsule.Inference.Choices[choice])
 		resp, err := d.Infer(ictx, req)
-		endChat(span, resp.Usage, err)
+		spans.EndChat(span, resp.Usage, err)
 		if err != nil {
 			if ctx.Err() != nil {
 				return "", ctx.Err()
@@ -182,7 +183,7 @@ func (s *Session) dispatch(ctx context.Context, task string, call driver.ToolCal
 // plan step).
 func (s *Session) dispatchCall(ctx context.Context, task string, call driver.ToolCall, inPlan bool) driver.ToolResult {
 	start := time.Now()
-	ctx, span := s.startTool(ctx, call)
+	ctx, span := s.trc.StartTool(ctx, s.cfg.Member, call)
 	var res runtimetools.Result
 	ran := false
 	why := "" // why the session refused the call itself, for its span
@@ -194,12 +195,12 @@ func (s *Session) dispatchCall(ctx context.Context, task string, call driver.Too
 	a, isArtifact := s.art.Tool(call.Name)
 	if !native && !isArtifact {
 		if s.art.Removed(call.Name) {
-			res, why = runtimetools.Refused(runtimetools.RemovedCall(call.Name)), refusedRemoved
+			res, why = runtimetools.Refused(runtimetools.RemovedCall(call.Name)), spans.RefusedRemoved
 		} else {
-			res, why = runtimetools.Refused(runtimetools.Unstaged(call.Name, s.inventory())), refusedUnstaged
+			res, why = runtimetools.Refused(runtimetools.Unstaged(call.Name, s.inventory())), spans.RefusedUnstaged
 		}
 	} else if refusal, ok := s.checkHooks(ctx, task, call); !ok {
-		res, why = runtimetools.Refused(refusal), refusedDenied
+		res, why = runtimetools.Refused(refusal), spans.RefusedDenied
 	} else if native {
 		events.ToolProgress(s.cfg.Events, task, call.Name, call.ID, "running")
 		defer func() { events.ToolProgress(s.cfg.Events, task, call.Name, call.ID, res.Status) }()
@@ -229,11 +230,11 @@ func (s *Session) dispatchCall(ctx context.Context, task string, call driver.Too
 		// record.
 		fields["input"] = records.Clip(string(call.Input), records.ClipMax)
 		fields["result"] = records.Clip(driver.Fence("tool:"+call.Name, res.Output, res.Note), records.ClipMax)
-		spanFields(ctx, fields) // the record joins its tool call's span
+		spans.Fields(ctx, fields) // the record joins its tool call's span
 		s.records.Write("tool_call", task, fields)
 		s.log.Debug("tool call", "task", task, "tool", call.Name, "status", res.Status, "summary", res.Summary)
 	}
-	endTool(span, res, why)
+	spans.EndTool(span, res, why)
 	note := res.Note
 	if !inPlan && ran && res.Status != runtimetools.StatusRefused {
 		if line := s.rules.Notice(task); line != "" {

@@ -24,7 +24,7 @@ func (s *Session) startProcess(confined bool) (err error) {
 		Formation: s.cfg.Formation, Session: s.id, RuntimeDir: dir, Getenv: s.cfg.Getenv, Start: s.runner.Start,
 		Confined: confined, Secrets: s.runner.Secrets(), Log: s.log, StartToolServer: s.cfg.StartToolServer, Tools: s.processTools, SystemPrompt: s.systemPrompt,
 		Dispatch: func(ctx context.Context, task, id, name string, input json.RawMessage) (string, bool) {
-			ctx = s.trc.inTask(ctx, task) // its span is the task's child
+			ctx = s.trc.InTask(ctx, task) // its span is the task's child
 			r := s.dispatch(ctx, task, driver.ToolCall{ID: id, Name: name, Input: input})
 			return r.Text, r.Status != runtimetools.StatusOK
 		},

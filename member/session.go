@@ -34,6 +34,7 @@ import (
 	"github.com/murmur-run/murmur/member/sandbox"
 	"github.com/murmur-run/murmur/member/setup"
 	"github.com/murmur-run/murmur/member/share"
+	"github.com/murmur-run/murmur/member/spans"
 	"github.com/murmur-run/murmur/member/store"
 	"github.com/murmur-run/murmur/peerfile"
 	"github.com/murmur-run/murmur/roster"
@@ -201,7 +202,7 @@ type Session struct {
 	peers     calls.Peers
 	hostIso   func() sandbox.Isolation // what this host puts around commands, for sub-sessions
 	proc      *harness.Transport       // transport: process; nil under http
-	trc       *sessionTracing          // its tracer, and the trace context each task carries to its run
+	trc       *spans.Tracing           // its tracer, and the trace context each task carries to its run
 
 	base    context.Context
 	stopAll context.CancelFunc
@@ -255,7 +256,7 @@ func Start(cfg Config) (*Session, error) {
 		waiter:     converse.NewWaiter(),
 		continuing: map[a2a.TaskID]bool{},
 		callsLeft:  map[string]int{},
-		trc:        newSessionTracing(cfg.TracerProvider),
+		trc:        spans.New(cfg.TracerProvider),
 	}
 	parts, err := setup.Build(setup.Config{Capsule: cfg.Capsule, Store: cfg.Store, Member: cfg.Member, Formation: cfg.Formation,
 		Session: s.id, RecordsRoot: cfg.RecordsRoot, DataDir: cfg.DataDir, WorkDir: cfg.WorkDir, Workdir: s.workdir(),
@@ -445,7 +446,7 @@ func (s *Session) Send(ctx context.Context, msg *a2a.Message, origin Origin) (*a
 	// The task takes its place in the queue now, so the queue stays in order of admission; the executor
 	// starts it once it is stored.
 	s.queue = append(s.queue, id)
-	s.trc.keep(ctx, id, s.queue) // its run continues the trace of the request that sent it
+	s.trc.Keep(ctx, id, s.queue) // its run continues the trace of the request that sent it
 	if msg.ContextID != "" {
 		s.continuing[id] = true
 	}
@@ -805,7 +806,7 @@ func (s *Session) next() (context.Context, *runningTask, bool) {
 	}
 	ctx, cancel := context.WithCancelCause(s.base)
 	r := &runningTask{id: s.queue[0], cancel: cancel, done: make(chan struct{})}
-	ctx = s.trc.take(ctx, r.id) // the trace context of the request that sent it
+	ctx = s.trc.Take(ctx, r.id) // the trace context of the request that sent it
 	s.queue = s.queue[1:]
 	s.running = r
 	return ctx, r, true
