@@ -99,13 +99,3 @@ func encodeYAML(header []string, docs ...*yaml.Node) ([]byte, error) {
 	}
 	return b.Bytes(), nil
 }
-
-// ymapGet is the value of key in the mapping node m; nil when it has none.
-func ymapGet(m *yaml.Node, key string) *yaml.Node {
-	for i := 0; i+1 < len(m.Content); i += 2 {
-		if m.Content[i].Value == key {
-			return m.Content[i+1]
-		}
-	}
-	return nil
-}
