@@ -37,6 +37,11 @@ type Config struct {
 	// HTTPClient reads the doors; nil means a client with a 20 s timeout.
 	HTTPClient *http.Client
 	Logger     *slog.Logger
+
+	// TraceURL is the trace UI's page of a trace, naming it by TracePlaceholder, such as
+	// http://localhost:16686/trace/{trace_id} for Jaeger (mur: MUR_TRACE_URL); a task's page links to its
+	// trace there. "" shows the trace id without a link.
+	TraceURL string
 }
 
 // DefaultPoll is how often the console reads the doors and the records while a page is open.
@@ -79,6 +84,9 @@ func New(cfg Config) (*Console, error) {
 	}
 	if cfg.Token == "" {
 		return nil, errors.New("console: no operator token: the console reads the doors with it, and logins need it")
+	}
+	if err := checkTraceURL(cfg.TraceURL); err != nil {
+		return nil, err
 	}
 	if cfg.Poll <= 0 {
 		cfg.Poll = DefaultPoll

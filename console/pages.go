@@ -276,6 +276,17 @@ type TaskView struct {
 	// not ended ("" while no replica has claimed it).
 	Replicated bool
 	Replica    string
+	// What the task used (its metadata.murmur.usage; nil when it reports none), the trace its run is in
+	// and that trace's page in the trace UI (Config.TraceURL; "" without one).
+	Usage    *Usage
+	TraceID  string
+	TraceURL string
+	// Tree is the tree of tasks the request that caused this task caused, its root first (nil when the
+	// task caused none and was caused by none); Request is that root, when it is another task, with
+	// RequestUsage, what the root's door says the whole request used.
+	Tree         []TreeNode
+	Request      *TreeNode
+	RequestUsage *Usage
 }
 
 // Turn is one turn of the agent loop: the inference and what followed it.
@@ -397,11 +408,14 @@ func (c *Console) taskView(ctx context.Context, m *memberWatch, id string) TaskV
 		if !v.Ended {
 			v.Replica, v.Replicated = m.replicaOf(id)
 		}
+		v.Usage, v.TraceID = usageOf(task), traceIDOf(task)
+		v.TraceURL = c.traceLink(v.TraceID)
 	}
 	recs, dir, dmg := c.records.taskRecords(id)
 	v.Damage = dmg
 	v.HasRecs = len(recs) > 0
 	c.fromRecords(gctx, &v, recs, dir)
+	c.requestOf(gctx, &v)
 	if v.Caller != "" {
 		if link := c.callerLink(id); link != "" {
 			v.CallerURL = link

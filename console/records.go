@@ -111,14 +111,16 @@ type index struct {
 	order    []string // tasks in the order first seen
 	taskFile map[string]*traceFile
 	tokens   map[string]*Tokens
-	calls    map[string]*Call // by call id
+	calls    map[string]*Call       // by call id
+	dlgs     map[string]*Delegation // by delegation id
 	damage   []Damage
 	sessions map[string]string // session id -> member
 }
 
 func newIndex(root, formation string) *index {
 	return &index{root: root, formation: formation, files: map[string]*traceFile{}, byTask: map[string][]Record{},
-		taskFile: map[string]*traceFile{}, tokens: map[string]*Tokens{}, calls: map[string]*Call{}, sessions: map[string]string{}}
+		taskFile: map[string]*traceFile{}, tokens: map[string]*Tokens{}, calls: map[string]*Call{}, dlgs: map[string]*Delegation{},
+		sessions: map[string]string{}}
 }
 
 // change is what one scan found new: tasks with new records, and whether member calls changed.
@@ -257,17 +259,7 @@ func (x *index) parse(f *traceFile, line []byte, n int, ch *change) {
 			t = &Tokens{}
 			x.tokens[f.member] = t
 		}
-		t.Calls++
-		if tok, ok := m["tokens"].(map[string]any); ok {
-			in, _ := tok["input"].(float64)
-			out, _ := tok["output"].(float64)
-			cached, _ := tok["cached"].(float64)
-			t.Input += int64(in)
-			t.Output += int64(out)
-			t.Cached += int64(cached)
-		} else {
-			t.Unreported++
-		}
+		t.add(rec)
 		ch.other = true
 	case "member_call_start":
 		c := x.call(rec.Str("call_id"))
@@ -286,6 +278,9 @@ func (x *index) parse(f *traceFile, line []byte, n int, ch *change) {
 		c := x.call(rec.Str("call_id"))
 		c.From, c.FromTask, c.To = f.member, rec.Task, rec.Str("member")
 		c.BusyOffers++
+	case "delegation_start", "delegation":
+		x.delegation(f, rec)
+		ch.calls = true
 	}
 	if rec.Task == "" {
 		return

@@ -84,6 +84,7 @@ type TaskRow struct {
 	Updated   time.Time
 	Caller    string // the calling member, for a task a peer gave
 	Replica   string // the replica that runs it, for an unended task of a member run as replicas
+	Usage     Usage  // its metadata.murmur.usage: what it and the tasks it caused used (zero when it reports none)
 }
 
 // Short is the state without its TASK_STATE_ prefix, in lower case.
@@ -241,6 +242,9 @@ func rowOf(member string, t *a2a.Task) TaskRow {
 	}
 	if mm, ok := t.Metadata["murmur"].(map[string]any); ok {
 		row.Caller, _ = mm["caller"].(string)
+	}
+	if u := usageOf(t); u != nil {
+		row.Usage = *u
 	}
 	return row
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/murmur-run/murmur/member/driver"
 	"github.com/murmur-run/murmur/member/events"
 	"github.com/murmur-run/murmur/member/meter"
+	"github.com/murmur-run/murmur/member/plan"
 	"github.com/murmur-run/murmur/member/records"
 	"github.com/murmur-run/murmur/member/spans"
 	"github.com/murmur-run/murmur/runtimetools"
@@ -164,12 +165,8 @@ func originOf(t *a2a.Task) Origin {
 // systemPrompt is the capsule's instructions, then its skills (the operator's, then those the agent
 // pulled, fenced as untrusted); the plan guidance joins it with its feature.
 func (s *Session) systemPrompt() string {
-	prompt := s.cfg.Capsule.Instructions
-	if g := s.planGuidance(); g != "" {
-		prompt = strings.TrimRight(prompt, "\n") + "\n\n" + g
-		prompt = strings.TrimLeft(prompt, "\n")
-	}
-	return artifact.AppendSkills(prompt, s.art.Skills())
+	_, planning := s.tools.Lookup("submit-plan")
+	return artifact.AppendSkills(plan.WithGuidance(s.cfg.Capsule.Instructions, planning), s.art.Skills())
 }
 
 // dispatch answers one tool call through the session's registry. A name that was not staged is refused
@@ -234,7 +231,7 @@ func (s *Session) dispatchCall(ctx context.Context, task string, call driver.Too
 		s.records.Write("tool_call", task, fields)
 		s.log.Debug("tool call", "task", task, "tool", call.Name, "status", res.Status, "summary", res.Summary)
 	}
-	spans.EndTool(span, res, why)
+	s.trc.EndCall(ctx, span, call.Name, res, why) // a command moved to the background gets its own span
 	note := res.Note
 	if !inPlan && ran && res.Status != runtimetools.StatusRefused {
 		if line := s.rules.Notice(task); line != "" {

@@ -62,7 +62,7 @@ func (s *Session) startCalls(ctx context.Context, t *a2a.Task) *calls.Tracker {
 			s.cfg.Metrics.MemberCalls.WithLabelValues(member, status).Inc()
 			s.cfg.Metrics.MemberCallDuration.WithLabelValues(member).Observe(took.Seconds())
 		},
-		Caller: o.Caller, Trust: o.Trust, FromPeer: o.Origin == OriginPeer, Tracer: s.trc.Tracer(),
+		Caller: o.Caller, Trust: o.Trust, FromPeer: o.Origin == OriginPeer, Tracer: s.trc.Tracer(), Caused: s.meter.Caused,
 		BusyMessage: BusyMessage, TrustTrusted: TrustTrusted, OriginPeer: OriginPeer,
 	}, string(t.ID))
 }

@@ -60,8 +60,9 @@ func (s *Session) askSender(ctx context.Context, task string, q converse.Questio
 		return converse.Reply{}, errors.New("no running task to ask for")
 	}
 	t := r.task
-	return s.conv().Ask(ctx, converse.Asking{Task: t, Limit: converse.InputWait(s.cfg.Capsule.Lifecycle.InputWaitSecs), TimedOut: r.cancel,
+	reply, err := s.conv().Ask(ctx, converse.Asking{Task: t, Limit: converse.InputWait(s.cfg.Capsule.Lifecycle.InputWaitSecs), TimedOut: r.cancel,
 		Waiting: func(msg *a2a.Message) {
+			s.trc.InputAsked(task, q.Approval(), q.Tool, q.Hook)
 			s.mu.Lock()
 			s.setStatus(t, a2a.TaskStateInputRequired, "", s.cfg.Now())
 			t.Status.Message = msg
@@ -75,6 +76,8 @@ func (s *Session) askSender(ctx context.Context, task string, q converse.Questio
 			s.storeLocked(t)
 			s.mu.Unlock()
 		}}, q)
+	s.trc.InputAnswered(task, reply.Decision, err)
+	return reply, err
 }
 
 // storeLocked stores a change of the running task and tells its waiters and streams. s.mu is held.

@@ -11,6 +11,7 @@ import (
 	"github.com/murmur-run/murmur/member/calls"
 	"github.com/murmur-run/murmur/member/delegate"
 	"github.com/murmur-run/murmur/member/metrics"
+	"github.com/murmur-run/murmur/member/spans"
 	"github.com/murmur-run/murmur/member/store"
 	"github.com/murmur-run/murmur/runtimetools"
 )
@@ -40,7 +41,7 @@ func (s *Session) depth() int {
 func (s *Session) startDelegations(ctx context.Context, t *a2a.Task) *delegate.Tracker {
 	return delegate.Start(ctx, delegate.Config{
 		Entries: s.spawn, Depth: s.depth(), DeadlineSecs: calls.DeadlineSecs(s.cfg.Capsule.Lifecycle.DelegationDeadlineSecs, s.cfg.Getenv), Workdir: s.workdir(),
-		Trust: originOf(t).Trust, Start: s.startSub, Record: s.records.Write,
+		Trust: originOf(t).Trust, Start: s.startSub, Record: s.records.Write, Caused: s.meter.Caused,
 		Ended: func(capsule, status string) { s.cfg.Metrics.Delegations.WithLabelValues(capsule, status).Inc() },
 	}, string(t.ID))
 }
@@ -80,6 +81,7 @@ func (s *Session) startSub(spec delegate.StartSpec) (delegate.Sub, error) {
 		if err != nil {
 			return nil, err
 		}
+		sub.trc.Delegated(spans.Delegation{ID: spec.Delegation, Capsule: spec.Entry.Name, Depth: spec.Depth})
 		return &delegate.Session{SessionID: sub.id, WaitTask: sub.Wait, CloseAll: sub.Close,
 			SendTask: func(ctx context.Context, msg *a2a.Message, trust string) (*a2a.Task, error) {
 				return sub.Send(ctx, msg, Origin{Trust: trust, Origin: OriginDelegation})

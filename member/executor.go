@@ -35,7 +35,7 @@ func (s *Session) execute(ctx context.Context, r *runningTask) {
 	}
 	s.mu.Lock()
 	r.task = t
-	s.setStatus(t, a2a.TaskStateWorking, "", s.meter.BeginTask())
+	s.setStatus(t, a2a.TaskStateWorking, "", s.meter.BeginTask(ctx, t))
 	// Working need not be durable before it is visible: a crash before its commit leaves the task
 	// submitted, which the restart ends failed just the same. It rides the store's next group commit.
 	s.cfg.Store.UpdateSoon(t)
@@ -57,7 +57,7 @@ func (s *Session) execute(ctx context.Context, r *runningTask) {
 	// The files it wrote are read (and large ones copied) before the lock: Send does not wait on disk.
 	files := s.collectFiles(ctx, t, before)
 	s.mu.Lock()
-	p := s.meter.EndTask()
+	p := s.meter.EndTask(t) // t gets its metadata.murmur.usage
 	callsLeft := s.callsLeft[string(t.ID)]
 	delete(s.callsLeft, string(t.ID))
 	if !r.canceled {
@@ -275,6 +275,8 @@ func (s *Session) endedLocked(recs []records.Record, t *a2a.Task, state a2a.Task
 
 // setStatus sets t's status; a non-empty text becomes the status message.
 func (s *Session) setStatus(t *a2a.Task, state a2a.TaskState, text string, now time.Time) {
+	s.cfg.Metrics.TaskState(t.ID, state)
+	s.meter.Stamp(t) // the running task's usage so far
 	t.Status = a2a.TaskStatus{State: state, Timestamp: a2a.NewTimestamp(now)}
 	if text != "" {
 		t.Status.Message = &a2a.Message{

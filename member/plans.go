@@ -27,11 +27,3 @@ func (s *Session) RunPlan(ctx context.Context, call runtimetools.Call) runtimeto
 		},
 	}, call.Input)
 }
-
-// planGuidance is the plan guidance of the system prompt: there exactly when submit-plan is staged.
-func (s *Session) planGuidance() string {
-	if _, ok := s.tools.Lookup("submit-plan"); ok {
-		return plan.Guidance
-	}
-	return ""
-}

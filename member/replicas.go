@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"github.com/murmur-run/murmur/a2a"
+	"github.com/murmur-run/murmur/internal/telemetry/conv"
 	"github.com/murmur-run/murmur/member/converse"
 	"github.com/murmur-run/murmur/member/events"
 	"github.com/murmur-run/murmur/member/share"
@@ -40,6 +41,7 @@ func (s *Session) Adopt(ctx context.Context, claim func(context.Context) (*a2a.T
 		s.admit.Release()
 		return false, err
 	}
+	sent := s.sentTrace(ctx, t.ID)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.submitted[t.ID] = s.cfg.Now()
@@ -50,11 +52,34 @@ func (s *Session) Adopt(ctx context.Context, claim func(context.Context) (*a2a.T
 		return false, s.finishLocked(context.WithoutCancel(ctx), t, a2a.TaskStateCanceled, ShutdownCancel, nil)
 	}
 	s.queue = append(s.queue, t.ID)
+	s.trc.Keep(sent, t.ID, s.queue) // its run continues the trace of the request that sent it, at whichever replica
 	// Whether its sender named a context is known only to the replica it was sent to: an adopted task
 	// reads its context's earlier tasks, which a new context has none of.
 	s.continuing[t.ID] = true
 	s.kickLocked()
 	return true, nil
+}
+
+// traceKeeper is the store the member's replicas share as Adopt reads it: the traceparent of the request
+// that sent a task, kept with it (the PostgreSQL store).
+type traceKeeper interface {
+	Traceparent(ctx context.Context, id a2a.TaskID) (string, error)
+}
+
+// sentTrace is ctx within the trace context of the request that sent task id to another replica, as the
+// shared store keeps it; ctx as it is when it keeps none (DESIGN §17: a task another replica claims
+// runs in the trace of the request that sent it).
+func (s *Session) sentTrace(ctx context.Context, id a2a.TaskID) context.Context {
+	k, ok := s.cfg.Store.(traceKeeper)
+	if !ok {
+		return ctx
+	}
+	tp, err := k.Traceparent(ctx, id)
+	if err != nil {
+		s.log.Warn("reading the trace context of a task another replica stored; its run starts a trace of its own", "task", id, "err", err)
+		return ctx
+	}
+	return conv.ContextWithTraceparent(ctx, tp)
 }
 
 // Idle reports whether the session runs no task and queues none: a replica claims a task another

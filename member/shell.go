@@ -16,6 +16,7 @@ func (s *Session) backgroundEnded(e sandbox.Ended) {
 	m := s.cfg.Metrics.BackgroundCommands
 	m.WithLabelValues("running").Dec()
 	m.WithLabelValues(e.State).Inc()
+	s.trc.BackgroundEnded(e.WorkID, e.State, e.ExitCode)
 	cap := s.cfg.Capsule
 	s.mu.Lock()
 	closed := s.closed

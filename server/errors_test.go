@@ -244,7 +244,7 @@ func TestHealthReadyMetrics(t *testing.T) {
 		`mur_door_requests_total{code="ok",member="solo",method="SendMessage"} 1`,
 		`mur_door_requests_total{code="-32001",member="solo",method="GetTask"} 1`,
 		`mur_task_duration_seconds_count{member="solo",state="TASK_STATE_COMPLETED"} 1`,
-		`mur_inference_calls_total{driver="local",member="solo"} 1`,
+		`mur_inference_calls_total{driver="local",member="solo",model="",provider="murmur.script"} 1`,
 		`go_goroutines`,
 		`process_open_fds`,
 	} {

@@ -266,7 +266,7 @@ func (f *Formation) start(m roster.Member, ln net.Listener) (*RunningMember, err
 	// a restart ended too; no task arrives before the door opens.
 	// Push configs live beside the tasks: in the SQLite file, or in the PostgreSQL database every
 	// replica shares (where a trigger queues the changes, so the notifier observes none).
-	notifier, err := openPush(sqlite, store, capsule, cfg, wrapped, log)
+	notifier, err := openPush(m.Name, sqlite, store, capsule, cfg, wrapped, log)
 	if err != nil {
 		ln.Close()
 		sess.Close(context.Background())
@@ -366,7 +366,7 @@ type pushNotifier interface {
 
 // openPush opens a member's push notifier beside its task store (on sqlite, the store's file, when it
 // is not ""), with the capsule's push.allow and bounds.
-func openPush(sqlite string, st store.Tasks, capsule *capsule.Capsule, cfg FormationConfig, reg prometheus.Registerer, log *slog.Logger) (pushNotifier, error) {
+func openPush(member, sqlite string, st store.Tasks, capsule *capsule.Capsule, cfg FormationConfig, reg prometheus.Registerer, log *slog.Logger) (pushNotifier, error) {
 	allow, err := push.NewAllowlist(capsule.Push.Allow)
 	if err != nil {
 		return nil, err
@@ -383,7 +383,7 @@ func openPush(sqlite string, st store.Tasks, capsule *capsule.Capsule, cfg Forma
 	pc := push.Config{Path: sqlite, Allow: allow, Backoff: cfg.PushBackoff, Logger: log,
 		ConfigsPerTask: capsule.Push.MaxConfigsPerTask, ConfigsPerCaller: capsule.Push.MaxConfigsPerCaller,
 		Delivered: func(outcome string) { deliveries.WithLabelValues(outcome).Inc() },
-		Dropped:   dropped.Inc, Settle: st.Settle}
+		Dropped:   dropped.Inc, Settle: st.Settle, TracerProvider: cfg.TracerProvider, Member: member}
 	if pg, ok := st.(*postgres.Store); ok {
 		return pgpush.Open(pg, pgpush.Config{Push: pc})
 	}

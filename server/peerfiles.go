@@ -10,7 +10,11 @@ import (
 	"time"
 
 	"github.com/go-chi/chi/v5"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 
+	"github.com/murmur-run/murmur/internal/telemetry/conv"
 	"github.com/murmur-run/murmur/member/store"
 	"github.com/murmur-run/murmur/peerfile"
 )
@@ -23,6 +27,10 @@ import (
 // compared with the handle's identity before a byte is sent, or, on a member's replicas, the copy
 // share-file kept in their shared store is sent (sendPeerFile).
 func (d *Door) servePeerFile(w http.ResponseWriter, r *http.Request) {
+	r, span := d.startPeerFileSpan(r)
+	sw := &statusWriter{ResponseWriter: w}
+	defer endPeerFileSpan(span, sw)
+	w = sw
 	caller, _ := d.auth.authenticate(r)
 	switch caller.Principal {
 	case Nobody:
@@ -40,6 +48,9 @@ func (d *Door) servePeerFile(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		d.refusePeerFile(w, err, err.Error())
 		return
+	}
+	if span.IsRecording() {
+		span.SetAttributes(conv.PeerFileID.String(h.ID()))
 	}
 	formation := ""
 	if d.cfg.Roster != nil {
@@ -128,3 +139,62 @@ func (d *Door) streamPeerFile(w http.ResponseWriter, r *http.Request, h *peerfil
 	}
 	d.cfg.Logger.Debug("peer file sent", "path", h.Path, "bytes", h.Size, "handle_id", h.ID())
 }
+
+// peerFileRoute is the route a handle is redeemed at: the http.route of its span, which never carries
+// the handle (a capability).
+const peerFileRoute = "/peer-files/{handle}"
+
+// startPeerFileSpan starts the SERVER span of one peer-file request (DESIGN §17), named by the HTTP
+// server conventions, continuing the fetcher's trace when the request carries a valid traceparent, and
+// returns the request with it in its context.
+func (d *Door) startPeerFileSpan(r *http.Request) (*http.Request, trace.Span) {
+	ctx := r.Context()
+	if _, ok := r.Header["Traceparent"]; ok || len(r.Header["Baggage"]) > 0 {
+		ctx = d.tracing.propagator.Extract(ctx, propagation.HeaderCarrier(r.Header))
+	}
+	ctx, span := d.tracing.tracer.Start(ctx, http.MethodGet+" "+peerFileRoute, trace.WithSpanKind(trace.SpanKindServer),
+		trace.WithAttributes(conv.HTTPRequestMethod.String(http.MethodGet), conv.HTTPRoute.String(peerFileRoute),
+			conv.Member.String(d.cfg.Member)))
+	return r.WithContext(ctx), span
+}
+
+// endPeerFileSpan ends a peer-file request's span with the status the door answered: a 5xx is an
+// error of the span (a 4xx is the fetcher's, as the conventions say of a server).
+func endPeerFileSpan(span trace.Span, sw *statusWriter) {
+	defer span.End()
+	if !span.IsRecording() {
+		return
+	}
+	status := sw.status
+	if status == 0 {
+		status = http.StatusOK
+	}
+	span.SetAttributes(conv.HTTPResponseStatus.Int(status))
+	if status >= 500 {
+		span.SetAttributes(conv.ErrorType.String(strconv.Itoa(status)))
+		span.SetStatus(codes.Error, http.StatusText(status))
+	}
+}
+
+// statusWriter notes the status code a handler writes.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+// Unwrap is the writer below, for http.ResponseController.
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }

@@ -50,11 +50,13 @@ func StartToolServer(set harness.ToolSet, log *slog.Logger) (*ToolServer, error)
 	}
 	token := hex.EncodeToString(b[:])
 	ms := mcp.NewServer(&mcp.Implementation{Name: ToolServerName, Version: "1"}, &mcp.ServerOptions{Logger: log})
-	call := func(ctx context.Context, name string, input json.RawMessage) *mcp.CallToolResult {
+	// A call whose _meta carries a traceparent continues that trace (harness.CallContext); one without
+	// is a child of the running task's span.
+	call := func(ctx context.Context, name string, meta mcp.Meta, input json.RawMessage) *mcp.CallToolResult {
 		if len(input) == 0 || string(input) == "null" {
 			input = json.RawMessage("{}")
 		}
-		text, isError := set.CallTool(ctx, name, input)
+		text, isError := set.CallTool(harness.CallContext(ctx, meta), name, input)
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}, IsError: isError}
 	}
 	offered := map[string]bool{}
@@ -67,7 +69,7 @@ func StartToolServer(set harness.ToolSet, log *slog.Logger) (*ToolServer, error)
 		offered[name] = true
 		ms.AddTool(&mcp.Tool{Name: name, Description: t.Description, InputSchema: schema},
 			func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-				return call(ctx, name, req.Params.Arguments), nil
+				return call(ctx, name, req.Params.Meta, req.Params.Arguments), nil
 			})
 	}
 	// A call of a tool the session does not offer goes to the session's dispatch as well, which refuses it
@@ -76,7 +78,7 @@ func StartToolServer(set harness.ToolSet, log *slog.Logger) (*ToolServer, error)
 	ms.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
 		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 			if r, ok := req.(*mcp.CallToolRequest); ok && method == "tools/call" && r.Params != nil && !offered[r.Params.Name] {
-				return call(ctx, r.Params.Name, r.Params.Arguments), nil
+				return call(ctx, r.Params.Name, r.Params.Meta, r.Params.Arguments), nil
 			}
 			return next(ctx, method, req)
 		}

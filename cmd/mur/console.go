@@ -36,13 +36,14 @@ func checkConsoleAddr(addr string) error {
 	return nil
 }
 
-// startConsole serves the console of roster r, whose doors are at urls, on addr.
-func startConsole(r *roster.Roster, urls map[string]string, addr, token, records string, log *slog.Logger) (*runningConsole, error) {
+// startConsole serves the console of roster r, whose doors are at urls, on addr; traceURL is the trace
+// UI's page of a trace (MUR_TRACE_URL), "" for none.
+func startConsole(r *roster.Roster, urls map[string]string, addr, token, records, traceURL string, log *slog.Logger) (*runningConsole, error) {
 	r2, err := r.WithURLs(urls)
 	if err != nil {
 		return nil, fmt.Errorf("console: %w", err)
 	}
-	c, err := console.New(console.Config{Roster: r2, Token: token, RecordsRoot: records, Logger: log.With("part", "console")})
+	c, err := console.New(console.Config{Roster: r2, Token: token, RecordsRoot: records, TraceURL: traceURL, Logger: log.With("part", "console")})
 	if err != nil {
 		return nil, err
 	}
@@ -106,7 +107,7 @@ func cmdConsole(ctx context.Context, args []string, getenv func(string) string, 
 	for _, m := range r.Members {
 		urls[m.Name] = m.URL
 	}
-	con, err := startConsole(r, urls, *listen, tok, rec, log)
+	con, err := startConsole(r, urls, *listen, tok, rec, getenv("MUR_TRACE_URL"), log)
 	if err != nil {
 		return err
 	}

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/murmur-run/murmur/a2a"
+	"github.com/murmur-run/murmur/internal/ids"
+	taskusage "github.com/murmur-run/murmur/member/usage"
 )
 
 // cmdGet shows one task: mur get [target] [--follow] [--save DIR] [--json] TASK.
@@ -65,7 +67,7 @@ func cmdGet(ctx context.Context, args []string, getenv func(string) string, stdo
 		}
 		return c.showOutcome(wctx, d, task, *save, stdout, stderr)
 	}
-	c.printTask(stdout, d, task)
+	c.printTask(stdout, d, task, getenv("MUR_TRACE_URL"))
 	switch {
 	case task.Status.State == a2a.TaskStateInputRequired:
 		c.showQuestion(stdout, d, task)
@@ -83,8 +85,9 @@ func cmdGet(ctx context.Context, args []string, getenv func(string) string, stdo
 	return nil
 }
 
-// printTask prints a task: where it is, its state, its answer and every artifact.
-func (c *conn) printTask(w io.Writer, d door, t *a2a.Task) {
+// printTask prints a task: where it is, its state, what it used, its trace (with its page in the trace
+// UI of traceURL, MUR_TRACE_URL), its answer and every artifact.
+func (c *conn) printTask(w io.Writer, d door, t *a2a.Task, traceURL string) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "task\t%s\n", t.ID)
 	if d.member != "" {
@@ -103,6 +106,7 @@ func (c *conn) printTask(w io.Writer, d door, t *a2a.Task) {
 	if m := t.Status.Message; m != nil && t.Status.State != a2a.TaskStateInputRequired && (!hasAnswer || m.Text() != answer.Text()) {
 		fmt.Fprintf(tw, "status\t%s\n", indent(m.Text()))
 	}
+	printUsage(tw, t, traceURL)
 	tw.Flush()
 	if hasAnswer {
 		fmt.Fprintf(w, "answer:\n%s\n", indent("  "+answer.Text()))
@@ -133,3 +137,36 @@ func (c *conn) printTask(w io.Writer, d door, t *a2a.Task) {
 
 // indent indents every line of s after the first by two spaces.
 func indent(s string) string { return strings.ReplaceAll(s, "\n", "\n  ") }
+
+// printUsage prints the rows of what t used (metadata.murmur.usage): its own tokens and, when it caused
+// other tasks, theirs and the sum; then the trace it ran in, with its page when traceURL names the trace
+// UI's page of a trace by {trace_id}.
+func printUsage(tw io.Writer, t *a2a.Task, traceURL string) {
+	meta := ids.Murmur(t.Metadata)
+	if u, ok := taskusage.Read(meta); ok {
+		fmt.Fprintf(tw, "tokens\t%s (own)\n", tokensText(u.Self))
+		if u.Tasks > 0 {
+			fmt.Fprintf(tw, "\t%s (caused: %d task(s) and sub-session(s))\n", tokensText(u.Caused), u.Tasks)
+			fmt.Fprintf(tw, "\t%s (in all)\n", tokensText(u.Total))
+		}
+	}
+	if id, _ := ids.Get(meta, ids.MetaTraceID).(string); id != "" {
+		if traceURL != "" {
+			id += "  " + strings.ReplaceAll(traceURL, "{trace_id}", id)
+		}
+		fmt.Fprintf(tw, "trace\t%s\n", id)
+	}
+}
+
+// tokensText is a task's tokens in a line: input, output, what the cache read and wrote, and the calls.
+func tokensText(t taskusage.Tokens) string {
+	s := fmt.Sprintf("%d in, %d out", t.Input, t.Output)
+	if t.Cached > 0 || t.CacheWrite > 0 {
+		s += fmt.Sprintf(", %d cached, %d written to the cache", t.Cached, t.CacheWrite)
+	}
+	s += fmt.Sprintf("; %d inference call(s)", t.Calls)
+	if t.Unreported > 0 {
+		s += fmt.Sprintf(", %d of them reported none", t.Unreported)
+	}
+	return s
+}

@@ -298,7 +298,7 @@ func serve(ctx context.Context, c common, only []string, listen, consoleAddr str
 		for _, m := range f.Members {
 			urls[m.Name] = m.URL
 		}
-		if con, err = startConsole(r, urls, consoleAddr, tokens.Operator, recordsRoot(getenv, r), log); err != nil {
+		if con, err = startConsole(r, urls, consoleAddr, tokens.Operator, recordsRoot(getenv, r), getenv("MUR_TRACE_URL"), log); err != nil {
 			sctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 			defer cancel()
 			return errors.Join(err, f.Shutdown(sctx))

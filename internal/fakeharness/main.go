@@ -19,7 +19,9 @@
 // Resumed (-resume SESSION), the prompt is the runtime's continuation message: it answers
 // "resumed SESSION: " and the message. Every tool list, tool result and prompt it received is appended
 // as a JSON line to -log (default fake-harness.jsonl in its working directory), so a test can compare
-// them byte for byte.
+// them byte for byte. With TRACEPARENT in its environment, each tool call sends the traceparent of a
+// span of its own in that trace as _meta.traceparent (and TRACESTATE as _meta.tracestate), as a harness
+// that traces would, and its result's line says which.
 //
 // -mode fail exits with status 3 before any event; -mode garbage prints a garbage line before every
 // event; -mode hang never exits once its prompt is done. In claude-stream-json it writes what a real
@@ -29,6 +31,8 @@ package main
 import (
 	"bufio"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -128,7 +132,16 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 				if input == "" {
 					input = "{}"
 				}
-				res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: json.RawMessage(input)})
+				params := &mcp.CallToolParams{Name: name, Arguments: json.RawMessage(input)}
+				// A harness that traces sends its tool call's span in _meta, in the trace TRACEPARENT names.
+				sent := callTraceparent(getenv("TRACEPARENT"))
+				if sent != "" {
+					params.Meta = mcp.Meta{"traceparent": sent}
+					if ts := getenv("TRACESTATE"); ts != "" {
+						params.Meta["tracestate"] = ts
+					}
+				}
+				res, err := cs.CallTool(ctx, params)
 				// The turn is reported once its call is answered, so a session-status call sees exactly
 				// the turns before it.
 				h.turn(len(prompt), 10)
@@ -142,7 +155,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 						text.WriteString(tc.Text)
 					}
 				}
-				h.record(map[string]any{"kind": "result", "tool": name, "is_error": res.IsError, "text": text.String()})
+				entry := map[string]any{"kind": "result", "tool": name, "is_error": res.IsError, "text": text.String()}
+				if sent != "" {
+					entry["traceparent"] = sent
+				}
+				h.record(entry)
 				h.event(map[string]any{"type": "user", "session_id": h.session})
 			case "quota":
 				name, used, _ := strings.Cut(rest, " ")
@@ -247,6 +264,21 @@ func (b bearerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 }
 
 // connect reads the MCP config as a harness does and opens a session with the murmur server.
+// callTraceparent is the traceparent of a span of its own for one tool call, a child of the span
+// traceparent names, as a harness that traces would send it: the same trace, a new span id. "" when
+// traceparent is "" or not one.
+func callTraceparent(traceparent string) string {
+	parts := strings.Split(traceparent, "-")
+	if len(parts) != 4 || len(parts[1]) != 32 || len(parts[2]) != 16 {
+		return ""
+	}
+	var id [8]byte
+	if _, err := rand.Read(id[:]); err != nil {
+		return ""
+	}
+	return parts[0] + "-" + parts[1] + "-" + hex.EncodeToString(id[:]) + "-" + parts[3]
+}
+
 func connect(ctx context.Context, path string) (*mcp.ClientSession, error) {
 	if path == "" {
 		return nil, fmt.Errorf("no MCP config: give -mcp-config or MUR_MCP_CONFIG (environment: %q)", os.Environ())

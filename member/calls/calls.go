@@ -15,6 +15,7 @@ import (
 
 	"github.com/murmur-run/murmur/a2a"
 	"github.com/murmur-run/murmur/internal/ids"
+	"github.com/murmur-run/murmur/member/usage"
 	"github.com/murmur-run/murmur/roster"
 	"github.com/murmur-run/murmur/runtimetools"
 )
@@ -42,6 +43,9 @@ type Config struct {
 	Ended func(member, status string, took time.Duration)
 	// Tracer starts the client span of each request a call makes (DESIGN §17); nil traces none.
 	Tracer trace.Tracer
+	// Caused, when set, is told the usage the called member's task reports each time a poll reads it
+	// (metadata.murmur.usage, its own tree included), by call id: the calling task's caused tokens.
+	Caused func(task, call string, u usage.Usage)
 
 	// The calling task: who sent it and with what trust class.
 	Caller   string
@@ -362,6 +366,7 @@ func (tc *Tracker) poll(c *memberCall) {
 			continue
 		}
 		silent = 0
+		tc.caused(c, t)
 		if !t.Status.State.Terminal() {
 			continue
 		}
@@ -380,6 +385,16 @@ func (tc *Tracker) poll(c *memberCall) {
 			tc.end(c, StateWord(t.Status.State), statusOf(t), nil, false)
 		}
 		return
+	}
+}
+
+// caused hands on the usage the member's task t reports (Config.Caused).
+func (tc *Tracker) caused(c *memberCall, t *a2a.Task) {
+	if tc.cfg.Caused == nil {
+		return
+	}
+	if u, ok := usage.Read(ids.Murmur(t.Metadata)); ok {
+		tc.cfg.Caused(tc.task, c.id, u)
 	}
 }
 

@@ -13,9 +13,12 @@
 // Concurrency: a Tracker is safe for concurrent use; its ledger's lock guards every call's fields, which
 // the call's own goroutine (reoffer, poll) and the agent loop both touch. Finish stops the goroutines.
 //
+// Usage: each poll that reads the member's task hands the usage it reports (metadata.murmur.usage, its
+// own tree included) to Config.Caused, so the calling task's usage counts what its calls caused.
+//
 // Tracing: each request a call makes to a door is a CLIENT span, a child of the call's tool call span,
 // and carries its trace context (traceparent) to the door it calls (DESIGN §17).
 //
-// Imports: a2a, roster, runtimetools, internal/ids, internal/peercred, internal/telemetry/conv and the
+// Imports: a2a, roster, runtimetools, member/usage, internal/ids, internal/peercred, internal/telemetry/conv and the
 // OpenTelemetry API; never member.
 package calls

@@ -10,8 +10,12 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/murmur-run/murmur/internal/ids"
+	"github.com/murmur-run/murmur/internal/telemetry/conv"
 	"github.com/murmur-run/murmur/member/calls"
+	"github.com/murmur-run/murmur/member/usage"
 	"github.com/murmur-run/murmur/runtimetools"
 )
 
@@ -41,6 +45,8 @@ type Ending struct {
 	Status  string // completed, failed, canceled, rejected
 	Answer  string // the response artifact of a completed task
 	Message string // the status message
+	// Usage is the task's metadata.murmur.usage, when it reports one.
+	Usage *usage.Usage
 }
 
 // StartSpec is what the core needs to start one sub-session.
@@ -64,6 +70,9 @@ type Config struct {
 	Record func(typ, task string, fields map[string]any) error
 	// Ended, when set, is told how each delegation ended (metrics).
 	Ended func(capsule, status string)
+	// Caused, when set, is told the usage of each delegation's task once it has stopped, by delegation
+	// id: the calling task's caused tokens.
+	Caused func(task, delegation string, u usage.Usage)
 }
 
 // Names returns the bare names of entries, in spawn.allow order: delegate-task's enum.
@@ -108,6 +117,9 @@ func Start(ctx context.Context, cfg Config, task string) *Tracker {
 			return rec
 		},
 		Ended: func(d *delegation) {
+			// The delegating task's span (the attempt's context's) says how each delegation ended.
+			trace.SpanFromContext(ctx).AddEvent(conv.EventDelegationEnded, trace.WithAttributes(conv.DelegationID.String(d.id),
+				conv.DelegationCapsule.String(d.capsule), conv.DelegationStatus.String(d.status)))
 			if cfg.Ended != nil {
 				cfg.Ended(d.capsule, d.status)
 			}
@@ -133,6 +145,9 @@ func (tc *Tracker) Delegate(ctx context.Context, name, text string) (runtimetool
 	}
 	e := tc.cfg.Entries[i]
 	d := &delegation{id: ids.New(PrefixDelegation), capsule: name, started: time.Now()}
+	// The delegate-task call's span names the delegation; the sub-session's task span is its child, as
+	// ctx carries it through Send.
+	trace.SpanFromContext(ctx).SetAttributes(conv.DelegationID.String(d.id), conv.DelegationCapsule.String(name))
 	st := runtimetools.DelegationStart{ID: d.id, Capsule: name}
 	fail := func(why string) (runtimetools.DelegationStart, error) {
 		tc.book.Add(d)
@@ -193,6 +208,10 @@ func (tc *Tracker) watch(d *delegation) {
 	cctx, ccancel := context.WithTimeout(context.Background(), closeWait)
 	if !e.Ended {
 		d.sub.Cancel(cctx, d.subTask)
+		e, _ = d.sub.Wait(cctx, d.subTask) // what it used until it stopped
+	}
+	if e.Usage != nil && tc.cfg.Caused != nil {
+		tc.cfg.Caused(tc.book.Task(), d.id, *e.Usage)
 	}
 	d.sub.Close(cctx)
 	ccancel()

@@ -12,6 +12,13 @@
 // delegation's fields, which the delegation's own goroutine and the agent loop both touch. Finish stops
 // the goroutines and closes every sub-session.
 //
-// Imports: capsule, artifact, calls, store (a sub-session's own task store, Open), runtimetools and
-// internal/ids; never member.
+// Usage: once a delegation's task has stopped, the usage it reports (metadata.murmur.usage) goes to
+// Config.Caused, so the calling task's usage counts its sub-sessions.
+//
+// Tracing: the delegate-task call's span names the delegation (murmur.delegation.id), and the context it
+// hands Sub.Send carries that span, so the sub-session's task span is its child in the same trace; the
+// delegating task's span gets a murmur.delegation.ended event as each delegation ends.
+//
+// Imports: capsule, artifact, calls, store (a sub-session's own task store, Open), usage, runtimetools,
+// internal/ids and internal/telemetry/conv; never member.
 package delegate

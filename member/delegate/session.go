@@ -11,6 +11,7 @@ import (
 	"github.com/murmur-run/murmur/member/calls"
 	"github.com/murmur-run/murmur/member/capsule"
 	"github.com/murmur-run/murmur/member/store"
+	"github.com/murmur-run/murmur/member/usage"
 )
 
 // Session is a started sub-session as the session core hands it over: its id and callbacks into it.
@@ -81,6 +82,9 @@ func (u *Session) Wait(ctx context.Context, task string) (Ending, error) {
 	}
 	if a, ok := t.Artifact("response"); ok {
 		e.Answer = a.Text()
+	}
+	if u, ok := usage.Read(ids.Murmur(t.Metadata)); ok {
+		e.Usage = &u
 	}
 	return e, nil
 }

@@ -176,7 +176,8 @@ func (r *Runner) Run(ctx context.Context, prompt, session string, emit func(Even
 		r.mu.Unlock()
 	}()
 	stderr := &tailBuffer{max: stderrKept}
-	env := append([]string{EnvMCPConfig + "=" + r.MCPConfig}, r.Env...)
+	env := append([]string{EnvMCPConfig + "=" + r.MCPConfig}, withoutTraceEnv(r.Env)...)
+	env = append(env, traceEnv(ctx)...) // the task's trace, for a harness that traces
 	p, err := r.Starter.Start(Program{Command: r.Args(prompt, session), Env: env, Read: r.Read, Network: r.Network, Stdout: out, Stderr: stderr})
 	if err != nil {
 		out.Close()

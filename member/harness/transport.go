@@ -13,6 +13,8 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/murmur-run/murmur/internal/ids"
 	"github.com/murmur-run/murmur/member/capsule"
 	"github.com/murmur-run/murmur/member/sandbox"
@@ -220,7 +222,8 @@ func (tr *Transport) Tools() []runtimetools.Manifest { return tr.cfg.Tools() }
 
 // CallTool answers a harness's call through the session's one dispatch, for the running task, so the
 // fences, notes, records, refusals and the deadline notice are the http loop's (ToolSet). The call ends
-// when the task does, or when the harness gives up on it.
+// when the task does, or when the harness gives up on it. Its span is the child of the span ctx carries,
+// when the harness sent one (CallContext), else of the task's.
 func (tr *Transport) CallTool(ctx context.Context, name string, input json.RawMessage) (string, bool) {
 	tr.mu.Lock()
 	rt := tr.task
@@ -229,6 +232,9 @@ func (tr *Transport) CallTool(ctx context.Context, name string, input json.RawMe
 		return fmt.Sprintf("'%s' is answered only while a task runs; this session is running none", name), true
 	}
 	cctx, cancel := context.WithCancel(rt.ctx)
+	if sc := trace.SpanContextFromContext(ctx); sc.IsValid() {
+		cctx = trace.ContextWithRemoteSpanContext(cctx, sc)
+	}
 	defer cancel()
 	stop := context.AfterFunc(ctx, cancel)
 	defer stop()

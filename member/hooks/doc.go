@@ -19,7 +19,10 @@
 // stdout; a module answers as a tool does, {"status": "ok", "data": <the answer>}, and its Runner hands
 // back the data, so this package reads one answer whatever ran. Hooks never see a credential.
 //
-// The package is a leaf: it imports nothing of murmur's but runs what it is given (it never imports
-// member or another member/... package). A Set is safe for concurrent use once built; each call runs
+// Each run of a hook is a span, "murmur.hook {event}" with the hook's name, the event and its outcome,
+// the child of the span of the tool call or task it ran for (package member/spans/nest).
+//
+// The package is a leaf: it imports nothing of murmur's but the span names (internal/telemetry/conv) and
+// member/spans/nest, and runs what it is given (it never imports member or another member/... package). A Set is safe for concurrent use once built; each call runs
 // the hooks one at a time, in declaration order.
 package hooks

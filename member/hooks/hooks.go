@@ -8,6 +8,13 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/murmur-run/murmur/internal/telemetry/conv"
+	"github.com/murmur-run/murmur/member/spans/nest"
 )
 
 // The events a hook may be called at.
@@ -144,12 +151,14 @@ func (s *Set) CheckToolCall(ctx context.Context, call ToolCall) Decision {
 			Question string  `json:"question"`
 		}
 		d := Decision{Hook: h.Name}
-		err := s.run(ctx, h, Call{Hook: h.Name, Event: EventToolCall, Task: call.Task, Input: in}, &ans)
+		hctx, span := startRun(ctx, h, EventToolCall, conv.ToolName.String(call.Tool))
+		err := s.run(hctx, h, Call{Hook: h.Name, Event: EventToolCall, Task: call.Task, Input: in}, &ans)
 		switch {
 		case err != nil:
 		case ans.Decision == nil:
 			err = errors.New(`its answer has no decision; a hook answers {"decision": "allow" | "deny" | "ask", "reason": "…"}`)
 		case *ans.Decision == "allow":
+			endRun(span, "allow", false, nil)
 			continue
 		case *ans.Decision == "ask":
 			if ask == nil {
@@ -159,6 +168,7 @@ func (s *Set) CheckToolCall(ctx context.Context, call ToolCall) Decision {
 				}
 				ask = &Decision{Hook: h.Name, Ask: true, Question: q, Reason: strings.TrimSpace(ans.Reason)}
 			}
+			endRun(span, "ask", false, nil)
 			continue
 		case *ans.Decision == "deny":
 			d.Reason = ans.Reason
@@ -172,6 +182,9 @@ func (s *Set) CheckToolCall(ctx context.Context, call ToolCall) Decision {
 			d.Failed = true
 			d.Reason = "the hook failed, which denies: " + err.Error()
 			s.record("hook_failed", call.Task, map[string]any{"hook": h.Name, "event": EventToolCall, "tool": call.Tool, "error": err.Error()})
+			endRun(span, "failed", true, err)
+		} else {
+			endRun(span, "deny", true, nil)
 		}
 		s.record("tool_denied", call.Task, map[string]any{"hook": h.Name, "tool": call.Tool, "reason": d.Reason, "failed": d.Failed})
 		return d
@@ -212,13 +225,17 @@ func (s *Set) CheckTaskEnd(ctx context.Context, end TaskEnd) (Reopen, bool) {
 		var ans struct {
 			Reopen *string `json:"reopen"`
 		}
-		if err := s.run(ctx, h, Call{Hook: h.Name, Event: EventTaskEnd, Task: end.Task, Input: in}, &ans); err != nil {
+		hctx, span := startRun(ctx, h, EventTaskEnd)
+		if err := s.run(hctx, h, Call{Hook: h.Name, Event: EventTaskEnd, Task: end.Task, Input: in}, &ans); err != nil {
 			s.record("hook_failed", end.Task, map[string]any{"hook": h.Name, "event": EventTaskEnd, "error": err.Error()})
+			endRun(span, "failed", false, err)
 			continue
 		}
 		if ans.Reopen != nil && strings.TrimSpace(*ans.Reopen) != "" {
+			endRun(span, "reopen", false, nil)
 			return Reopen{Hook: h.Name, Message: *ans.Reopen}, true
 		}
+		endRun(span, "none", false, nil)
 	}
 	return Reopen{}, false
 }
@@ -247,6 +264,24 @@ func (s *Set) run(ctx context.Context, h Hook, call Call, ans any) error {
 }
 
 var errTimeout = errors.New("hook timeout")
+
+// startRun starts the span of one run of h at event, "murmur.hook {event}", the child of ctx's span (the
+// tool call's, or the task's at on-task-end); a WebAssembly hook's module run is its child.
+func startRun(ctx context.Context, h Hook, event string, attrs ...attribute.KeyValue) (context.Context, trace.Span) {
+	return nest.Start(ctx, conv.SpanHook+" "+event, trace.SpanKindInternal,
+		append(attrs, conv.HookName.String(h.Name), conv.HookEvent.String(event))...)
+}
+
+// endRun ends a hook run's span with its outcome (allow, deny, ask, failed; reopen, none) and whether
+// it refused the tool call; a failed run sets the span's status to an error.
+func endRun(span trace.Span, outcome string, denied bool, err error) {
+	span.SetAttributes(conv.HookOutcome.String(outcome), conv.HookDenied.Bool(denied))
+	if err != nil {
+		span.SetAttributes(conv.ErrorType.String("hook_failed"))
+		span.SetStatus(codes.Error, clip([]byte(err.Error())))
+	}
+	span.End()
+}
 
 func clip(b []byte) string {
 	const n = 200

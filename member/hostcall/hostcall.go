@@ -2,10 +2,11 @@
 // in member/artifact/wit): a tool artifact's manage.pull, which is the session's pull-artifact pull, and a
 // hook's run_inference, one inference call on the session's current driver choice, counted as every
 // inference call is. The session hands a Config of its parts when an artifact asks; package staged runs
-// the artifacts and carries the answers to them.
+// the artifacts and carries the answers to them. A run_inference call is a chat span, the child of the
+// hook's module run.
 //
 // Imports: member/artifact/wit, member/capsule, member/control, member/driver, member/meter,
-// runtimetools; never member.
+// member/spans, runtimetools; never member.
 package hostcall
 
 import (
@@ -20,6 +21,7 @@ import (
 	"github.com/murmur-run/murmur/member/control"
 	"github.com/murmur-run/murmur/member/driver"
 	"github.com/murmur-run/murmur/member/meter"
+	"github.com/murmur-run/murmur/member/spans"
 	"github.com/murmur-run/murmur/runtimetools"
 )
 
@@ -115,7 +117,9 @@ func (c *Config) infer(ctx context.Context, task, hook string, req wit.Inference
 		}
 	}
 	ireq.System = strings.Join(system, "\n\n")
-	resp, err := c.Drivers[choice].Infer(ctx, ireq)
+	ictx, span := spans.StartHookChat(ctx, hook, choice, c.Capsule.Inference.Choices[choice])
+	resp, err := c.Drivers[choice].Infer(ictx, ireq)
+	spans.EndChat(span, resp.Usage, err)
 	if err != nil {
 		if ctx.Err() != nil {
 			return wit.InferenceAnswer{}, wit.Refuse(wit.TokenFailed, fmt.Sprintf("the hook's run ended before the model answered: %v", context.Cause(ctx)))

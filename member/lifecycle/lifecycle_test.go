@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/murmur-run/murmur/a2a"
 	"github.com/murmur-run/murmur/member/capsule"
 	"github.com/murmur-run/murmur/member/lifecycle"
 	"github.com/murmur-run/murmur/member/meter"
@@ -93,7 +94,7 @@ func newFixture(lc capsule.Lifecycle, deadline time.Duration, results ...checkRe
 	}
 	f.rules = lifecycle.New(lifecycle.Config{Capsule: c, Deadline: at, Now: f.clock.now, Meter: f.meter,
 		RunCheck: f.check.run, Record: f.rec.write})
-	f.meter.BeginTask()
+	f.meter.BeginTask(context.Background(), &a2a.Task{ID: "t1"})
 	return f
 }
 
@@ -123,7 +124,7 @@ func TestNudgeKeepsWorkingUntilTheLimit(t *testing.T) {
 	if diff := cmp.Diff(want, f.rec.all()); diff != "" {
 		t.Errorf("records (-want +got):\n%s", diff)
 	}
-	if p := f.meter.EndTask(); p.KeepWorking != 2 {
+	if p := f.meter.EndTask(&a2a.Task{ID: "t1"}); p.KeepWorking != 2 {
 		t.Errorf("the meter counted %d nudges, want 2", p.KeepWorking)
 	}
 }
@@ -224,7 +225,7 @@ func TestFailedCheckReopensUntilItsLimit(t *testing.T) {
 	if diff := cmp.Diff([]any{1, 2}, used); diff != "" {
 		t.Errorf("task_reopened records' used (-want +got):\n%s", diff)
 	}
-	if p := f.meter.EndTask(); p.DoneCheck != 2 || p.Reopens != 2 {
+	if p := f.meter.EndTask(&a2a.Task{ID: "t1"}); p.DoneCheck != 2 || p.Reopens != 2 {
 		t.Errorf("the meter counted %d done_check reopens and %d reopens, want 2 and 2", p.DoneCheck, p.Reopens)
 	}
 }

@@ -31,6 +31,8 @@ func (m *Meter) account(task, choice, hook string, req driver.InferRequest, resp
 		if hook != "" {
 			turn = m.progress.Turns
 		}
+		// The task's own tokens are what its inference records say: reported counts only.
+		m.progress.usage.self.Count(u.Reported, in, out, u.Cached, u.CacheWrite)
 	}
 	// The spend ceilings count every call, an estimate where the provider reported nothing; the token
 	// sums of session-status hold only what providers reported.
@@ -42,7 +44,7 @@ func (m *Meter) account(task, choice, hook string, req driver.InferRequest, resp
 	}
 	m.mu.Unlock()
 
-	m.count(choice, u)
+	m.count(choice, ch, u)
 	rec := map[string]any{"driver": choice, "model": ch.Model, "turn": turn, "measured_by": measured}
 	if hook != "" {
 		rec["hook"] = hook
@@ -62,6 +64,7 @@ func (m *Meter) HarnessTurn(task string, u harness.Usage) (int, int64) {
 	if m.progress != nil {
 		m.progress.Turns++
 		turn = m.progress.Turns
+		m.progress.usage.self.Count(u.Reported, u.Input, u.Output, u.Cached, u.CacheWrite)
 	}
 	if u.Reported {
 		m.spend += u.Input + u.Output
@@ -69,7 +72,7 @@ func (m *Meter) HarnessTurn(task string, u harness.Usage) (int, int64) {
 	m.tokens.Add(u.Reported, u.CacheReported, u.Input, u.Output, u.Cached, u.CacheWrite)
 	spend := m.spend
 	m.mu.Unlock()
-	m.count(harness.DriverName, driver.Usage{Input: u.Input, Output: u.Output, Cached: u.Cached, CacheWrite: u.CacheWrite, Reported: u.Reported})
+	m.count(harness.DriverName, capsule.Choice{}, driver.Usage{Input: u.Input, Output: u.Output, Cached: u.Cached, CacheWrite: u.CacheWrite, Reported: u.Reported})
 	return turn, spend
 }
 
@@ -102,15 +105,31 @@ func (m *Meter) Compact(task string, req *driver.InferRequest, hist *int) {
 		"budget_tokens": cs.BudgetTokens, "threshold": c.Threshold, "removed_messages": c.Removed})
 }
 
-// count counts a call in the metrics, and the tokens its provider reported.
-func (m *Meter) count(label string, u driver.Usage) {
-	m.cfg.Calls.WithLabelValues(label).Inc()
+// count counts a call of driver choice label (ch) in the metrics, and the tokens its provider reported.
+func (m *Meter) count(label string, ch capsule.Choice, u driver.Usage) {
+	model, provider := Labels(ch)
+	m.cfg.Calls.WithLabelValues(label, model, provider).Inc()
 	if !u.Reported {
 		return
 	}
 	for kind, n := range map[string]int64{"input": u.Input, "output": u.Output, "cached": u.Cached, "cache_write": u.CacheWrite} {
 		if n > 0 {
-			m.cfg.Tokens.WithLabelValues(label, kind).Add(float64(n))
+			m.cfg.Tokens.WithLabelValues(label, model, provider, kind).Add(float64(n))
 		}
 	}
+}
+
+// Labels are the model and provider labels of a driver choice's inference series: its model and its
+// driver, named as the chat span's gen_ai.request.model and gen_ai.provider.name name them (openai,
+// anthropic, murmur.script). A driver that names no model (the script driver) has "" for it, and the
+// harness of transport: process, which reports neither, "" for both. Both are fixed by the choice, so
+// they add no series to the driver label's: a member has at most one series per choice of its capsule.
+func Labels(ch capsule.Choice) (model, provider string) {
+	switch ch.Driver {
+	case "":
+		return "", ""
+	case capsule.DriverScript:
+		return ch.Model, "murmur.script"
+	}
+	return ch.Model, ch.Driver
 }

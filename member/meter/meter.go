@@ -1,14 +1,18 @@
 package meter
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/murmur-run/murmur/a2a"
 	"github.com/murmur-run/murmur/member/capsule"
+	"github.com/murmur-run/murmur/member/usage"
 	"github.com/murmur-run/murmur/runtimetools"
 )
 
@@ -20,24 +24,31 @@ type Config struct {
 	Started time.Time // when the session started
 	// Record writes one record of the session.
 	Record func(typ, task string, fields map[string]any) error
-	// Calls and Tokens are mur_inference_calls_total (by driver) and mur_inference_tokens_total (by
-	// driver and kind).
+	// Calls and Tokens are mur_inference_calls_total (by driver, model and provider) and
+	// mur_inference_tokens_total (by driver, model, provider and kind).
 	Calls, Tokens *prometheus.CounterVec
 }
 
-// Progress is what one task used of its limits.
+// Progress is what one task used of its limits, and its tokens (Usage).
 type Progress struct {
+	Task        string // the task's id
 	Start       time.Time
 	Turns       int
 	KeepWorking int
 	DoneCheck   int
 	Reopens     int
 	Data        json.RawMessage // a data answer (the script driver's data: turn); nil for text
+
+	usage taskUsage
 }
+
+// Usage is what the task used: its own tokens and those of the tasks and sub-sessions it caused.
+func (p Progress) Usage() usage.Usage { return p.usage.usage() }
 
 // Meter keeps a session's numbers; see the package doc.
 type Meter struct {
-	cfg Config
+	cfg     Config
+	running atomic.Pointer[string] // the running task's id, read without the lock (Stamp)
 
 	mu       sync.Mutex
 	progress *Progress // the running task's; nil outside a task
@@ -49,22 +60,31 @@ type Meter struct {
 // New returns the meter of a session that has used nothing yet.
 func New(cfg Config) *Meter { return &Meter{cfg: cfg} }
 
-// BeginTask starts counting a task's progress, and returns when it started.
-func (m *Meter) BeginTask() time.Time {
+// BeginTask starts counting the progress of task t, which runs within ctx's span, and returns when it
+// started. When that span is recorded, t's metadata.murmur.trace_id names its trace. The caller holds
+// whatever lock guards t.
+func (m *Meter) BeginTask(ctx context.Context, t *a2a.Task) time.Time {
+	traceOf(ctx, t)
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.progress = &Progress{Start: m.cfg.Now()}
+	m.progress = &Progress{Task: string(t.ID), Start: m.cfg.Now()}
+	m.running.Store(&m.progress.Task)
 	return m.progress.Start
 }
 
-// EndTask stops counting the running task's progress and returns it.
-func (m *Meter) EndTask() Progress {
+// EndTask stops counting the running task's progress and returns it; t, the task, gets what it used in
+// its metadata.murmur.usage (usage.Usage). The caller holds whatever lock guards t.
+func (m *Meter) EndTask(t *a2a.Task) Progress {
 	m.mu.Lock()
-	defer m.mu.Unlock()
 	p := m.progress
 	m.progress = nil
+	m.running.Store(nil)
+	m.mu.Unlock()
 	if p == nil {
 		return Progress{}
+	}
+	if p.Task == string(t.ID) {
+		usage.Set(meta(t), p.usage.usage())
 	}
 	return *p
 }

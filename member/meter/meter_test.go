@@ -1,6 +1,7 @@
 package meter_test
 
 import (
+	"context"
 	"encoding/json"
 	"strings"
 	"sync"
@@ -8,9 +9,11 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/murmur-run/murmur/a2a"
 	"github.com/murmur-run/murmur/member/capsule"
 	"github.com/murmur-run/murmur/member/driver"
 	"github.com/murmur-run/murmur/member/harness"
@@ -48,6 +51,12 @@ func (r *recorder) all() []record {
 	defer r.mu.Unlock()
 	return append([]record(nil), r.recs...)
 }
+
+// task1 is the task the tests run, "t1".
+func task1() *a2a.Task { return &a2a.Task{ID: "t1"} }
+
+// begin begins task1 on m, outside any span.
+func begin(m *meter.Meter) time.Time { return m.BeginTask(context.Background(), task1()) }
 
 // fixture is a Meter with its records and the inference series of a fresh registry.
 type fixture struct {
@@ -134,7 +143,7 @@ func TestAccountCountsTurnSpendTokensAndRecordPerCall(t *testing.T) {
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t, agent(nil))
-			f.m.BeginTask()
+			begin(f.m)
 			resp := estimated.resp
 			resp.Usage = tc.usage
 			f.m.Account("t1", "main", estimated.req, resp)
@@ -153,14 +162,14 @@ func TestAccountCountsTurnSpendTokensAndRecordPerCall(t *testing.T) {
 			if diff := cmp.Diff([]record{{"inference", "t1", tc.wantRecord}}, f.rec.all()); diff != "" {
 				t.Errorf("records (-want +got):\n%s", diff)
 			}
-			if n := testutil.ToFloat64(f.series.InferenceCalls.WithLabelValues("main")); n != 1 {
+			if n := testutil.ToFloat64(f.series.InferenceCalls.WithLabelValues("main", "gpt-test", "openai")); n != 1 {
 				t.Errorf("inference calls of main = %v, want 1", n)
 			}
 			if n := testutil.CollectAndCount(f.series.InferenceTokens); n != len(tc.wantSeries) {
 				t.Errorf("%d token series, want %d", n, len(tc.wantSeries))
 			}
 			for kind, want := range tc.wantSeries {
-				if got := testutil.ToFloat64(f.series.InferenceTokens.WithLabelValues("main", kind)); got != want {
+				if got := testutil.ToFloat64(f.series.InferenceTokens.WithLabelValues("main", "gpt-test", "openai", kind)); got != want {
 					t.Errorf("tokens of main, %s = %v, want %v", kind, got, want)
 				}
 			}
@@ -176,14 +185,14 @@ func TestAccountSumsCallsTurnsPerTaskSpendPerSession(t *testing.T) {
 	if turns, spend := f.m.Used(); turns != 0 || spend != 34 {
 		t.Fatalf("outside a task: Used() = %d, %d; want 0, 34", turns, spend)
 	}
-	f.m.BeginTask()
+	begin(f.m)
 	f.m.Account("t1", "main", estimated.req, reported)
 	f.m.Account("t1", "main", estimated.req, estimated.resp)
 	if turns, spend := f.m.Used(); turns != 2 || spend != 34+34+15 {
 		t.Fatalf("first task: Used() = %d, %d; want 2, %d", turns, spend, 34+34+15)
 	}
-	f.m.EndTask()
-	f.m.BeginTask()
+	f.m.EndTask(task1())
+	begin(f.m)
 	f.m.Account("t2", "main", estimated.req, reported)
 	if turns, spend := f.m.Used(); turns != 1 || spend != 34*3+15 {
 		t.Fatalf("second task: Used() = %d, %d; want 1, %d", turns, spend, 34*3+15)
@@ -192,17 +201,17 @@ func TestAccountSumsCallsTurnsPerTaskSpendPerSession(t *testing.T) {
 	if diff := cmp.Diff(want, f.m.Snapshot(time.Time{}, nil).Tokens); diff != "" {
 		t.Errorf("token sums (-want +got):\n%s", diff)
 	}
-	if n := testutil.ToFloat64(f.series.InferenceCalls.WithLabelValues("main")); n != 4 {
+	if n := testutil.ToFloat64(f.series.InferenceCalls.WithLabelValues("main", "gpt-test", "openai")); n != 4 {
 		t.Errorf("inference calls of main = %v, want 4", n)
 	}
-	if n := testutil.ToFloat64(f.series.InferenceTokens.WithLabelValues("main", "input")); n != 90 {
+	if n := testutil.ToFloat64(f.series.InferenceTokens.WithLabelValues("main", "gpt-test", "openai", "input")); n != 90 {
 		t.Errorf("input tokens of main = %v, want 90 (the estimate is not counted)", n)
 	}
 }
 
 func TestHarnessTurnCountsReportedUsageOnly(t *testing.T) {
 	f := newFixture(t, agent(nil))
-	f.m.BeginTask()
+	begin(f.m)
 	for i, tc := range []struct {
 		usage     harness.Usage
 		wantTurn  int
@@ -222,11 +231,11 @@ func TestHarnessTurnCountsReportedUsageOnly(t *testing.T) {
 	if diff := cmp.Diff(want, f.m.Snapshot(time.Time{}, nil).Tokens); diff != "" {
 		t.Errorf("token sums (-want +got):\n%s", diff)
 	}
-	if n := testutil.ToFloat64(f.series.InferenceCalls.WithLabelValues(harness.DriverName)); n != 3 {
+	if n := testutil.ToFloat64(f.series.InferenceCalls.WithLabelValues(harness.DriverName, "", "")); n != 3 {
 		t.Errorf("inference calls of %s = %v, want 3", harness.DriverName, n)
 	}
 	for kind, want := range map[string]float64{"input": 55, "output": 11, "cached": 40} {
-		if got := testutil.ToFloat64(f.series.InferenceTokens.WithLabelValues(harness.DriverName, kind)); got != want {
+		if got := testutil.ToFloat64(f.series.InferenceTokens.WithLabelValues(harness.DriverName, "", "", kind)); got != want {
 			t.Errorf("tokens of %s, %s = %v, want %v", harness.DriverName, kind, got, want)
 		}
 	}
@@ -248,7 +257,7 @@ func TestTurnsLeftAgainstMaxTurns(t *testing.T) {
 		{2, 3, false},
 	} {
 		f := newFixture(t, agent(func(c *capsule.Capsule) { c.Inference.MaxTurns = tc.maxTurns }))
-		f.m.BeginTask()
+		begin(f.m)
 		for range tc.calls {
 			f.m.HarnessTurn("t1", harness.Usage{})
 		}
@@ -277,7 +286,7 @@ func TestKeepWorkingCountsUpToItsLimit(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t, agent(func(c *capsule.Capsule) { c.Lifecycle.KeepWorking = tc.kw }))
 			if tc.inTask {
-				f.m.BeginTask()
+				begin(f.m)
 			}
 			var got []use
 			for range tc.want {
@@ -293,12 +302,12 @@ func TestKeepWorkingCountsUpToItsLimit(t *testing.T) {
 
 func TestKeepWorkingLimitIsPerTask(t *testing.T) {
 	f := newFixture(t, agent(func(c *capsule.Capsule) { c.Lifecycle.KeepWorking = &capsule.KeepWorking{Limit: 1} }))
-	f.m.BeginTask()
+	begin(f.m)
 	if _, _, ok := f.m.KeepWorking(); !ok {
 		t.Fatal("first task: no nudge of a limit of 1")
 	}
-	f.m.EndTask()
-	f.m.BeginTask()
+	f.m.EndTask(task1())
+	begin(f.m)
 	if used, left, ok := f.m.KeepWorking(); used != 1 || left != 0 || !ok {
 		t.Errorf("second task: KeepWorking() = %d, %d, %v; want 1, 0, true", used, left, ok)
 	}
@@ -330,7 +339,7 @@ func TestCheckFailedReopensWithinBothLimits(t *testing.T) {
 				c.Lifecycle.DoneCheck = &capsule.DoneCheck{Command: []string{"true"}, Limit: tc.limit}
 				c.Lifecycle.MaxTaskReopens = tc.maxReopen
 			}))
-			f.m.BeginTask()
+			begin(f.m)
 			for range tc.hooked {
 				f.m.Reopened()
 			}
@@ -361,7 +370,7 @@ func TestOutsideATaskNothingIsCounted(t *testing.T) {
 	if n := f.m.Reopens(); n != 0 {
 		t.Errorf("Reopens() = %d, want 0", n)
 	}
-	if p := f.m.EndTask(); !cmp.Equal(p, meter.Progress{}) {
+	if p := f.m.EndTask(task1()); !cmp.Equal(p, meter.Progress{}, cmpopts.IgnoreUnexported(meter.Progress{})) {
 		t.Errorf("EndTask() without a task = %+v, want the zero Progress", p)
 	}
 }
@@ -371,7 +380,7 @@ func TestEndTaskReturnsTheProgressAndResetsIt(t *testing.T) {
 		c.Lifecycle.KeepWorking = &capsule.KeepWorking{Limit: 3}
 		c.Lifecycle.DoneCheck = &capsule.DoneCheck{Command: []string{"true"}, Limit: 3}
 	}))
-	if start := f.m.BeginTask(); !start.Equal(now) {
+	if start := begin(f.m); !start.Equal(now) {
 		t.Errorf("BeginTask() = %s, want the clock's %s", start, now)
 	}
 	f.m.HarnessTurn("t1", harness.Usage{Input: 5, Output: 5, Reported: true})
@@ -381,8 +390,8 @@ func TestEndTaskReturnsTheProgressAndResetsIt(t *testing.T) {
 	f.m.Reopened()
 	f.m.SetData(json.RawMessage(`{"ok":true}`))
 
-	want := meter.Progress{Start: now, Turns: 2, KeepWorking: 1, DoneCheck: 1, Reopens: 2, Data: json.RawMessage(`{"ok":true}`)}
-	if diff := cmp.Diff(want, f.m.EndTask()); diff != "" {
+	want := meter.Progress{Task: "t1", Start: now, Turns: 2, KeepWorking: 1, DoneCheck: 1, Reopens: 2, Data: json.RawMessage(`{"ok":true}`)}
+	if diff := cmp.Diff(want, f.m.EndTask(task1()), cmpopts.IgnoreUnexported(meter.Progress{})); diff != "" {
 		t.Errorf("EndTask() (-want +got):\n%s", diff)
 	}
 	if turns, spend := f.m.Used(); turns != 0 || spend != 25 {
@@ -391,8 +400,8 @@ func TestEndTaskReturnsTheProgressAndResetsIt(t *testing.T) {
 	if n := f.m.Reopens(); n != 0 {
 		t.Errorf("after EndTask: Reopens() = %d, want 0", n)
 	}
-	f.m.BeginTask()
-	if diff := cmp.Diff(meter.Progress{Start: now}, f.m.EndTask()); diff != "" {
+	begin(f.m)
+	if diff := cmp.Diff(meter.Progress{Task: "t1", Start: now}, f.m.EndTask(task1()), cmpopts.IgnoreUnexported(meter.Progress{})); diff != "" {
 		t.Errorf("the next task's EndTask() (-want +got):\n%s", diff)
 	}
 }
@@ -409,7 +418,7 @@ func TestSnapshot(t *testing.T) {
 		c.Lifecycle.DoneCheck = &capsule.DoneCheck{Command: []string{"true"}, Limit: 2}
 	}
 	inTask := func(m *meter.Meter) {
-		m.BeginTask()
+		begin(m)
 		m.Account("t1", "main", estimated.req, driver.InferResponse{Usage: driver.Usage{Input: 300, Output: 40, Reported: true}})
 		m.Account("t1", "main", estimated.req, estimated.resp)
 		m.KeepWorking()
@@ -435,7 +444,7 @@ func TestSnapshot(t *testing.T) {
 	}, {
 		name:    "after the task: the session's numbers stay, the task's go",
 		capsule: agent(limits),
-		do:      func(m *meter.Meter) { inTask(m); m.EndTask() },
+		do:      func(m *meter.Meter) { inTask(m); m.EndTask(task1()) },
 		want: runtimetools.StatusSnapshot{Now: now, SessionStart: started, Deadline: deadline,
 			TurnsCap:    9,
 			KeepWorking: &runtimetools.Counter{Limit: 4}, DoneCheck: &runtimetools.Counter{Limit: 2},
@@ -446,12 +455,12 @@ func TestSnapshot(t *testing.T) {
 	}, {
 		name:    "no limits set, before the first call",
 		capsule: agent(nil),
-		do:      func(m *meter.Meter) { m.BeginTask() },
+		do:      func(m *meter.Meter) { begin(m) },
 		want:    runtimetools.StatusSnapshot{Now: now, SessionStart: started, TaskStart: now, Deadline: deadline, Quota: quota},
 	}, {
 		name:    "a script capsule",
 		capsule: &capsule.Capsule{Script: &capsule.ScriptSpec{Command: []string{"true"}}},
-		do:      func(m *meter.Meter) { m.BeginTask() },
+		do:      func(m *meter.Meter) { begin(m) },
 		want:    runtimetools.StatusSnapshot{Now: now, SessionStart: started, TaskStart: now, Deadline: deadline, Quota: quota},
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -542,7 +551,7 @@ func TestConcurrentAccountingAndSnapshots(t *testing.T) {
 		c.Lifecycle.KeepWorking = &capsule.KeepWorking{Limit: workers * calls}
 		c.Lifecycle.DoneCheck = &capsule.DoneCheck{Command: []string{"true"}, Limit: workers * calls}
 	}))
-	f.m.BeginTask()
+	begin(f.m)
 	// Every call spends 10 tokens, all reported, so a consistent snapshot has 10 per turn and its
 	// token sums equal its spend.
 	call := driver.InferResponse{Usage: driver.Usage{Input: 7, Output: 3, Reported: true}}
@@ -585,15 +594,15 @@ func TestConcurrentAccountingAndSnapshots(t *testing.T) {
 	snapshots.Wait()
 
 	const total = workers * calls
-	p := f.m.EndTask()
+	p := f.m.EndTask(task1())
 	if p.Turns != total || p.KeepWorking != total || p.DoneCheck != total || p.Reopens != total {
 		t.Errorf("progress %+v, want %d of each", p, total)
 	}
 	if _, spend := f.m.Used(); spend != 10*total {
 		t.Errorf("spend %d, want %d", spend, 10*total)
 	}
-	counted := testutil.ToFloat64(f.series.InferenceCalls.WithLabelValues("main")) +
-		testutil.ToFloat64(f.series.InferenceCalls.WithLabelValues(harness.DriverName))
+	counted := testutil.ToFloat64(f.series.InferenceCalls.WithLabelValues("main", "gpt-test", "openai")) +
+		testutil.ToFloat64(f.series.InferenceCalls.WithLabelValues(harness.DriverName, "", ""))
 	if counted != total {
 		t.Errorf("%v inference calls counted, want %d", counted, total)
 	}
@@ -621,7 +630,7 @@ func TestLimitAfterHookCalls(t *testing.T) {
 			f := newFixture(t, agent(func(c *capsule.Capsule) {
 				c.Inference.MaxTurns, c.Inference.MaxSessionTokens = tc.maxTurns, tc.maxTokens
 			}))
-			f.m.BeginTask()
+			begin(f.m)
 			for range tc.agentCalls {
 				f.m.Account("t1", "main", estimated.req, estimated.resp)
 			}

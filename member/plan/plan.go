@@ -10,6 +10,11 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/murmur-run/murmur/internal/telemetry/conv"
+	"github.com/murmur-run/murmur/member/spans/nest"
 	"github.com/murmur-run/murmur/runtimetools"
 )
 
@@ -38,6 +43,15 @@ const Guidance = "## Plans\n" +
 	"A step's input may use the result of an earlier step: ${<id>.output} is that step's output, ${<id>.data.<key>} one key of its data. " +
 	"With on_error: stop (the default) the steps after a failed one are skipped; with on_error: continue they still run. " +
 	"Make the calls one turn at a time instead when you need to look at a result before deciding what to do next."
+
+// WithGuidance is a system prompt's instructions followed by Guidance when submit-plan is staged: the
+// guidance is there exactly when the tool is.
+func WithGuidance(instructions string, staged bool) string {
+	if !staged {
+		return instructions
+	}
+	return strings.TrimLeft(strings.TrimRight(instructions, "\n")+"\n\n"+Guidance, "\n")
+}
 
 // NotCallable lists the tools that are not callable from a plan step (SPEC: switch-driver,
 // pull-artifact, remove-artifact and end-without-answer; and submit-plan itself).
@@ -156,6 +170,8 @@ func Run(ctx context.Context, cfg Config, input json.RawMessage) runtimetools.Re
 	if err != nil {
 		return runtimetools.Refused(err.Error())
 	}
+	ctx, span := nest.Start(ctx, conv.SpanPlan, trace.SpanKindInternal, conv.PlanSteps.Int(len(p.Steps)), conv.PlanOnError.String(p.OnError))
+	defer span.End()
 	results := make([]StepResult, 0, len(p.Steps))
 	byID := map[string]StepResult{}
 	failed := false
@@ -195,7 +211,9 @@ func Run(ctx context.Context, cfg Config, input json.RawMessage) runtimetools.Re
 		Summary: fmt.Sprintf("Plan of %d step(s): %d ok, %d error, %d skipped", len(results), counts[StepOK], counts[StepError], counts[StepSkipped])}
 	if failed {
 		res.Status = runtimetools.StatusError
+		span.SetStatus(codes.Error, res.Summary)
 	}
+	span.SetAttributes(conv.PlanStepsOK.Int(counts[StepOK]), conv.PlanStepsError.Int(counts[StepError]), conv.PlanStepsSkipped.Int(counts[StepSkipped]))
 	res.Output = render(results)
 	if cfg.Record != nil {
 		cfg.Record(map[string]any{"steps": steps, "on_error": p.OnError, "status": res.Status})

@@ -39,7 +39,11 @@
 // and every address they resolve to is checked again when the notifier connects: loopback, private and
 // link-local addresses only when an entry names them.
 //
+// Each POST is made in the trace of the request that sent its task (Deliver, DESIGN §17): the task
+// store keeps that request's traceparent with the task (its tasks.traceparent), each outbox row copies
+// it, and the POST is a CLIENT span, its child, whose traceparent the webhook receives.
+//
 // A Notifier is safe for concurrent use; Close writes the changes it was told of, waits for the
-// deliveries in flight and stops its goroutine. The package imports a2a and member/events' types only,
-// never member.
+// deliveries in flight and stops its goroutine. The package imports a2a, member/events' types and
+// internal/telemetry/conv only, never member.
 package push

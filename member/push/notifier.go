@@ -15,9 +15,11 @@ import (
 	"sync"
 	"time"
 
+	"github.com/oklog/ulid/v2"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/murmur-run/murmur/a2a"
 	"github.com/murmur-run/murmur/member/events"
-	"github.com/oklog/ulid/v2"
 
 	_ "modernc.org/sqlite" // the "sqlite" database/sql driver
 )
@@ -81,6 +83,10 @@ type Config struct {
 	// calls it before it reads the task's status for a new config: a change published before the config
 	// was watched, and committed after it (the store's UpdateSoon), would otherwise be missed.
 	Settle func(context.Context) error
+	// TracerProvider is what each webhook POST's CLIENT span starts on (DESIGN §17); nil means the
+	// global one. Member names the member in its spans (murmur.member).
+	TracerProvider trace.TracerProvider
+	Member         string
 }
 
 // NewClient is the HTTP client webhooks are posted with: each address a URL resolves to is checked
@@ -103,6 +109,8 @@ type Notifier struct {
 	db     *sql.DB
 	client *http.Client
 	log    *slog.Logger
+	tracer trace.Tracer
+	traced bool // the task store's tasks table keeps each task's traceparent (its schema 6)
 
 	mu       sync.Mutex
 	watched  map[a2a.TaskID]bool // the tasks that have (or may have) a config and have not ended
@@ -147,6 +155,7 @@ CREATE TABLE IF NOT EXISTS push_outbox (
 	status    TEXT    NOT NULL,  -- the status key of the change (statusKey)
 	body      TEXT    NOT NULL,  -- what is posted: {"task": …} as the task stood at the change
 	created   INTEGER NOT NULL,  -- unix ms
+	traceparent TEXT  NOT NULL DEFAULT '', -- the task's trace context, which the POST carries
 	FOREIGN KEY (task_id, config_id) REFERENCES push_configs (task_id, id) ON DELETE CASCADE
 );
 CREATE INDEX IF NOT EXISTS push_outbox_config ON push_outbox (task_id, config_id, seq)`
@@ -213,7 +222,12 @@ func Open(cfg Config) (*Notifier, error) {
 		db.Close()
 		return nil, fmt.Errorf("push: %s: %w", abs, err)
 	}
-	stmts, err := prepareAll(db)
+	traced, err := hasColumn(db, "tasks", "traceparent")
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("push: %s: %w", abs, err)
+	}
+	stmts, err := prepareAll(db, traced)
 	if err != nil {
 		db.Close()
 		return nil, fmt.Errorf("push: %s: %w", abs, err)
@@ -222,6 +236,8 @@ func Open(cfg Config) (*Notifier, error) {
 	n := &Notifier{
 		cfg: cfg, db: db, log: cfg.Logger,
 		client:   NewClient(cfg.Allow, cfg.Timeout),
+		tracer:   Tracer(cfg.TracerProvider),
+		traced:   traced,
 		watched:  watched,
 		stmts:    stmts,
 		overflow: true, // the first round compares every config: changes stored while the member was down
@@ -245,6 +261,15 @@ func migrate(db *sql.DB) error {
 	}
 	if err := migrateQueued(db); err != nil {
 		return err
+	}
+	// traceparent: the trace context of the task whose change an outbox row holds (DESIGN §17); the rows
+	// of before it are posted in no trace.
+	if has, err := hasColumn(db, "push_outbox", "traceparent"); err != nil {
+		return err
+	} else if !has {
+		if _, err := db.Exec(`ALTER TABLE push_outbox ADD COLUMN traceparent TEXT NOT NULL DEFAULT ''`); err != nil {
+			return err
+		}
 	}
 	has, err := hasColumn(db, "push_configs", "caller")
 	if err != nil || has {
@@ -471,7 +496,11 @@ func (n *Notifier) Create(ctx context.Context, caller string, c a2a.TaskPushNoti
 	if err != nil {
 		return c, err
 	}
-	if err := n.enqueueOne(ctx, tx, configKey{c.TaskID, c.ID}, statusKey(t.Status), post); err != nil {
+	tp, err := n.traceOf(ctx, tx, c.TaskID)
+	if err != nil {
+		return c, err
+	}
+	if err := n.enqueueOne(ctx, tx, configKey{c.TaskID, c.ID}, statusKey(t.Status), post, tp); err != nil {
 		return c, err
 	}
 	if err := tx.Commit(); err != nil {

@@ -16,7 +16,12 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/baggage"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/murmur-run/murmur/a2a"
+	"github.com/murmur-run/murmur/internal/telemetry/conv"
 )
 
 // flushEvery is how many delivered changes may wait to be deleted from the outbox while deliveries go on.
@@ -52,10 +57,10 @@ func (n *Notifier) configsOf(ctx context.Context, tx *sql.Tx, task a2a.TaskID, i
 	return out, rows.Err()
 }
 
-// enqueue puts a change of status key status (body: what to post) in the outbox of config c, in tx,
-// unless the config has it already or has queued its task's end. A full outbox gives up its newest
-// waiting change for it.
-func (n *Notifier) enqueue(ctx context.Context, tx *sql.Tx, c waitingConfig, status string, body []byte) error {
+// enqueue puts a change of status key status (body: what to post; tp: the task's traceparent) in the
+// outbox of config c, in tx, unless the config has it already or has queued its task's end. A full
+// outbox gives up its newest waiting change for it.
+func (n *Notifier) enqueue(ctx context.Context, tx *sql.Tx, c waitingConfig, status string, body []byte, tp string) error {
 	if c.queued.Valid && (c.queued.String == status || keyState(c.queued.String).Terminal()) {
 		return nil
 	}
@@ -73,7 +78,7 @@ func (n *Notifier) enqueue(ctx context.Context, tx *sql.Tx, c waitingConfig, sta
 	if err != nil {
 		return err
 	}
-	if _, err := insert.ExecContext(ctx, string(c.k.task), c.k.id, status, string(body), time.Now().UnixMilli()); err != nil {
+	if _, err := insert.ExecContext(ctx, string(c.k.task), c.k.id, status, string(body), time.Now().UnixMilli(), tp); err != nil {
 		return err
 	}
 	update, err := n.stmt(ctx, tx, qQueued)
@@ -85,12 +90,29 @@ func (n *Notifier) enqueue(ctx context.Context, tx *sql.Tx, c waitingConfig, sta
 }
 
 // enqueueOne is enqueue for one config, read first.
-func (n *Notifier) enqueueOne(ctx context.Context, tx *sql.Tx, k configKey, status string, body []byte) error {
+func (n *Notifier) enqueueOne(ctx context.Context, tx *sql.Tx, k configKey, status string, body []byte, tp string) error {
 	cs, err := n.configsOf(ctx, tx, k.task, k.id)
 	if err != nil || len(cs) == 0 {
 		return err // none: deleted meanwhile
 	}
-	return n.enqueue(ctx, tx, cs[0], status, body)
+	return n.enqueue(ctx, tx, cs[0], status, body, tp)
+}
+
+// traceOf reads, in tx, the traceparent the task store keeps with task (that of the request that sent
+// it): "" when it keeps none, or when its file is of before the column.
+func (n *Notifier) traceOf(ctx context.Context, tx *sql.Tx, task a2a.TaskID) (string, error) {
+	if !n.traced {
+		return "", nil
+	}
+	st, err := n.stmt(ctx, tx, qTrace)
+	if err != nil {
+		return "", err
+	}
+	var tp string
+	if err := st.QueryRowContext(ctx, string(task)).Scan(&tp); err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return "", err
+	}
+	return tp, nil
 }
 
 // write puts the observed changes in the outbox of their tasks' configs, in one transaction.
@@ -125,8 +147,12 @@ func (n *Notifier) write(ctx context.Context, batch []change) error {
 			}
 			c.key = statusKey(t.Status)
 		}
+		tp, err := n.traceOf(ctx, tx, c.task)
+		if err != nil {
+			return err
+		}
 		for _, wc := range cs {
-			if err := n.enqueue(ctx, tx, wc, c.key, c.body); err != nil {
+			if err := n.enqueue(ctx, tx, wc, c.key, c.body, tp); err != nil {
 				return err
 			}
 		}
@@ -178,7 +204,11 @@ func (n *Notifier) reconcile(ctx context.Context, ended bool) error {
 		if err != nil {
 			return err
 		}
-		if err := n.enqueueOne(ctx, tx, s.k, s.key, body); err != nil {
+		tp, err := n.traceOf(ctx, tx, s.k.task)
+		if err != nil {
+			return err
+		}
+		if err := n.enqueueOne(ctx, tx, s.k, s.key, body, tp); err != nil {
 			return err
 		}
 	}
@@ -513,10 +543,10 @@ func (n *Notifier) refresh(ctx context.Context, d *dispatch) error {
 
 // start delivers h in a goroutine of its own, which reports to n.results.
 func (n *Notifier) start(ctx context.Context, d *dispatch, h head) {
-	var body, config string
+	var body, config, tp string
 	st, err := n.stmt(ctx, nil, qBody)
 	if err == nil {
-		err = st.QueryRowContext(ctx, h.seq).Scan(&body, &config)
+		err = st.QueryRowContext(ctx, h.seq).Scan(&body, &config, &tp)
 	}
 	if err != nil {
 		if !errors.Is(err, sql.ErrNoRows) {
@@ -533,7 +563,7 @@ func (n *Notifier) start(ctx context.Context, d *dispatch, h head) {
 	h.caller.busy++
 	h.sendTo.busy++
 	go func() {
-		err := Post(ctx, n.client, c, []byte(body))
+		err := Deliver(ctx, n.tracer, n.client, Delivery{Config: c, Body: []byte(body), Traceparent: tp, Member: n.cfg.Member})
 		n.results <- result{head: h, err: err, closing: ctx.Err() != nil}
 	}()
 }
@@ -579,11 +609,21 @@ func (n *Notifier) reread() {
 }
 
 // Post sends body to c's URL with client, with c's token (A2A-Notification-Token) and authentication
-// (Authorization); an answer other than 2xx is an error naming its status.
+// (Authorization), and the trace context of ctx (traceparent, tracestate, baggage) when it has one; an
+// answer other than 2xx is an error naming its status.
 func Post(ctx context.Context, client *http.Client, c a2a.TaskPushNotificationConfig, body []byte) error {
+	_, err := post(ctx, client, c, body)
+	return err
+}
+
+// post is Post, which also returns the answer's status code (0 when none came).
+func post(ctx context.Context, client *http.Client, c a2a.TaskPushNotificationConfig, body []byte) (int, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.URL, bytes.NewReader(body))
 	if err != nil {
-		return err
+		return 0, err
+	}
+	if trace.SpanContextFromContext(ctx).IsValid() || baggage.FromContext(ctx).Len() > 0 {
+		conv.Propagator().Inject(ctx, propagation.HeaderCarrier(req.Header))
 	}
 	req.Header.Set("Content-Type", "application/json")
 	if c.Token != "" {
@@ -595,14 +635,14 @@ func Post(ctx context.Context, client *http.Client, c a2a.TaskPushNotificationCo
 	}
 	resp, err := client.Do(req)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 	resp.Body.Close()
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return fmt.Errorf("the webhook answered HTTP %d", resp.StatusCode)
+		return resp.StatusCode, fmt.Errorf("the webhook answered HTTP %d", resp.StatusCode)
 	}
-	return nil
+	return resp.StatusCode, nil
 }
 
 // The statements the outbox runs once per change, prepared by Open (prepareAll): preparing each anew
@@ -611,21 +651,28 @@ const (
 	qConfigsOf = `SELECT p.id, p.queued,
 			(SELECT count(*) FROM push_outbox o WHERE o.task_id = p.task_id AND o.config_id = p.id)
 		FROM push_configs p WHERE p.task_id = ? AND (? = '' OR p.id = ?) ORDER BY p.created, p.id`
-	qInsert = `INSERT INTO push_outbox (task_id, config_id, status, body, created) VALUES (?, ?, ?, ?, ?)`
+	qInsert = `INSERT INTO push_outbox (task_id, config_id, status, body, created, traceparent) VALUES (?, ?, ?, ?, ?, ?)`
 	qQueued = `UPDATE push_configs SET queued = ? WHERE task_id = ? AND id = ?`
 	qNext   = `SELECT o.seq, p.caller, coalesce(json_extract(p.config, '$.url'), '') FROM push_outbox o
 		JOIN push_configs p ON p.task_id = o.task_id AND p.id = o.config_id
 		WHERE o.task_id = ? AND o.config_id = ? AND o.seq > ? ORDER BY o.seq LIMIT 1`
-	qBody = `SELECT o.body, p.config FROM push_outbox o
+	qBody = `SELECT o.body, p.config, o.traceparent FROM push_outbox o
 		JOIN push_configs p ON p.task_id = o.task_id AND p.id = o.config_id WHERE o.seq = ?`
+	// qTrace reads the traceparent the task store keeps with a task; prepared only when its tasks table
+	// has the column (Notifier.traced).
+	qTrace = `SELECT traceparent FROM tasks WHERE id = ?`
 )
 
 // prepareAll prepares the outbox's statements on db. It runs before anything else uses db: a statement
 // prepared later, inside a transaction, would wait for a second connection that may be waiting for
 // the transaction's lock.
-func prepareAll(db *sql.DB) (map[string]*sql.Stmt, error) {
+func prepareAll(db *sql.DB, traced bool) (map[string]*sql.Stmt, error) {
 	out := map[string]*sql.Stmt{}
-	for _, q := range []string{qConfigsOf, qInsert, qQueued, qNext, qBody} {
+	qs := []string{qConfigsOf, qInsert, qQueued, qNext, qBody}
+	if traced {
+		qs = append(qs, qTrace)
+	}
+	for _, q := range qs {
 		st, err := db.Prepare(q)
 		if err != nil {
 			for _, st := range out {

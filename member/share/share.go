@@ -17,8 +17,13 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/baggage"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/murmur-run/murmur/internal/nofollow"
 	"github.com/murmur-run/murmur/internal/peercred"
+	"github.com/murmur-run/murmur/internal/telemetry/conv"
 	"github.com/murmur-run/murmur/member/capsule"
 	"github.com/murmur-run/murmur/peerfile"
 	"github.com/murmur-run/murmur/roster"
@@ -132,6 +137,14 @@ func (pf *Files) FetchLimitMB() int {
 // the handle's SHA-256 while they are written to a temporary file beside the target, which is renamed (or,
 // without overwrite, linked) into place only once they match. Nothing is written outside the workdir.
 func (pf *Files) FetchPeerFile(ctx context.Context, req runtimetools.FetchRequest) (runtimetools.FetchedFile, error) {
+	var ft fetchTrace
+	f, err := pf.fetch(ctx, req, &ft)
+	ft.end(err)
+	return f, err
+}
+
+// fetch is FetchPeerFile, traced from its request to the door on (ft).
+func (pf *Files) fetch(ctx context.Context, req runtimetools.FetchRequest, ft *fetchTrace) (runtimetools.FetchedFile, error) {
 	var out runtimetools.FetchedFile
 	sent := false // the door was asked: a failure from then on is the tool's, not a refusal of the call
 	refuse := func(reason, format string, args ...any) (runtimetools.FetchedFile, error) {
@@ -209,7 +222,11 @@ func (pf *Files) FetchPeerFile(ctx context.Context, req runtimetools.FetchReques
 	ctx, cancel := context.WithTimeout(ctx, peerFileTimeout)
 	defer cancel()
 	sent = true
+	ctx = ft.start(ctx, pf.cfg.Member, peer.URL, h)
 	resp, err := pf.redeem(ctx, peer.URL, h.String())
+	if resp != nil {
+		ft.status = resp.StatusCode
+	}
 	if err != nil {
 		if ctx.Err() != nil && errors.Is(ctx.Err(), context.Canceled) {
 			return refuse("canceled", "the task was canceled while %s was being fetched; nothing was stored.", h.Path)
@@ -244,12 +261,16 @@ func (pf *Files) FetchPeerFile(ctx context.Context, req runtimetools.FetchReques
 	return out, nil
 }
 
-// redeem asks peer's door for the file a handle names, with this member's peer credential. Redirects
+// redeem asks peer's door for the file a handle names, with this member's peer credential and the
+// trace context of ctx (traceparent, tracestate, baggage), which the door's span continues. Redirects
 // are not followed, so the credential goes to the door and nowhere else.
 func (pf *Files) redeem(ctx context.Context, doorURL, handle string) (*http.Response, error) {
 	r, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimRight(doorURL, "/")+"/peer-files/"+handle, nil)
 	if err != nil {
 		return nil, err
+	}
+	if trace.SpanContextFromContext(ctx).IsValid() || baggage.FromContext(ctx).Len() > 0 {
+		conv.Propagator().Inject(ctx, propagation.HeaderCarrier(r.Header))
 	}
 	r.Header.Set("Authorization", "Bearer "+pf.cfg.CredKey.Credential(pf.cfg.Member, peercred.Untrusted))
 	hc := http.Client{}

@@ -4,8 +4,13 @@
 // OpenTelemetry semantic conventions that internal/telemetry/conv pins. It uses the OpenTelemetry API
 // only: with tracing off every span is the API's no-op one.
 //
-// Imports: a2a, internal/telemetry/conv, member/capsule, member/driver, member/records, runtimetools;
-// never member.
+// The spans of the work inside a task are here too: a sub-session's run under its delegation
+// (Delegated), a command's life in the background (EndCall, BackgroundEnded), the events of a question
+// to the task's sender (InputAsked, InputAnswered), a hook's inference call (StartHookChat); the spans of
+// hooks, modules and plans are started where they run, through package nest.
+//
+// Imports: a2a, internal/telemetry/conv, member/capsule, member/driver, member/records,
+// member/spans/nest, runtimetools; never member.
 package spans
 
 import (
@@ -26,6 +31,7 @@ import (
 	"github.com/murmur-run/murmur/member/capsule"
 	"github.com/murmur-run/murmur/member/driver"
 	"github.com/murmur-run/murmur/member/records"
+	"github.com/murmur-run/murmur/member/spans/nest"
 	"github.com/murmur-run/murmur/runtimetools"
 )
 
@@ -34,10 +40,13 @@ import (
 type Tracing struct {
 	tracer trace.Tracer
 
-	mu      sync.Mutex // guards the fields below
-	queued  map[a2a.TaskID]carried
-	running a2a.TaskID
-	span    trace.Span // the running task's invoke_agent span
+	mu         sync.Mutex // guards the fields below
+	queued     map[a2a.TaskID]carried
+	running    a2a.TaskID
+	span       trace.Span            // the running task's invoke_agent span
+	delegation *Delegation           // the delegation a sub-session serves (Delegated); nil for a member's
+	asking     string                // the kind of the running task's question to its sender; "" when none
+	background map[string]background // the commands moved to the background, by work id (background.go)
 }
 
 // carried is the trace context of the request that sent a task: its span (a door's server span) and
@@ -137,14 +146,29 @@ func (st *Tracing) SetRunning(id a2a.TaskID, span trace.Span) {
 	}
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	st.running, st.span = id, span
+	st.running, st.span, st.asking = id, span, ""
 }
 
-// StartAgent starts the invoke_agent span of one run of task id of member.
+// StartAgent starts the invoke_agent span of one run of task id of member; in a sub-session (Delegated)
+// the agent is named member/capsule and the span carries its delegation. Work nested in the run (a
+// hook's run, a module's) is named for member (package nest).
 func (st *Tracing) StartAgent(ctx context.Context, member string, id a2a.TaskID) (context.Context, trace.Span) {
-	return st.Start(ctx, "invoke_agent "+member, trace.WithSpanKind(trace.SpanKindInternal),
-		trace.WithAttributes(conv.OpInvokeAgent, conv.AgentName.String(member), conv.Member.String(member),
-			conv.A2ATaskID.String(string(id))))
+	agent, attrs := member, []attribute.KeyValue{conv.OpInvokeAgent, conv.Member.String(member), conv.A2ATaskID.String(string(id))}
+	if d := st.delegated(); d != nil {
+		agent = member + "/" + d.Capsule
+		attrs = append(attrs, conv.DelegationID.String(d.ID), conv.DelegationCapsule.String(d.Capsule), conv.DelegationDepth.Int(d.Depth))
+	}
+	ctx, span := st.Start(ctx, "invoke_agent "+agent, trace.WithSpanKind(trace.SpanKindInternal),
+		trace.WithAttributes(append(attrs, conv.AgentName.String(agent))...))
+	return inMember(ctx, span, member), span
+}
+
+// inMember names member in ctx for the spans nested below span, when span records.
+func inMember(ctx context.Context, span trace.Span, member string) context.Context {
+	if !span.IsRecording() {
+		return ctx
+	}
+	return nest.WithMember(ctx, member)
 }
 
 // EndAgent puts on a task's span how its run ended: t as it stands (nil: not known); a failed task
@@ -180,13 +204,29 @@ func NoteTurns(ctx context.Context, turns int) {
 // (gen_ai.* of the semantic conventions): the provider is the choice's driver, the model its model (the
 // script driver, which has none, is named by its choice).
 func (st *Tracing) StartChat(ctx context.Context, member, choice string, ch capsule.Choice) (context.Context, trace.Span) {
+	model, attrs := chat(choice, ch)
+	return st.Start(ctx, "chat "+model, trace.WithSpanKind(trace.SpanKindClient),
+		trace.WithAttributes(append(attrs, conv.Member.String(member))...))
+}
+
+// StartHookChat starts the chat span of a hook's inference call (run_inference, DESIGN §18) on its
+// driver choice, as the child of ctx's span (the module's run), as package nest starts spans; end it
+// with EndChat.
+func StartHookChat(ctx context.Context, hook, choice string, ch capsule.Choice) (context.Context, trace.Span) {
+	model, attrs := chat(choice, ch)
+	return nest.Start(ctx, "chat "+model, trace.SpanKindClient, append(attrs, conv.HookName.String(hook))...)
+}
+
+// chat is the model an inference call on driver choice ch goes to, as its span names it, and the span's
+// attributes (gen_ai.* of the semantic conventions): the provider is the choice's driver, the model its
+// model (the script driver, which has none, is named by its choice).
+func chat(choice string, ch capsule.Choice) (string, []attribute.KeyValue) {
 	model, provider := ch.Model, ch.Driver
 	if ch.Driver == capsule.DriverScript {
 		model, provider = choice, "murmur.script"
 	}
-	return st.Start(ctx, "chat "+model, trace.WithSpanKind(trace.SpanKindClient),
-		trace.WithAttributes(conv.OpChat, conv.ProviderName.String(provider), conv.RequestModel.String(model),
-			conv.DriverChoice.String(choice), conv.Member.String(member)))
+	return model, []attribute.KeyValue{conv.OpChat, conv.ProviderName.String(provider), conv.RequestModel.String(model),
+		conv.DriverChoice.String(choice)}
 }
 
 // EndChat ends an inference call's span with the tokens the provider reported (input tokens count the
@@ -221,9 +261,10 @@ func EndChat(span trace.Span, u driver.Usage, err error) {
 
 // StartTool starts the execute_tool span of one tool call of member.
 func (st *Tracing) StartTool(ctx context.Context, member string, call driver.ToolCall) (context.Context, trace.Span) {
-	return st.Start(ctx, "execute_tool "+call.Name, trace.WithSpanKind(trace.SpanKindInternal),
+	ctx, span := st.Start(ctx, "execute_tool "+call.Name, trace.WithSpanKind(trace.SpanKindInternal),
 		trace.WithAttributes(conv.OpExecuteTool, conv.ToolName.String(call.Name), conv.ToolCallID.String(call.ID),
 			conv.Member.String(member)))
+	return inMember(ctx, span, member), span
 }
 
 // The ways the session itself refuses a tool call, before the tool runs (murmur.tool.refusal).

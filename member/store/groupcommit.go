@@ -38,6 +38,7 @@ type pendingWrite struct {
 	op      string
 	id      a2a.TaskID
 	message string // a create's: the id of the message that created the task (FirstMessageID)
+	trace   string // a create's: the traceparent of the request that sent the task (conv.Traceparent)
 	context string
 	state   string
 	ts      any // statusMillis
@@ -50,7 +51,7 @@ type pendingWrite struct {
 
 // The statements of the group commit, prepared once on the write connection.
 const (
-	insertSQL = `INSERT INTO tasks (id, context_id, state, status_ts, created, caller, task, message_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`
+	insertSQL = `INSERT INTO tasks (id, context_id, state, status_ts, created, caller, task, message_id, traceparent) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`
 	// A task's context never changes once it is created: an update leaves context_id, and so its index,
 	// alone.
 	updateSQL = `UPDATE tasks SET state = ?, status_ts = ?, task = ? WHERE id = ?`
@@ -179,7 +180,7 @@ func (s *Store) writeGroup(group []*pendingWrite) []error {
 	for i, w := range group {
 		switch w.op {
 		case opCreate:
-			if _, err := insert.ExecContext(ctx, string(w.id), w.context, w.state, w.ts, w.created.UnixMilli(), w.caller, w.body, w.message); err != nil {
+			if _, err := insert.ExecContext(ctx, string(w.id), w.context, w.state, w.ts, w.created.UnixMilli(), w.caller, w.body, w.message, w.trace); err != nil {
 				errs[i] = fmt.Errorf("member: storing task %s: %w", w.id, err)
 				continue
 			}

@@ -22,6 +22,7 @@ import (
 
 	"github.com/murmur-run/murmur/a2a"
 	"github.com/murmur-run/murmur/internal/ids"
+	"github.com/murmur-run/murmur/internal/telemetry/conv"
 	"github.com/murmur-run/murmur/roster"
 
 	_ "modernc.org/sqlite" // the "sqlite" database/sql driver
@@ -157,6 +158,9 @@ var schema = []string{
 	// messageId finds the task it created (GetByMessage). Tasks stored before it have none.
 	`ALTER TABLE tasks ADD COLUMN message_id TEXT NOT NULL DEFAULT '';
 	CREATE INDEX tasks_message ON tasks (caller, message_id) WHERE message_id != '';`,
+	// traceparent: the W3C traceparent of the request that sent the task ('' when it carried none), in
+	// whose trace its push notifications are posted (DESIGN §17).
+	`ALTER TABLE tasks ADD COLUMN traceparent TEXT NOT NULL DEFAULT '';`,
 }
 
 // Open opens the task store at path with the default Config; see OpenWith.
@@ -327,7 +331,8 @@ func (s *Store) Create(ctx context.Context, t *a2a.Task) error {
 		created = ts.Time
 	}
 	return s.commit(ctx, &pendingWrite{op: opCreate, id: t.ID, context: t.ContextID, state: string(t.Status.State),
-		ts: statusMillis(t), created: created, caller: taskCaller(t), body: body, message: FirstMessageID(t)})
+		ts: statusMillis(t), created: created, caller: taskCaller(t), body: body, message: FirstMessageID(t),
+		trace: conv.Traceparent(ctx)})
 }
 
 // taskCaller is the member that sent t, from its metadata (murmur.caller); "" for the operator's tasks.
@@ -344,7 +349,7 @@ type execer interface {
 
 // insertTask is the INSERT of a task row outside the group commit: the batch writer's.
 func insertTask(ctx context.Context, db execer, t *a2a.Task, body []byte, created time.Time) error {
-	_, err := db.ExecContext(ctx, insertSQL, string(t.ID), t.ContextID, string(t.Status.State), statusMillis(t), created.UnixMilli(), taskCaller(t), body, FirstMessageID(t))
+	_, err := db.ExecContext(ctx, insertSQL, string(t.ID), t.ContextID, string(t.Status.State), statusMillis(t), created.UnixMilli(), taskCaller(t), body, FirstMessageID(t), "")
 	if err != nil {
 		return fmt.Errorf("member: storing task %s: %w", t.ID, err)
 	}

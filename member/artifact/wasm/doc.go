@@ -91,4 +91,11 @@
 // WASI command module wazero can compile: a truncated file, another import, no _start), ErrClosed, an
 // unreadable module or workdir, or the caller's context ending (its cause is returned). What the module
 // did is always a Result.
+//
+// # Tracing
+//
+// Each Run is a span, "murmur.wasm {module}", the child of the span its context carries (package
+// member/spans/nest: none without a recording one), with the result's status, the exit code, the limit
+// that stopped the module and whether the run compiled it; each host call is an event on it,
+// murmur.host_call, with the function, the answer's length and a refusal's token.
 package wasm

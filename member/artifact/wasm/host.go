@@ -3,6 +3,7 @@ package wasm
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -12,7 +13,10 @@ import (
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
 	"github.com/tetratelabs/wazero/sys"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 
+	"github.com/murmur-run/murmur/internal/telemetry/conv"
 	"github.com/murmur-run/murmur/member/artifact/wit"
 )
 
@@ -90,6 +94,7 @@ func call(ctx context.Context, mod api.Module, fn string, reqPtr, reqLen, ansPtr
 		panic(fmt.Sprintf("%s.%s: the answer is %d bytes, more than a module's memory holds", wit.Module, fn, len(ans)))
 	}
 	hc.last = ans
+	traceCall(ctx, fn, ans)
 	if len(ans) <= len(buf) {
 		copy(buf, ans)
 	}
@@ -104,6 +109,24 @@ func answer(ctx context.Context, mod api.Module, ansPtr, ansCap uint32) uint32 {
 		copy(buf, hc.last)
 	}
 	return uint32(len(hc.last))
+}
+
+// traceCall puts one host call on the run's span (ctx's, Runner.Run): the function, its answer's length
+// and, for a refusal ({"error": "<token>: <text>"}), its token; nothing of the request or the answer.
+func traceCall(ctx context.Context, fn string, ans []byte) {
+	span := trace.SpanFromContext(ctx)
+	if !span.IsRecording() {
+		return
+	}
+	attrs := []attribute.KeyValue{conv.HostCallFunction.String(fn), conv.HostCallAnswerBytes.Int(len(ans))}
+	var refusal struct {
+		Error string `json:"error"`
+	}
+	if json.Unmarshal(ans, &refusal) == nil && refusal.Error != "" {
+		token, _, _ := strings.Cut(refusal.Error, ":")
+		attrs = append(attrs, conv.HostCallRefusal.String(token))
+	}
+	span.AddEvent(conv.EventHostCall, trace.WithAttributes(attrs...))
 }
 
 func state(ctx context.Context, fn string) *hostCall {

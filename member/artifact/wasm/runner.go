@@ -22,8 +22,13 @@ import (
 	"github.com/tetratelabs/wazero/experimental/sysfs"
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
 	"github.com/tetratelabs/wazero/sys"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 
+	"github.com/murmur-run/murmur/internal/telemetry/conv"
 	"github.com/murmur-run/murmur/member/artifact/wit"
+	"github.com/murmur-run/murmur/member/spans/nest"
 )
 
 // Sentinel errors of Run; each is wrapped with the detail.
@@ -278,7 +283,54 @@ func (r *Runner) Compile(ctx context.Context, call Call) error {
 // Run runs the module once with the call's input, workdir and limits. Once the call is stopped (its time
 // limit, ctx, Close) it returns within a grace of a second, even when the module is blocked in a host
 // call: see the package documentation.
+//
+// The run is a span, "murmur.wasm {module}", the child of ctx's span (a tool call's, a hook run's;
+// package member/spans/nest), with one event per host call.
 func (r *Runner) Run(ctx context.Context, call Call) (Result, error) {
+	attrs := []attribute.KeyValue{conv.WasmModule.String(call.label())}
+	if call.Digest != "" {
+		attrs = append(attrs, conv.WasmDigest.String(call.Digest))
+	}
+	ctx, span := nest.Start(ctx, conv.SpanWasm+" "+call.label(), trace.SpanKindInternal, attrs...)
+	res, err := r.run(ctx, call)
+	endSpan(span, res, err)
+	return res, err
+}
+
+// endSpan ends a run's span with how the module ended: its result's status, its exit code, the limit
+// that stopped it, whether the run compiled it; a run that did not end in a result (Run's error) or
+// whose module failed sets the span's status to an error.
+func endSpan(span trace.Span, res Result, err error) {
+	defer span.End()
+	if !span.IsRecording() {
+		return
+	}
+	if err != nil {
+		kind := "_OTHER"
+		switch {
+		case errors.Is(err, ErrClosed):
+			kind = "closed"
+		case errors.Is(err, ErrDigest):
+			kind = "digest"
+		case errors.Is(err, ErrInvalidModule):
+			kind = "invalid_module"
+		case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+			kind = "canceled"
+		}
+		span.SetAttributes(conv.ErrorType.String(kind))
+		span.SetStatus(codes.Error, firstLine(err.Error()))
+		return
+	}
+	span.SetAttributes(conv.WasmStatus.String(res.Status), conv.WasmExitCode.Int64(int64(res.ExitCode)), conv.WasmCold.Bool(res.Cold))
+	if res.Stopped != StopNone {
+		span.SetAttributes(conv.WasmStopped.String(string(res.Stopped)))
+	}
+	if res.Failure != "" {
+		span.SetStatus(codes.Error, firstLine(res.Failure))
+	}
+}
+
+func (r *Runner) run(ctx context.Context, call Call) (Result, error) {
 	r.mu.Lock()
 	if r.closed {
 		r.mu.Unlock()
@@ -601,6 +653,12 @@ func sleep(ctx context.Context, d time.Duration) {
 	case <-t.C:
 	case <-ctx.Done():
 	}
+}
+
+// firstLine is a failure's first line, which says what went wrong (stderr's tail follows it).
+func firstLine(s string) string {
+	line, _, _ := strings.Cut(s, "\n")
+	return line
 }
 
 // firstLines keeps an error's first n lines: a trap carries a long stack trace.

@@ -22,6 +22,9 @@
 // again: delivery is at least once, as in a member of one process. Each replica gives one caller's
 // configs push.PerCaller posts at once, push.PerReceiver of them to one host.
 //
+// Tracing: each change carries its task's traceparent (the task row's, copied by the trigger: schema
+// 8), and is posted as push.Deliver posts, in that trace, whichever replica posts it.
+//
 // Imports: a2a, member/push, member/store/postgres; never member.
 package pgpush
 
@@ -40,6 +43,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/oklog/ulid/v2"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/murmur-run/murmur/a2a"
 	"github.com/murmur-run/murmur/member/push"
@@ -79,6 +83,7 @@ type Notifier struct {
 	me     string // claimed_by: the replica's name
 	client *http.Client
 	log    *slog.Logger
+	tracer trace.Tracer
 
 	kick    chan struct{}
 	results chan result
@@ -105,7 +110,7 @@ func Open(store *postgres.Store, cfg Config) (*Notifier, error) {
 		me = "member"
 	}
 	n := &Notifier{cfg: cfg, store: store, me: me, client: push.NewClient(cfg.Push.Allow, cfg.Push.Timeout),
-		log: cfg.Push.Logger, kick: make(chan struct{}, 1), results: make(chan result, push.PerCaller), done: make(chan struct{})}
+		log: cfg.Push.Logger, tracer: push.Tracer(cfg.Push.TracerProvider), kick: make(chan struct{}, 1), results: make(chan result, push.PerCaller), done: make(chan struct{})}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := n.unclaim(ctx); err != nil {
@@ -169,8 +174,8 @@ func (n *Notifier) Create(ctx context.Context, caller string, c a2a.TaskPushNoti
 	// The task's row is locked until the config is committed: a change of the task waits, and its
 	// trigger then finds the config.
 	var task []byte
-	var state string
-	err = tx.QueryRow(ctx, `SELECT task, state FROM tasks WHERE id = $1 FOR SHARE`, string(c.TaskID)).Scan(&task, &state)
+	var state, tp string
+	err = tx.QueryRow(ctx, `SELECT task, state, traceparent FROM tasks WHERE id = $1 FOR SHARE`, string(c.TaskID)).Scan(&task, &state, &tp)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return c, fmt.Errorf("push: task %s is not in the store: %w", c.TaskID, a2a.ErrTaskNotFound)
 	} else if err != nil {
@@ -191,7 +196,7 @@ func (n *Notifier) Create(ctx context.Context, caller string, c a2a.TaskPushNoti
 	batch.Queue(`DELETE FROM push_configs WHERE task_id = $1 AND id = $2`, string(c.TaskID), c.ID)
 	batch.Queue(`INSERT INTO push_configs (task_id, id, config, url, caller, created, ended) VALUES ($1, $2, $3, $4, $5, $6, $7)`,
 		string(c.TaskID), c.ID, config, c.URL, caller, n.cfg.Now().UnixMilli(), terminal(state))
-	batch.Queue(`INSERT INTO push_outbox (task_id, config_id, body) VALUES ($1, $2, $3)`, string(c.TaskID), c.ID, body)
+	batch.Queue(`INSERT INTO push_outbox (task_id, config_id, body, traceparent) VALUES ($1, $2, $3, $4)`, string(c.TaskID), c.ID, body, tp)
 	if err := tx.SendBatch(ctx, batch).Close(); err != nil {
 		return c, n.store.Fail(what, err)
 	}
@@ -397,7 +402,7 @@ func (n *Notifier) look(ctx context.Context, d *deliveries) time.Duration {
 		if d.callers[h.caller] >= push.PerCaller || d.hosts[l] >= push.PerReceiver {
 			continue // a post of this caller ends first, and its result looks again
 		}
-		c, body, ok := n.claim(ctx, h, now)
+		c, body, tp, ok := n.claim(ctx, h, now)
 		if !ok {
 			continue
 		}
@@ -407,7 +412,7 @@ func (n *Notifier) look(ctx context.Context, d *deliveries) time.Duration {
 		d.posts.Add(1)
 		go func() {
 			defer d.posts.Done()
-			err := push.Post(ctx, n.client, c, body)
+			err := push.Deliver(ctx, n.tracer, n.client, push.Delivery{Config: c, Body: body, Traceparent: tp, Member: n.cfg.Push.Member})
 			select {
 			case n.results <- result{h, err}:
 			case <-ctx.Done():
@@ -418,25 +423,26 @@ func (n *Notifier) look(ctx context.Context, d *deliveries) time.Duration {
 }
 
 // claim takes h for this replica unless another replica took it since it was read (or it was
-// delivered, or its config deleted), and returns its config and body.
-func (n *Notifier) claim(ctx context.Context, h head, now int64) (a2a.TaskPushNotificationConfig, []byte, bool) {
+// delivered, or its config deleted), and returns its config, body and the traceparent of its task.
+func (n *Notifier) claim(ctx context.Context, h head, now int64) (a2a.TaskPushNotificationConfig, []byte, string, bool) {
 	var c a2a.TaskPushNotificationConfig
 	var config, body []byte
+	var tp string
 	err := n.store.Pool().QueryRow(ctx, `UPDATE push_outbox o SET claimed_by = $2, claimed_until = $3
 		FROM push_configs p WHERE o.seq = $1 AND o.claimed_until <= $4 AND p.task_id = o.task_id AND p.id = o.config_id
-		RETURNING p.config, o.body`, h.seq, n.me, now+n.cfg.ClaimFor.Milliseconds(), now).Scan(&config, &body)
+		RETURNING p.config, o.body, o.traceparent`, h.seq, n.me, now+n.cfg.ClaimFor.Milliseconds(), now).Scan(&config, &body, &tp)
 	if err != nil {
 		if !errors.Is(err, pgx.ErrNoRows) && ctx.Err() == nil {
 			n.log.Warn("push: claiming a change to deliver failed; trying again", "task", h.key.task, "config", h.key.id, "err", err)
 		}
-		return c, nil, false
+		return c, nil, "", false
 	}
 	if err := json.Unmarshal(config, &c); err != nil {
 		n.log.Error("push: a stored config cannot be read; its change is given up", "task", h.key.task, "config", h.key.id, "err", err)
 		n.store.Pool().Exec(ctx, `DELETE FROM push_outbox WHERE seq = $1`, h.seq)
-		return c, nil, false
+		return c, nil, "", false
 	}
-	return c, body, true
+	return c, body, tp, true
 }
 
 // settle records the end of a post: the change deleted when it was delivered or given up, else put

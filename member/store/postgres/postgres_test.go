@@ -116,7 +116,7 @@ func TestSchema(t *testing.T) {
 	}
 	want := []string{"seq bigint NO YES", "id text NO NO", "context_id text NO NO", "state text NO NO",
 		"status_ts bigint YES NO", "created bigint NO NO", "caller text NO NO", "version bigint NO NO", "task bytea NO NO", "message_id text NO NO",
-		"owner text NO NO", "cancel_requested boolean NO NO", "event_seq bigint NO NO"}
+		"owner text NO NO", "cancel_requested boolean NO NO", "event_seq bigint NO NO", "traceparent text NO NO"}
 	if !slices.Equal(cols, want) {
 		t.Errorf("tasks columns:\n%q\nwant\n%q", cols, want)
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/murmur-run/murmur/a2a"
+	"github.com/murmur-run/murmur/internal/telemetry/conv"
 	"github.com/murmur-run/murmur/member/store"
 )
 
@@ -231,6 +232,21 @@ func (s *Store) Claim(ctx context.Context, n int) ([]*a2a.Task, error) {
 	return ts, nil
 }
 
+// Traceparent reads the W3C traceparent stored with task id: that of the request that sent it, which
+// the replica that claims it continues (DESIGN §17); "" when the request carried none, and for a task
+// not stored.
+func (s *Store) Traceparent(ctx context.Context, id a2a.TaskID) (string, error) {
+	var tp string
+	err := s.pool.QueryRow(ctx, `SELECT traceparent FROM tasks WHERE id = $1`, string(id)).Scan(&tp)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", nil
+	}
+	if err != nil {
+		return "", s.fail("reading the trace context of task "+string(id), retryRead, err)
+	}
+	return tp, nil
+}
+
 // Offer stores t, a new submitted task, unclaimed when the member's live replicas have room for it
 // (store.Replicated): the row Create would store, with no owner. The places are counted under a
 // transaction-level advisory lock (offerLock), so two offers never both take the last one. Live is
@@ -269,7 +285,7 @@ func (s *Store) Offer(ctx context.Context, t *a2a.Task, perReplica int) (bool, e
 			}
 			insert = insertOnceSQL
 		}
-		tag, err := tx.Exec(ctx, insert, string(r.id), r.context, r.state, r.ts, r.created, r.caller, r.body, r.message, "")
+		tag, err := tx.Exec(ctx, insert, string(r.id), r.context, r.state, r.ts, r.created, r.caller, r.body, r.message, "", conv.Traceparent(ctx))
 		if err != nil {
 			return err
 		}

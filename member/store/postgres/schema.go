@@ -209,6 +209,39 @@ var migrations = []string{
 		PRIMARY KEY (file_id, n)
 	);
 	ALTER TABLE shared_file_chunks ALTER COLUMN body SET STORAGE EXTERNAL;`,
+	// Trace context across replicas (DESIGN §17): traceparent, the W3C traceparent of the request that
+	// sent a task ('' when it carried none), so that the replica that claims the task runs it in that
+	// request's trace, and each push notification of it, kept with its change in the outbox, is posted
+	// in that trace whichever replica delivers it. murmur_task_push is schema 6's but for the column.
+	`ALTER TABLE tasks ADD COLUMN traceparent text NOT NULL DEFAULT '';
+	ALTER TABLE push_outbox ADD COLUMN traceparent text NOT NULL DEFAULT '';
+	CREATE OR REPLACE FUNCTION murmur_task_push() RETURNS trigger LANGUAGE plpgsql AS $$
+	DECLARE
+		cur  jsonb;
+		body bytea;
+		c    record;
+	BEGIN
+		IF NOT EXISTS (SELECT 1 FROM push_configs WHERE task_id = NEW.id AND NOT ended) THEN
+			RETURN NULL;
+		END IF;
+		cur := convert_from(NEW.task, 'UTF8')::jsonb;
+		IF (cur->'status') IS NOT DISTINCT FROM (convert_from(OLD.task, 'UTF8')::jsonb->'status') THEN
+			RETURN NULL;
+		END IF;
+		body := convert_to(jsonb_build_object('task', cur - 'history')::text, 'UTF8');
+		FOR c IN SELECT id FROM push_configs WHERE task_id = NEW.id AND NOT ended LOOP
+			IF (SELECT count(*) FROM push_outbox WHERE task_id = NEW.id AND config_id = c.id) >= 100 THEN
+				DELETE FROM push_outbox WHERE seq = (SELECT max(seq) FROM push_outbox
+					WHERE task_id = NEW.id AND config_id = c.id AND claimed_by = '');
+			END IF;
+			INSERT INTO push_outbox (task_id, config_id, body, traceparent) VALUES (NEW.id, c.id, body, NEW.traceparent);
+		END LOOP;
+		IF NEW.state IN ('TASK_STATE_COMPLETED', 'TASK_STATE_FAILED', 'TASK_STATE_CANCELED', 'TASK_STATE_REJECTED') THEN
+			UPDATE push_configs SET ended = true WHERE task_id = NEW.id;
+		END IF;
+		PERFORM pg_notify('murmur_push', NEW.id);
+		RETURN NULL;
+	END $$;`,
 }
 
 // SchemaVersion is the version of the schema this program writes: the number of its migrations.

@@ -12,6 +12,7 @@ import (
 
 	"github.com/murmur-run/murmur/a2a"
 	"github.com/murmur-run/murmur/internal/ids"
+	"github.com/murmur-run/murmur/internal/telemetry/conv"
 	"github.com/murmur-run/murmur/member/store"
 )
 
@@ -81,19 +82,23 @@ type row struct {
 	batched bool   // CreateBatched's
 	owner   string // a create's: the replica that runs the task ('' unclaimed)
 	note    bool   // Note's: body is a stream event to append to the task's events
+	// trace is a create's: the W3C traceparent of the request that sent the task (conv.Traceparent),
+	// which its run continues at whichever replica claims it; '' when it carried none.
+	trace string
 }
 
 const (
-	// insertSQL's $9 is the task's owner: '' in a member of one process, and for a task Offer stores.
-	insertSQL = `INSERT INTO tasks (id, context_id, state, status_ts, created, caller, version, task, message_id, owner)
-		VALUES ($1, $2, $3, $4, $5, $6, 1, $7, $8, $9) ON CONFLICT (id) DO NOTHING`
+	// insertSQL's $9 is the task's owner: '' in a member of one process, and for a task Offer stores;
+	// $10 its traceparent.
+	insertSQL = `INSERT INTO tasks (id, context_id, state, status_ts, created, caller, version, task, message_id, owner, traceparent)
+		VALUES ($1, $2, $3, $4, $5, $6, 1, $7, $8, $9, $10) ON CONFLICT (id) DO NOTHING`
 	// A replica's insertSQL (DESIGN §16, safe retries): the task is stored only when no other task of
 	// the same caller's message is (a rejection aside), under messageLockSQL, taken by the statement
 	// before it in the same transaction, so that two replicas storing copies of one message at once
 	// store one task: the second one's statement starts once the first's transaction has ended, and sees
 	// its task. A member of one process holds its copies in memory (member/retry).
-	insertOnceSQL = `INSERT INTO tasks (id, context_id, state, status_ts, created, caller, version, task, message_id, owner)
-		SELECT $1, $2, $3, $4, $5, $6, 1, $7, $8, $9
+	insertOnceSQL = `INSERT INTO tasks (id, context_id, state, status_ts, created, caller, version, task, message_id, owner, traceparent)
+		SELECT $1, $2, $3, $4, $5, $6, 1, $7, $8, $9, $10
 		WHERE $8 = '' OR $3 = 'TASK_STATE_REJECTED' OR NOT EXISTS (SELECT FROM tasks
 			WHERE caller = $6 AND message_id = $8 AND message_id <> '' AND state <> 'TASK_STATE_REJECTED')
 		ON CONFLICT (id) DO NOTHING`
@@ -215,6 +220,7 @@ func (s *Store) Create(ctx context.Context, t *a2a.Task) error {
 		return r.err
 	}
 	r.owner = s.replica
+	r.trace = conv.Traceparent(ctx)
 	r.created = s.now().UnixMilli()
 	if ts := t.Status.Timestamp; ts != nil {
 		r.created = ts.UnixMilli()
@@ -552,9 +558,9 @@ func sendRows(ctx context.Context, db batcher, group []*write, replica string) e
 				b.Queue(noteSQL, string(r.id), r.body, replica)
 			case r.create && replica != "" && r.message != "":
 				b.Queue(messageLockSQL, r.caller, r.message)
-				b.Queue(insertOnceSQL, string(r.id), r.context, r.state, r.ts, r.created, r.caller, r.body, r.message, r.owner)
+				b.Queue(insertOnceSQL, string(r.id), r.context, r.state, r.ts, r.created, r.caller, r.body, r.message, r.owner, r.trace)
 			case r.create:
-				b.Queue(insertSQL, string(r.id), r.context, r.state, r.ts, r.created, r.caller, r.body, r.message, r.owner)
+				b.Queue(insertSQL, string(r.id), r.context, r.state, r.ts, r.created, r.caller, r.body, r.message, r.owner, r.trace)
 			case replica != "":
 				b.Queue(updateOwnedSQL, string(r.id), r.state, r.ts, r.body, replica)
 			default:
