@@ -12,7 +12,8 @@ import (
 // Under transport: process the task's trace reaches the harness and comes back: the harness gets
 // TRACEPARENT (its task's invoke_agent span) in its environment, and a tool call whose MCP params carry
 // _meta.traceparent (the fake harness sends one of its own span in that trace, as a harness that traces
-// would) is traced as the child of that span.
+// would) is traced as the child of that span, and its result's _meta.traceparent names that execute_tool
+// span.
 func TestProcessTraceContext(t *testing.T) {
 	bin := fakeHarness(t)
 	tp, rec := recordingProvider(t)
@@ -47,5 +48,9 @@ func TestProcessTraceContext(t *testing.T) {
 	if call.SpanContext().TraceID() != sc.TraceID() || call.Parent().SpanID().String() != parts[2] || !call.Parent().IsRemote() {
 		t.Errorf("execute_tool expr: trace %s, parent %s (remote %v); want trace %s, parent the harness's span %s",
 			call.SpanContext().TraceID(), call.Parent().SpanID(), call.Parent().IsRemote(), sc.TraceID(), parts[2])
+	}
+	// The result names the span that answered the call, in its _meta.traceparent.
+	if want := "00-" + sc.TraceID().String() + "-" + call.SpanContext().SpanID().String() + "-01"; results[0]["answered_in"] != want {
+		t.Errorf("the tool's result carried _meta.traceparent %v, want its execute_tool span's %s", results[0]["answered_in"], want)
 	}
 }

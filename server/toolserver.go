@@ -18,6 +18,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/murmur-run/murmur/internal/mcpconfig"
+	"github.com/murmur-run/murmur/internal/telemetry/conv"
 	"github.com/murmur-run/murmur/member/harness"
 )
 
@@ -51,13 +52,20 @@ func StartToolServer(set harness.ToolSet, log *slog.Logger) (*ToolServer, error)
 	token := hex.EncodeToString(b[:])
 	ms := mcp.NewServer(&mcp.Implementation{Name: ToolServerName, Version: "1"}, &mcp.ServerOptions{Logger: log})
 	// A call whose _meta carries a traceparent continues that trace (harness.CallContext); one without
-	// is a child of the running task's span.
+	// is a child of the running task's span. Its result's _meta.traceparent is its execute_tool span.
 	call := func(ctx context.Context, name string, meta mcp.Meta, input json.RawMessage) *mcp.CallToolResult {
 		if len(input) == 0 || string(input) == "null" {
 			input = json.RawMessage("{}")
 		}
-		text, isError := set.CallTool(harness.CallContext(ctx, meta), name, input)
-		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}, IsError: isError}
+		slot := &conv.SpanSlot{}
+		text, isError := set.CallTool(conv.WithSpanSlot(harness.CallContext(ctx, meta), slot), name, input)
+		res := &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}, IsError: isError}
+		// The result names the execute_tool span that answered the call, so a harness that traces links
+		// its own span to it (DESIGN §17).
+		if tp := slot.Traceparent(); tp != "" {
+			res.Meta = mcp.Meta{conv.KeyTraceparent: tp}
+		}
+		return res
 	}
 	offered := map[string]bool{}
 	for _, t := range set.Tools() {

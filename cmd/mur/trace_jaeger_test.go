@@ -300,9 +300,13 @@ func TestOneTraceThroughJaeger(t *testing.T) {
 	expr := one("coder", "execute_tool expr", "internal")
 	// The harness's tool call continues the span the harness sent in _meta.traceparent (the fake
 	// harness's own, which it logs; it exports none), in the trace TRACEPARENT gave it.
-	harnessSpan := harnessTraceparent(t, filepath.Join(root, ".murmur", "members", "coder", "work", "fake-harness.jsonl"))
-	if want := "00-" + traceID + "-" + expr.Parent + "-01"; harnessSpan != want {
-		t.Errorf("coder's execute_tool expr has the parent %s; the harness sent %q", expr.Parent, harnessSpan)
+	result := harnessResult(t, filepath.Join(root, ".murmur", "members", "coder", "work", "fake-harness.jsonl"))
+	if want := "00-" + traceID + "-" + expr.Parent + "-01"; result["traceparent"] != want {
+		t.Errorf("coder's execute_tool expr has the parent %s; the harness sent %v", expr.Parent, result["traceparent"])
+	}
+	// And the result's _meta.traceparent named the span that answered it.
+	if want := "00-" + traceID + "-" + expr.SpanID + "-01"; result["answered_in"] != want {
+		t.Errorf("the harness's result named the span %v, want coder's execute_tool expr %s", result["answered_in"], want)
 	}
 
 	// Every span but the root and the harness's call is the child of a span in the trace.
@@ -392,8 +396,8 @@ func wantTags(t *testing.T, s jaegertest.Span, names ...string) {
 	}
 }
 
-// harnessTraceparent is the traceparent the fake harness sent in _meta with its tool call.
-func harnessTraceparent(t *testing.T, path string) string {
+// harnessResult is the fake harness's log line of its one tool result.
+func harnessResult(t *testing.T, path string) map[string]any {
 	t.Helper()
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -402,13 +406,11 @@ func harnessTraceparent(t *testing.T, path string) string {
 	for _, line := range bytes.Split(b, []byte("\n")) {
 		var m map[string]any
 		if json.Unmarshal(line, &m) == nil && m["kind"] == "result" {
-			if tp, ok := m["traceparent"].(string); ok {
-				return tp
-			}
+			return m
 		}
 	}
-	t.Fatalf("the fake harness logged no traceparent:\n%s", b)
-	return ""
+	t.Fatalf("the fake harness logged no tool result:\n%s", b)
+	return nil
 }
 
 func listSpans(spans []jaegertest.Span) string {

@@ -21,7 +21,8 @@
 // as a JSON line to -log (default fake-harness.jsonl in its working directory), so a test can compare
 // them byte for byte. With TRACEPARENT in its environment, each tool call sends the traceparent of a
 // span of its own in that trace as _meta.traceparent (and TRACESTATE as _meta.tracestate), as a harness
-// that traces would, and its result's line says which.
+// that traces would, and its result's line says which (traceparent) and which span of the runtime's
+// answered it (answered_in: the result's _meta.traceparent).
 //
 // -mode fail exits with status 3 before any event; -mode garbage prints a garbage line before every
 // event; -mode hang never exits once its prompt is done. In claude-stream-json it writes what a real
@@ -158,6 +159,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 				entry := map[string]any{"kind": "result", "tool": name, "is_error": res.IsError, "text": text.String()}
 				if sent != "" {
 					entry["traceparent"] = sent
+				}
+				if back, ok := res.Meta["traceparent"].(string); ok {
+					entry["answered_in"] = back // the execute_tool span the runtime answered the call in
 				}
 				h.record(entry)
 				h.event(map[string]any{"type": "user", "session_id": h.session})

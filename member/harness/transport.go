@@ -16,6 +16,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/murmur-run/murmur/internal/ids"
+	"github.com/murmur-run/murmur/internal/telemetry/conv"
 	"github.com/murmur-run/murmur/member/capsule"
 	"github.com/murmur-run/murmur/member/sandbox"
 	"github.com/murmur-run/murmur/runtimetools"
@@ -234,6 +235,9 @@ func (tr *Transport) CallTool(ctx context.Context, name string, input json.RawMe
 	cctx, cancel := context.WithCancel(rt.ctx)
 	if sc := trace.SpanContextFromContext(ctx); sc.IsValid() {
 		cctx = trace.ContextWithRemoteSpanContext(cctx, sc)
+	}
+	if slot := conv.SpanSlotFrom(ctx); slot != nil {
+		cctx = conv.WithSpanSlot(cctx, slot)
 	}
 	defer cancel()
 	stop := context.AfterFunc(ctx, cancel)

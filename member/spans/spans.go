@@ -264,6 +264,7 @@ func (st *Tracing) StartTool(ctx context.Context, member string, call driver.Too
 	ctx, span := st.Start(ctx, "execute_tool "+call.Name, trace.WithSpanKind(trace.SpanKindInternal),
 		trace.WithAttributes(conv.OpExecuteTool, conv.ToolName.String(call.Name), conv.ToolCallID.String(call.ID),
 			conv.Member.String(member)))
+	conv.FillSpanSlot(ctx) // a harness's call: its MCP result names this span
 	return inMember(ctx, span, member), span
 }
 

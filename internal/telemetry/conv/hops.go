@@ -3,6 +3,7 @@ package conv
 import (
 	"context"
 	"net/url"
+	"sync"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/propagation"
@@ -79,4 +80,46 @@ func RedactedURL(raw string) string {
 		u.RawQuery = q.Encode()
 	}
 	return u.String()
+}
+
+// A SpanSlot receives the trace context of the span a call ran in, for an answer that carries it back
+// to the caller: a harness's tool call, whose MCP result says in _meta.traceparent which execute_tool
+// span answered it (DESIGN §17). The tool server puts one in the call's context (WithSpanSlot); the span
+// that runs the call fills it (FillSpanSlot).
+type SpanSlot struct {
+	mu          sync.Mutex
+	traceparent string
+}
+
+type spanSlotKey struct{}
+
+// WithSpanSlot returns ctx with slot in it.
+func WithSpanSlot(ctx context.Context, slot *SpanSlot) context.Context {
+	return context.WithValue(ctx, spanSlotKey{}, slot)
+}
+
+// SpanSlotFrom is the slot ctx carries; nil when none.
+func SpanSlotFrom(ctx context.Context) *SpanSlot {
+	s, _ := ctx.Value(spanSlotKey{}).(*SpanSlot)
+	return s
+}
+
+// FillSpanSlot puts the trace context of ctx's span into the slot ctx carries, if it carries one and
+// the span is recorded (a span that is not recorded is in no trace a caller could find).
+func FillSpanSlot(ctx context.Context) {
+	s := SpanSlotFrom(ctx)
+	if s == nil || !trace.SpanFromContext(ctx).IsRecording() {
+		return
+	}
+	tp := Traceparent(ctx)
+	s.mu.Lock()
+	s.traceparent = tp
+	s.mu.Unlock()
+}
+
+// Traceparent is what the slot was filled with; "" when nothing filled it.
+func (s *SpanSlot) Traceparent() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.traceparent
 }
