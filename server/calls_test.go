@@ -55,7 +55,7 @@ func startFormationAt(t *testing.T, files map[string]string, tokens Tokens, now 
 }
 
 // startFormationWith is startFormation with a configuration the test changes first.
-func startFormationWith(t *testing.T, files map[string]string, tokens Tokens, change func(*FormationConfig)) *formationFixture {
+func startFormationWith(t testing.TB, files map[string]string, tokens Tokens, change func(*FormationConfig)) *formationFixture {
 	t.Helper()
 	root := t.TempDir()
 	for name, body := range files {
@@ -87,7 +87,7 @@ func startFormationWith(t *testing.T, files map[string]string, tokens Tokens, ch
 	return fx
 }
 
-func (fx *formationFixture) ask(t *testing.T, member, text string) *a2a.Task {
+func (fx *formationFixture) ask(t testing.TB, member, text string) *a2a.Task {
 	t.Helper()
 	res, err := fx.c[member].SendMessage(context.Background(), &a2a.SendMessageRequest{
 		Message: &a2a.Message{MessageID: a2a.MessageID(ids.New(ids.PrefixMessage)), Role: a2a.RoleUser, Parts: []a2a.Part{a2a.TextPart(text)}}})
