@@ -7,7 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"sort"
+	"slices"
 	"sync"
 	"time"
 )
@@ -84,6 +84,22 @@ type Tokens struct {
 	Unreported            int // inference calls whose driver reported no tokens
 }
 
+// add counts one inference record.
+func (t *Tokens) add(r Record) {
+	t.Calls++
+	tok, ok := r.Fields["tokens"].(map[string]any)
+	if !ok {
+		t.Unreported++
+		return
+	}
+	in, _ := tok["input"].(float64)
+	out, _ := tok["output"].(float64)
+	cached, _ := tok["cached"].(float64)
+	t.Input += int64(in)
+	t.Output += int64(out)
+	t.Cached += int64(cached)
+}
+
 // Call is a member call as the caller's records tell it.
 type Call struct {
 	ID         string
@@ -137,7 +153,7 @@ func (x *index) scan() change {
 		return ch
 	}
 	paths, _ := filepath.Glob(filepath.Join(x.root, "*", "trace.jsonl"))
-	sort.Strings(paths)
+	slices.Sort(paths)
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	for _, p := range paths {
@@ -363,7 +379,7 @@ func (x *index) snapshot() (map[string]Tokens, []Call, []Damage) {
 	for _, c := range x.calls {
 		calls = append(calls, *c)
 	}
-	sort.Slice(calls, func(i, j int) bool { return calls[i].Started.Before(calls[j].Started) })
+	slices.SortFunc(calls, func(a, b Call) int { return a.Started.Compare(b.Started) })
 	dmg := append([]Damage(nil), x.damage...)
 	for _, f := range x.files {
 		if len(f.partial) > 0 {

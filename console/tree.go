@@ -2,7 +2,7 @@ package console
 
 import (
 	"regexp"
-	"sort"
+	"slices"
 	"time"
 
 	"github.com/murmur-run/murmur/a2a"
@@ -82,7 +82,7 @@ func (x *index) tree(task, member string) []TreeNode {
 			edges = append(edges, edge{parent: d.FromTask, child: d.SubTask, member: d.From, via: "delegation", capsule: d.Capsule, at: d.Started})
 		}
 	}
-	sort.Slice(edges, func(i, j int) bool { return edges[i].at.Before(edges[j].at) })
+	slices.SortFunc(edges, func(a, b edge) int { return a.at.Compare(b.at) })
 	up := map[string]edge{}
 	down := map[string][]edge{}
 	members := map[string]string{task: member}
@@ -142,22 +142,6 @@ func (x *index) tree(task, member string) []TreeNode {
 	}
 	walk(root, edge{}, 0)
 	return nodes
-}
-
-// add counts one inference record.
-func (t *Tokens) add(r Record) {
-	t.Calls++
-	tok, ok := r.Fields["tokens"].(map[string]any)
-	if !ok {
-		t.Unreported++
-		return
-	}
-	in, _ := tok["input"].(float64)
-	out, _ := tok["output"].(float64)
-	cached, _ := tok["cached"].(float64)
-	t.Input += int64(in)
-	t.Output += int64(out)
-	t.Cached += int64(cached)
 }
 
 // shortStateWord is a task_end record's state without its TASK_STATE_ prefix, in lower case.

@@ -1,10 +1,11 @@
 package console
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"net/http"
-	"sort"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -268,11 +269,8 @@ func (m *memberWatch) sortedLocked() []TaskRow {
 		}
 		rows = append(rows, row)
 	}
-	sort.Slice(rows, func(i, j int) bool {
-		if !rows[i].Updated.Equal(rows[j].Updated) {
-			return rows[i].Updated.After(rows[j].Updated)
-		}
-		return rows[i].ID > rows[j].ID
+	slices.SortFunc(rows, func(a, b TaskRow) int { // newest first
+		return cmp.Or(b.Updated.Compare(a.Updated), cmp.Compare(b.ID, a.ID))
 	})
 	return rows
 }
