@@ -78,7 +78,7 @@ func waitStored(t *testing.T, st *store.Store, state a2a.TaskState, n int) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		page, err := st.List(context.Background(), store.ListQuery{State: state, PageSize: 1})
+		page, err := st.ListInScope(context.Background(), store.ListQuery{State: state, PageSize: 1}, store.OperatorScope())
 		if err != nil {
 			t.Fatal(err)
 		}

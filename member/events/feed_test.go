@@ -28,7 +28,7 @@ func (l *memLog) Follow(_ context.Context, id a2a.TaskID, after int64) (store.Fo
 	defer l.mu.Unlock()
 	l.reads++
 	if id != "tsk_1" {
-		return store.Followed{}, store.NotStored(id)
+		return store.Followed{}, fmt.Errorf("task %s: %w", id, store.ErrNotFound)
 	}
 	f := store.Followed{Task: json.RawMessage(fmt.Sprintf(`{"id":"tsk_1","status":{"state":%q},"n":%d}`, l.state, len(l.events))),
 		State: l.state, Seq: int64(len(l.events))}

@@ -54,7 +54,7 @@ func (f *fakeStore) Outcome(ctx context.Context, n int64) (store.InputOutcome, e
 	defer in.mu.Unlock()
 	o, ok := in.outcomes[n]
 	if !ok {
-		return o, store.NotStored("")
+		return o, store.ErrNotFound
 	}
 	return o, nil
 }

@@ -37,7 +37,7 @@ func TestFindAndHold(t *testing.T) {
 		if t, ok := stored[Key{caller, id}]; ok {
 			return t, nil
 		}
-		return nil, store.NotStored("")
+		return nil, store.ErrNotFound
 	}}
 	key := Key{Caller: "caller", Message: "msg_1"}
 	msg := message("do it once")

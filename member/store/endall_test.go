@@ -79,9 +79,9 @@ func TestEndAll(t *testing.T) {
 			t.Errorf("%s stored\n%s\nwant\n%s", id, got, wantJSON)
 		}
 		// Get (the cache dropped its copy) answers the ended task too.
-		g, err := s.GetJSON(ctx, id)
+		g, err := s.getJSON(ctx, id)
 		if err != nil || string(g) != got {
-			t.Errorf("GetJSON(%s) = %s, %v; want the ended task", id, g, err)
+			t.Errorf("getJSON(%s) = %s, %v; want the ended task", id, g, err)
 		}
 		var ts int64
 		if err := s.read.QueryRowContext(ctx, `SELECT status_ts FROM tasks WHERE id = ?`, string(id)).Scan(&ts); err != nil || ts != now.UnixMilli() {
@@ -108,7 +108,7 @@ func TestEndAll(t *testing.T) {
 		t.Errorf("a task not asked for changed: %s", got)
 	}
 	for state, want := range map[a2a.TaskState]int{a2a.TaskStateCanceled: 3, a2a.TaskStateSubmitted: 0, a2a.TaskStateWorking: 1} {
-		page, err := s.List(ctx, ListQuery{State: state, PageSize: 10})
+		page, err := s.list(ctx, ListQuery{State: state, PageSize: 10})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/murmur-run/murmur/a2a"
+	"github.com/murmur-run/murmur/member/store/internal/notfound"
 )
 
 // Group commit. Create and Update do not each take the write lock and pay an fsync: they hand their row
@@ -190,7 +191,7 @@ func (s *Store) writeGroup(group []*pendingWrite) []error {
 			if err == nil {
 				var n int64
 				if n, err = res.RowsAffected(); err == nil && n == 0 {
-					errs[i] = NotStored(w.id)
+					errs[i] = notfound.Task(w.id)
 					continue
 				}
 			}

@@ -46,7 +46,7 @@ func TestConcurrentWritesShareOneCommit(t *testing.T) {
 	wg.Go(func() {
 		errs[n+1] = s.Update(ctx, storeTask(99, "ctx", a2a.TaskStateCompleted)) // never created
 	})
-	for s.WaitingWrites() < n+2 {
+	for s.waitingWrites() < n+2 {
 		time.Sleep(time.Millisecond)
 	}
 	unlock()
@@ -82,7 +82,7 @@ func TestConcurrentWritesShareOneCommit(t *testing.T) {
 			t.Errorf("after reopening: task %d: %v", i, err)
 		}
 	}
-	page, err := s.List(ctx, ListQuery{PageSize: 100})
+	page, err := s.list(ctx, ListQuery{PageSize: 100})
 	if err != nil || page.Total != n+1 {
 		t.Errorf("after reopening the store lists %d tasks (%v), want %d", page.Total, err, n+1)
 	}
@@ -111,7 +111,7 @@ func TestTaskCountsFollowEveryWrite(t *testing.T) {
 		for _, state := range []a2a.TaskState{"", a2a.TaskStateSubmitted, a2a.TaskStateWorking, a2a.TaskStateCompleted,
 			a2a.TaskStateFailed, a2a.TaskStateRejected} {
 			for _, caller := range []string{"", "peer"} {
-				page, err := s.List(ctx, ListQuery{State: state, Caller: caller, PageSize: 1})
+				page, err := s.list(ctx, ListQuery{State: state, Caller: caller, PageSize: 1})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -319,7 +319,7 @@ func TestGetAllReadsEveryStoredTask(t *testing.T) {
 
 // TestUpdateLater: UpdateLater returns at once, even while the committer cannot write; Get shows the
 // change only once it is committed, when the wait returns; an Update handed over after it is committed
-// after it; a task the store does not hold is NotStored; a row handed over before Close is written, one
+// after it; a task the store does not hold is ErrNotFound; a row handed over before Close is written, one
 // after it fails.
 func TestUpdateLater(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "tasks.db")

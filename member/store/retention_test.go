@@ -44,7 +44,7 @@ func endedAt(n int, state a2a.TaskState, at time.Time) *a2a.Task {
 // stored returns the ids the store holds, oldest first.
 func stored(t *testing.T, s *Store) []a2a.TaskID {
 	t.Helper()
-	page, err := s.List(context.Background(), ListQuery{PageSize: a2a.MaxPageSize})
+	page, err := s.list(context.Background(), ListQuery{PageSize: a2a.MaxPageSize})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -140,7 +140,7 @@ func TestSweeperRunsWhenManyTasksArrive(t *testing.T) {
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		_, err := s.Get(context.Background(), endedAt(0, "", storeEpoch).ID)
-		page, lerr := s.List(context.Background(), ListQuery{PageSize: 1})
+		page, lerr := s.list(context.Background(), ListQuery{PageSize: 1})
 		if lerr != nil {
 			t.Fatal(lerr)
 		}

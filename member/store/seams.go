@@ -2,8 +2,11 @@ package store
 
 import "sync"
 
-// The seams below let the tests of the packages above the store (the session's flood tests) observe
-// and hold its writer. Nothing in the runtime calls them.
+// The seams below let the tests of the packages above the store (the session's flood tests in member,
+// the door's fuzz test in server) observe and hold the SQLite store's writer. Nothing in the runtime
+// calls them, and they are no part of Tasks. They are here, not in a _test.go file, only because a
+// _test.go file is compiled for this package's own tests alone; what only this package's tests use
+// lives in seams_test.go.
 
 // SetWriteHook sets a function that is called, with the write lock held, before each write transaction
 // commits, with what it is ("create", "update", "recover", "batch", "sweep") and the rows it writes or
@@ -29,12 +32,8 @@ func (s *Store) WriteSynchronous() (int, error) {
 	return n, err
 }
 
-// WaitingWrites reports the Creates and Updates handed to the group commit (or on their way to it) that
-// have not returned yet.
-func (s *Store) WaitingWrites() int { return int(s.fg.active.Load()) }
-
-// Batched reports the tasks handed to CreateBatched that the batch writer has not yet committed (List
-// does not show them until it has).
+// Batched reports the tasks handed to CreateBatched that the batch writer has not yet committed
+// (ListInScope does not show them until it has).
 func (s *Store) Batched() int {
 	s.batch.mu.Lock()
 	defer s.batch.mu.Unlock()

@@ -23,6 +23,7 @@ import (
 	"github.com/murmur-run/murmur/a2a"
 	"github.com/murmur-run/murmur/internal/ids"
 	"github.com/murmur-run/murmur/internal/telemetry/conv"
+	"github.com/murmur-run/murmur/member/store/internal/notfound"
 	"github.com/murmur-run/murmur/roster"
 
 	_ "modernc.org/sqlite" // the "sqlite" database/sql driver
@@ -31,15 +32,6 @@ import (
 // RestartMessage is the status message of a task that was running when its member stopped and that
 // Recover ended failed.
 const RestartMessage = "member restarted: the task was interrupted and did not finish"
-
-// ErrNotFound is the failure of Update and Get for a task the store does not hold. It wraps
-// a2a.ErrTaskNotFound, so the wire sees -32001.
-// ErrSentBefore is why Create refused a task: the same caller's message with the same messageId made a
-// task already, stored by another replica of the member at the same moment (DESIGN §16, safe retries).
-// GetByMessage finds that task, which is the answer to the message.
-var ErrSentBefore = errors.New("member: a task for this message is already stored (a copy of it reached another replica first)")
-
-var ErrNotFound = fmt.Errorf("member: task not in the store: %w", a2a.ErrTaskNotFound)
 
 // Store is a member's durable task store: one SQLite file, in WAL mode with synchronous=FULL, so a
 // write is on disk when its method returns and a task the door acknowledged survives a crash.
@@ -376,23 +368,23 @@ func (s *Store) Update(ctx context.Context, t *a2a.Task) error {
 // Get returns the stored task with the given id, a copy the caller may change. The error wraps
 // ErrNotFound (and so a2a.ErrTaskNotFound) when the store has no such task.
 func (s *Store) Get(ctx context.Context, id a2a.TaskID) (*a2a.Task, error) {
-	body, err := s.GetJSON(ctx, id)
+	body, err := s.getJSON(ctx, id)
 	if err != nil {
 		return nil, err
 	}
 	return Decode(id, body)
 }
 
-// GetJSON returns the stored task's JSON, exactly as a2a.Task marshals. The caller must not modify it.
+// getJSON returns the stored task's JSON, exactly as a2a.Task marshals. The caller must not modify it.
 // The error wraps ErrNotFound (and so a2a.ErrTaskNotFound) when the store has no such task.
-func (s *Store) GetJSON(ctx context.Context, id a2a.TaskID) ([]byte, error) {
-	body, _, err := s.GetWithCaller(ctx, id)
+func (s *Store) getJSON(ctx context.Context, id a2a.TaskID) ([]byte, error) {
+	body, _, err := s.getWithCaller(ctx, id)
 	return body, err
 }
 
-// GetWithCaller returns the stored task's JSON and the member that sent it ("" for the operator). The
+// getWithCaller returns the stored task's JSON and the member that sent it ("" for the operator). The
 // caller must not modify the bytes. The error wraps ErrNotFound when the store has no such task.
-func (s *Store) GetWithCaller(ctx context.Context, id a2a.TaskID) (body []byte, caller string, err error) {
+func (s *Store) getWithCaller(ctx context.Context, id a2a.TaskID) (body []byte, caller string, err error) {
 	if body, caller, ok := s.pending.Get(id); ok {
 		return body, caller, nil
 	}
@@ -404,7 +396,7 @@ func (s *Store) GetWithCaller(ctx context.Context, id a2a.TaskID) (body []byte, 
 	}
 	err = s.getStmt.QueryRowContext(ctx, string(id)).Scan(&body, &caller)
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, "", NotStored(id)
+		return nil, "", notfound.Task(id)
 	}
 	if err != nil {
 		return nil, "", fmt.Errorf("member: reading task %s: %w", id, err)
@@ -422,13 +414,13 @@ const getByMessageSQL = `SELECT id FROM tasks WHERE caller = ? AND message_id = 
 // ErrNotFound when there is none.
 func (s *Store) GetByMessage(ctx context.Context, caller, messageID string) (*a2a.Task, error) {
 	if messageID == "" {
-		return nil, NotStored("")
+		return nil, notfound.Task("")
 	}
 	var id string
 	err := s.read.QueryRowContext(ctx, getByMessageSQL,
 		caller, messageID, string(a2a.TaskStateRejected)).Scan(&id)
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, NotStored("")
+		return nil, notfound.Task("")
 	}
 	if err != nil {
 		return nil, fmt.Errorf("member: looking up message %s: %w", messageID, err)
@@ -454,10 +446,10 @@ type ListPage struct {
 	Total         int    // the tasks matching the query, on all pages
 }
 
-// List returns one page of the tasks that match q, newest first. A page token that is not one of the
+// list returns one page of the tasks that match q, newest first. A page token that is not one of the
 // store's, or that was issued for a different filter, is refused with an error wrapping
 // a2a.ErrInvalidParams.
-func (s *Store) List(ctx context.Context, q ListQuery) (ListPage, error) {
+func (s *Store) list(ctx context.Context, q ListQuery) (ListPage, error) {
 	digest := q.digest()
 	var where []string
 	var args []any
@@ -637,6 +629,7 @@ func statusMillis(t *a2a.Task) any {
 	return t.Status.Timestamp.UnixMilli()
 }
 
+// Decode reads task id from body, its stored JSON: what both stores' reads share.
 func Decode(id a2a.TaskID, body []byte) (*a2a.Task, error) {
 	t := new(a2a.Task)
 	if err := json.Unmarshal(body, t); err != nil {
@@ -644,20 +637,6 @@ func Decode(id a2a.TaskID, body []byte) (*a2a.Task, error) {
 	}
 	return t, nil
 }
-
-// taskNotStored is the error of a task the store does not hold. Its a2a error comes first, so that
-// errors.As finds the one carrying the task's id.
-type taskNotStored struct{ wire *a2a.Error }
-
-func NotStored(id a2a.TaskID) error {
-	return taskNotStored{a2a.ErrTaskNotFound.WithMeta("taskId", string(id))}
-}
-
-func (e taskNotStored) Error() string {
-	return "member: task " + e.wire.Metadata["taskId"] + " not in the store"
-}
-
-func (e taskNotStored) Unwrap() []error { return []error{e.wire, ErrNotFound} }
 
 // A page token is base64url of a version byte, the seq of the last task of its page and a digest of
 // the filter it was issued for: opaque to clients, and refused with any other filter.

@@ -25,7 +25,7 @@ func peerTask(n int, caller string) *a2a.Task {
 	return t
 }
 
-// The store keeps who sent each task, and a peer's scope sees only its own, in Get, GetJSON and List,
+// The store keeps who sent each task, and a peer's scope sees only its own, in Get, getWithCaller and list,
 // through the cache and past it.
 func TestStoreCallerScope(t *testing.T) {
 	ctx := context.Background()
@@ -40,13 +40,13 @@ func TestStoreCallerScope(t *testing.T) {
 			s.cache = newTaskCache(cachedTasks, cachedBytes)
 		}
 		for n, caller := range []string{"", "lead", "critic", "lead"} {
-			_, got, err := s.GetWithCaller(ctx, a2a.TaskID(fmt.Sprintf("tsk_%02d", n+1)))
+			_, got, err := s.getWithCaller(ctx, a2a.TaskID(fmt.Sprintf("tsk_%02d", n+1)))
 			if err != nil || got != caller {
 				t.Errorf("cached %v: task %d sent by %q, got %q (%v)", cached, n+1, caller, got, err)
 			}
 		}
 	}
-	page, err := s.List(ctx, ListQuery{Caller: "lead", PageSize: 1})
+	page, err := s.list(ctx, ListQuery{Caller: "lead", PageSize: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,10 +54,10 @@ func TestStoreCallerScope(t *testing.T) {
 		t.Fatalf("lead's first page (-want +got):\n%s total %d", diff, page.Total)
 	}
 	// A page token carries its filter: lead's token does not page through everything.
-	if _, err := s.List(ctx, ListQuery{PageSize: 1, PageToken: page.NextPageToken}); err == nil {
+	if _, err := s.list(ctx, ListQuery{PageSize: 1, PageToken: page.NextPageToken}); err == nil {
 		t.Error("a caller's page token was accepted for an unfiltered list")
 	}
-	page, err = s.List(ctx, ListQuery{Caller: "lead", PageSize: 1, PageToken: page.NextPageToken})
+	page, err = s.list(ctx, ListQuery{Caller: "lead", PageSize: 1, PageToken: page.NextPageToken})
 	if err != nil || !cmp.Equal([]a2a.TaskID{"tsk_02"}, taskIDs(page.Tasks)) {
 		t.Fatalf("lead's second page: %v %v", taskIDs(page.Tasks), err)
 	}
@@ -88,7 +88,7 @@ func TestStoreMigratesCallers(t *testing.T) {
 	}
 	defer s.Close()
 	for id, want := range map[a2a.TaskID]string{"tsk_0": "", "tsk_1": "?"} {
-		_, got, err := s.GetWithCaller(context.Background(), id)
+		_, got, err := s.getWithCaller(context.Background(), id)
 		if err != nil || got != want {
 			t.Errorf("%s: caller %q (%v), want %q", id, got, err, want)
 		}
@@ -111,7 +111,7 @@ func TestStoreListPageBytes(t *testing.T) {
 	var pages [][]a2a.TaskID
 	token := ""
 	for {
-		page, err := s.List(ctx, ListQuery{PageSize: 100, PageToken: token})
+		page, err := s.list(ctx, ListQuery{PageSize: 100, PageToken: token})
 		if err != nil {
 			t.Fatal(err)
 		}

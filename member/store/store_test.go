@@ -196,7 +196,7 @@ func TestStoreUpdate(t *testing.T) {
 			t.Errorf("Get after Update (-want +got):\n%s", diff)
 		}
 	}
-	page, err := s.List(t.Context(), ListQuery{State: a2a.TaskStateCompleted, PageSize: 10})
+	page, err := s.list(t.Context(), ListQuery{State: a2a.TaskStateCompleted, PageSize: 10})
 	if err != nil {
 		t.Fatalf("List: %v", err)
 	}
@@ -283,7 +283,7 @@ func TestStoreList(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			tt.q.PageSize = a2a.MaxPageSize
-			page, err := s.List(t.Context(), tt.q)
+			page, err := s.list(t.Context(), tt.q)
 			if err != nil {
 				t.Fatalf("List: %v", err)
 			}
@@ -300,7 +300,7 @@ func TestStoreList(t *testing.T) {
 	}
 
 	t.Run("whole tasks", func(t *testing.T) {
-		page, err := s.List(t.Context(), ListQuery{ContextID: "ctx_b", PageSize: 10})
+		page, err := s.list(t.Context(), ListQuery{ContextID: "ctx_b", PageSize: 10})
 		if err != nil {
 			t.Fatalf("List: %v", err)
 		}
@@ -330,7 +330,7 @@ func TestStoreListPages(t *testing.T) {
 			var pages [][]a2a.TaskID
 			q := tt.q
 			for {
-				page, err := s.List(t.Context(), q)
+				page, err := s.list(t.Context(), q)
 				if err != nil {
 					t.Fatalf("List page %d: %v", len(pages)+1, err)
 				}
@@ -354,7 +354,7 @@ func TestStoreListPages(t *testing.T) {
 	}
 
 	t.Run("exact fit has no empty last page", func(t *testing.T) {
-		page, err := s.List(t.Context(), ListQuery{PageSize: 5})
+		page, err := s.list(t.Context(), ListQuery{PageSize: 5})
 		if err != nil {
 			t.Fatalf("List: %v", err)
 		}
@@ -364,14 +364,14 @@ func TestStoreListPages(t *testing.T) {
 	})
 
 	t.Run("new tasks do not shift later pages", func(t *testing.T) {
-		first, err := s.List(t.Context(), ListQuery{PageSize: 2})
+		first, err := s.list(t.Context(), ListQuery{PageSize: 2})
 		if err != nil {
 			t.Fatalf("List: %v", err)
 		}
 		if err := s.Create(t.Context(), storeTask(6, "ctx_a", a2a.TaskStateCompleted)); err != nil {
 			t.Fatalf("Create: %v", err)
 		}
-		second, err := s.List(t.Context(), ListQuery{PageSize: 2, PageToken: first.NextPageToken})
+		second, err := s.list(t.Context(), ListQuery{PageSize: 2, PageToken: first.NextPageToken})
 		if err != nil {
 			t.Fatalf("List: %v", err)
 		}
@@ -386,7 +386,7 @@ func TestStoreListPages(t *testing.T) {
 
 func TestStoreListRefusesToken(t *testing.T) {
 	s := listFixture(t)
-	first, err := s.List(t.Context(), ListQuery{ContextID: "ctx_a", PageSize: 1})
+	first, err := s.list(t.Context(), ListQuery{ContextID: "ctx_a", PageSize: 1})
 	if err != nil {
 		t.Fatalf("List: %v", err)
 	}
@@ -415,7 +415,7 @@ func TestStoreListRefusesToken(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			tt.q.PageSize = 1
-			_, err := s.List(t.Context(), tt.q)
+			_, err := s.list(t.Context(), tt.q)
 			if !errors.Is(err, a2a.ErrInvalidParams) {
 				t.Fatalf("err = %v, want one wrapping a2a.ErrInvalidParams", err)
 			}
@@ -427,7 +427,7 @@ func TestStoreListRefusesToken(t *testing.T) {
 	}
 
 	t.Run("same filter, other page size", func(t *testing.T) {
-		page, err := s.List(t.Context(), ListQuery{ContextID: "ctx_a", PageSize: 10, PageToken: token})
+		page, err := s.list(t.Context(), ListQuery{ContextID: "ctx_a", PageSize: 10, PageToken: token})
 		if err != nil {
 			t.Fatalf("List: %v", err)
 		}
@@ -517,7 +517,7 @@ func TestStoreRecover(t *testing.T) {
 		}
 	}
 
-	page, err := s.List(t.Context(), ListQuery{State: a2a.TaskStateFailed, After: now.Add(-time.Millisecond), PageSize: 10})
+	page, err := s.list(t.Context(), ListQuery{State: a2a.TaskStateFailed, After: now.Add(-time.Millisecond), PageSize: 10})
 	if err != nil {
 		t.Fatalf("List: %v", err)
 	}
@@ -664,7 +664,7 @@ func TestStoreConcurrentCreate(t *testing.T) {
 			t.Errorf("Create %d: %v", i+1, err)
 		}
 	}
-	page, err := s.List(t.Context(), ListQuery{PageSize: a2a.MaxPageSize})
+	page, err := s.list(t.Context(), ListQuery{PageSize: a2a.MaxPageSize})
 	if err != nil {
 		t.Fatalf("List: %v", err)
 	}

@@ -70,7 +70,7 @@ func (s *Store) awaitQuiet(ctx context.Context) bool {
 type batcher struct {
 	mu      sync.Mutex
 	rows    []batchRow                 // waiting for the writer, oldest first
-	pending map[a2a.TaskID]pendingTask // waiting or being written: GetJSON answers from here meanwhile
+	pending map[a2a.TaskID]pendingTask // waiting or being written: getJSON answers from here meanwhile
 	bytes   int                        // the JSON held in pending
 	dropped int                        // refused because the buffer was full, since the writer last said so
 	closed  bool
@@ -90,7 +90,7 @@ func newBatcher() batcher {
 // CreateBatched hands a new task to the store's batch writer and returns at once, without waiting for
 // the disk or the write lock: the writer commits it later with others, in one transaction without an
 // fsync of its own, when admitted tasks' writes leave it a moment (within about backgroundMaxWait).
-// Until then Get and GetJSON answer it from memory and List does not show it; a crash before then
+// Until then Get answers it from memory and ListInScope does not show it; a crash before then
 // loses it. It is for tasks whose loss costs nothing, such as rejections: a task whose acknowledgement
 // promises it survives a crash goes through Create. It reports false, and keeps nothing, when the
 // buffer is full or the store is closed.

@@ -11,6 +11,7 @@ import (
 
 	"github.com/murmur-run/murmur/a2a"
 	"github.com/murmur-run/murmur/member/store"
+	"github.com/murmur-run/murmur/member/store/internal/notfound"
 )
 
 // Forward stores message for the live replica other than this one that runs task id while it waits for
@@ -72,7 +73,7 @@ func (s *Store) Outcome(ctx context.Context, n int64) (store.InputOutcome, error
 	err := s.pool.QueryRow(ctx, `SELECT i.taken, i.answered, i.refusal, t.state FROM task_inputs i JOIN tasks t ON t.id = i.task_id WHERE i.n = $1`, n).
 		Scan(&o.Taken, &o.Answered, &o.Refusal, &state)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return o, store.NotStored("")
+		return o, notfound.Task("")
 	}
 	if err != nil {
 		return o, s.fail("reading a forwarded input", retryRead, err)

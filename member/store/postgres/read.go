@@ -11,6 +11,7 @@ import (
 
 	"github.com/murmur-run/murmur/a2a"
 	"github.com/murmur-run/murmur/member/store"
+	"github.com/murmur-run/murmur/member/store/internal/notfound"
 )
 
 // maxPageBytes bounds the stored JSON of the tasks of one page, as the SQLite store's does: a page that
@@ -31,13 +32,13 @@ func (s *Store) Get(ctx context.Context, id a2a.TaskID) (*a2a.Task, error) {
 // not rejected (store.Tasks).
 func (s *Store) GetByMessage(ctx context.Context, caller, messageID string) (*a2a.Task, error) {
 	if messageID == "" || !storable(caller) || !storable(messageID) {
-		return nil, store.NotStored("")
+		return nil, notfound.Task("")
 	}
 	var id string
 	err := s.pool.QueryRow(ctx, `SELECT id FROM tasks WHERE caller = $1 AND message_id = $2 AND message_id <> '' AND state <> $3 ORDER BY seq DESC LIMIT 1`,
 		caller, messageID, string(a2a.TaskStateRejected)).Scan(&id)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, store.NotStored("")
+		return nil, notfound.Task("")
 	}
 	if err != nil {
 		return nil, s.fail("looking up message "+messageID, retryRead, err)
@@ -51,11 +52,11 @@ func (s *Store) getJSON(ctx context.Context, id a2a.TaskID) (body []byte, caller
 		return body, caller, nil
 	}
 	if !storable(string(id)) {
-		return nil, "", store.NotStored(id)
+		return nil, "", notfound.Task(id)
 	}
 	err = s.pool.QueryRow(ctx, `SELECT task, caller FROM tasks WHERE id = $1`, string(id)).Scan(&body, &caller)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, "", store.NotStored(id)
+		return nil, "", notfound.Task(id)
 	}
 	if err != nil {
 		return nil, "", s.fail("reading task "+string(id), retryRead, err)
@@ -76,7 +77,7 @@ const followSQL = `SELECT t.task, t.state, t.event_seq, COALESCE(e.seqs, '{}'), 
 // them with their events once they are.
 func (s *Store) Follow(ctx context.Context, id a2a.TaskID, after int64) (store.Followed, error) {
 	if !storable(string(id)) {
-		return store.Followed{}, store.NotStored(id)
+		return store.Followed{}, notfound.Task(id)
 	}
 	var f store.Followed
 	var state string
@@ -84,7 +85,7 @@ func (s *Store) Follow(ctx context.Context, id a2a.TaskID, after int64) (store.F
 	var evs [][]byte
 	err := s.pool.QueryRow(ctx, followSQL, string(id), after).Scan(&f.Task, &state, &f.Seq, &seqs, &evs)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return store.Followed{}, store.NotStored(id)
+		return store.Followed{}, notfound.Task(id)
 	}
 	if err != nil {
 		return store.Followed{}, s.fail("reading the events of task "+string(id), retryRead, err)
@@ -101,14 +102,15 @@ func (s *Store) Follow(ctx context.Context, id a2a.TaskID, after int64) (store.F
 }
 
 // GetInScope returns a stored task in scope, whole, as its JSON: the bytes json.Marshal wrote. A task
-// outside the scope is not stored (store.NotStored). The caller must not modify the bytes.
+// outside the scope is not stored (store.ErrNotFound, the same error). The caller must not modify the
+// bytes.
 func (s *Store) GetInScope(ctx context.Context, id a2a.TaskID, sc store.Scope) ([]byte, error) {
 	body, caller, err := s.getJSON(ctx, id)
 	if err != nil {
 		return nil, err
 	}
 	if !sc.Sees(caller) {
-		return nil, store.NotStored(id)
+		return nil, notfound.Task(id)
 	}
 	return body, nil
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/murmur-run/murmur/a2a"
 	"github.com/murmur-run/murmur/internal/telemetry/conv"
 	"github.com/murmur-run/murmur/member/store"
+	"github.com/murmur-run/murmur/member/store/internal/notfound"
 )
 
 // The replicas of one member (DESIGN §16, store.Replicated): each task row names its owner, the replica
@@ -321,14 +322,14 @@ var errDuplicate = errors.New("a task with this id is already stored")
 // error wraps store.ErrNotFound when no task id is stored.
 func (s *Store) RequestCancel(ctx context.Context, id a2a.TaskID, text string, now time.Time) (owner string, ended bool, err error) {
 	if !storable(string(id)) {
-		return "", false, store.NotStored(id)
+		return "", false, notfound.Task(id)
 	}
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		var state string
 		var body []byte
 		err := tx.QueryRow(ctx, `SELECT owner, state, task FROM tasks WHERE id = $1 FOR UPDATE`, string(id)).Scan(&owner, &state, &body)
 		if errors.Is(err, pgx.ErrNoRows) {
-			return store.NotStored(id)
+			return notfound.Task(id)
 		}
 		if err != nil {
 			return err

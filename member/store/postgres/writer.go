@@ -14,6 +14,7 @@ import (
 	"github.com/murmur-run/murmur/internal/ids"
 	"github.com/murmur-run/murmur/internal/telemetry/conv"
 	"github.com/murmur-run/murmur/member/store"
+	"github.com/murmur-run/murmur/member/store/internal/notfound"
 )
 
 // The writer. Every write (Create, Update, UpdateAll, UpdateSoon, UpdateLater, EndAll, Recover, and
@@ -107,7 +108,7 @@ const (
 	updateSQL = `UPDATE tasks SET state = $2, status_ts = $3, task = $4, version = version + 1 WHERE id = $1`
 	// updateOwnedSQL is a replica's updateSQL: it writes the task only while replica $5 owns it, and
 	// answers whether it did and the task's owner (NULL when no such task is stored), so that a task
-	// another replica owns is told from one not stored (notOwned, store.NotStored).
+	// another replica owns is told from one not stored (notOwned, store.ErrNotFound).
 	updateOwnedSQL = `WITH u AS (UPDATE tasks SET state = $2, status_ts = $3, task = $4, version = version + 1
 			WHERE id = $1 AND owner = $5 RETURNING 1)
 		SELECT EXISTS (SELECT FROM u), (SELECT owner FROM tasks WHERE id = $1)`
@@ -285,13 +286,13 @@ const (
 )
 
 // Update replaces the stored task whose id is t's with t, once committed. The error wraps
-// store.ErrNotFound when the store has no such task (store.NotStored), and, in a replica,
+// store.ErrNotFound when the store has no such task, and, in a replica,
 // store.ErrNotOwner when another replica owns it, or none does (it was reaped from this one).
 func (s *Store) Update(ctx context.Context, t *a2a.Task) error {
 	r := taskRow(t, false)
 	if r.err != nil {
 		if t.ID != "" && !storable(string(t.ID)) {
-			return store.NotStored(t.ID)
+			return notfound.Task(t.ID)
 		}
 		return r.err
 	}
@@ -309,7 +310,7 @@ func (s *Store) UpdateAll(ctx context.Context, ts []*a2a.Task) []error {
 		if r.err != nil {
 			errs[i] = r.err
 			if t.ID != "" && !storable(string(t.ID)) {
-				errs[i] = store.NotStored(t.ID)
+				errs[i] = notfound.Task(t.ID)
 			}
 			continue
 		}
@@ -585,7 +586,7 @@ func sendRows(ctx context.Context, db batcher, group []*write, replica string) e
 				switch {
 				case written:
 				case owner == nil:
-					w.res.errs[i] = store.NotStored(r.id)
+					w.res.errs[i] = notfound.Task(r.id)
 				default:
 					w.res.errs[i] = notOwned(r.id, replica, *owner)
 				}
@@ -606,7 +607,7 @@ func sendRows(ctx context.Context, db batcher, group []*write, replica string) e
 				if r.create {
 					w.res.errs[i] = fmt.Errorf("member: storing task %s: %w", r.id, errNotInserted)
 				} else {
-					w.res.errs[i] = store.NotStored(r.id)
+					w.res.errs[i] = notfound.Task(r.id)
 				}
 			}
 		}
