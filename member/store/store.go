@@ -394,6 +394,7 @@ func (s *Store) getWithCaller(ctx context.Context, id a2a.TaskID) (body []byte, 
 	if p, ok := s.batch.get(id); ok {
 		return p.body, p.caller, nil
 	}
+	mark := s.cache.mark()
 	err = s.getStmt.QueryRowContext(ctx, string(id)).Scan(&body, &caller)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, "", notfound.Task(id)
@@ -401,6 +402,8 @@ func (s *Store) getWithCaller(ctx context.Context, id a2a.TaskID) (body []byte, 
 	if err != nil {
 		return nil, "", fmt.Errorf("member: reading task %s: %w", id, err)
 	}
+	// The next read of it is the cache's (an old task polled again, a GetTask after many writes).
+	s.cache.fill(id, caller, body, mark)
 	return body, caller, nil
 }
 

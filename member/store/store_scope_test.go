@@ -153,3 +153,52 @@ func TestTaskCacheBytes(t *testing.T) {
 		t.Errorf("replacing an entry: %d bytes counted, want 1", c.bytes)
 	}
 }
+
+// A read that missed the cache fills it, so an old task read again (a GetTask after many writes) is the
+// cache's; a read that a write to the cache came during does not, since it may hold the version the
+// write replaced; removing an entry gives back its bytes.
+func TestTaskCacheFill(t *testing.T) {
+	c := newTaskCache(100, 1000)
+	mark := c.mark()
+	c.fill("a", "lead", []byte("old"), mark)
+	if body, caller, ok := c.get("a"); !ok || string(body) != "old" || caller != "lead" {
+		t.Fatalf("after a fill: %q %q %v", body, caller, ok)
+	}
+	mark = c.mark()
+	c.put("b", "", []byte("new")) // a write between the read's start and its fill
+	c.fill("c", "", []byte("stale?"), mark)
+	if _, _, ok := c.get("c"); ok {
+		t.Error("a read that a write came during filled the cache")
+	}
+	mark = c.mark()
+	c.fill("b", "", []byte("older"), mark) // cached by now: the cache's version stays
+	if body, _, _ := c.get("b"); string(body) != "new" {
+		t.Errorf("a fill replaced a cached entry: %q", body)
+	}
+	mark = c.mark()
+	c.remove("a")
+	c.fill("a", "lead", []byte("old"), mark) // removed (ended, swept) while the read was on its way
+	if _, _, ok := c.get("a"); ok {
+		t.Error("a read filled the cache with a task removed during it")
+	}
+	if c.bytes != len("new") {
+		t.Errorf("%d bytes counted after a removal, want %d", c.bytes, len("new"))
+	}
+}
+
+// Through the store: a task evicted from the cache is read from the file once, then from the cache.
+func TestGetFillsTheCache(t *testing.T) {
+	s := openTestStore(t)
+	ctx := context.Background()
+	task := &a2a.Task{ID: "tsk_old", ContextID: "ctx_1", Status: a2a.TaskStatus{State: a2a.TaskStateCompleted}}
+	if err := s.Create(ctx, task); err != nil {
+		t.Fatal(err)
+	}
+	s.cache.remove(task.ID) // as if 4,096 tasks had been written after it
+	if _, err := s.Get(ctx, task.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, ok := s.cache.get(task.ID); !ok {
+		t.Fatal("a task read from the file is not cached after it")
+	}
+}

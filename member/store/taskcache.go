@@ -9,8 +9,10 @@ import (
 
 // taskCache keeps the stored JSON of the tasks most recently written or read, so GetTask, the door's
 // hottest call, is answered without SQLite or a decode. The store updates it after each committed
-// write while holding its write lock, so the cache never holds a version older than the file's.
-// The byte slices it hands out are never modified.
+// write while holding its write lock (put, remove), so the cache never holds a version older than the
+// file's. A read that missed fills it with what it read from the file (fill) only when no write came
+// to the cache between the read's start (mark) and its fill: a read that raced a write may hold the
+// version the write replaced, and never enters. The byte slices it hands out are never modified.
 type taskCache struct {
 	mu       sync.Mutex
 	max      int // entries
@@ -18,6 +20,7 @@ type taskCache struct {
 	bytes    int
 	order    *list.List // front: most recently used; values are *cacheEntry
 	byID     map[a2a.TaskID]*list.Element
+	writes   uint64 // puts and removes so far: what mark and fill compare
 }
 
 type cacheEntry struct {
@@ -42,9 +45,33 @@ func (c *taskCache) get(id a2a.TaskID) (body []byte, caller string, ok bool) {
 	return ce.body, ce.caller, true
 }
 
+// mark is where the cache's writes stand, for a read about to go to the file (fill).
+func (c *taskCache) mark() uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.writes
+}
+
+// fill keeps what a read found in the file for a task the cache did not hold, unless a write came to
+// the cache since the read's mark (the read may have missed it) or the task is cached by now.
+func (c *taskCache) fill(id a2a.TaskID, caller string, body []byte, mark uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.writes != mark {
+		return
+	}
+	if _, ok := c.byID[id]; ok {
+		return
+	}
+	c.byID[id] = c.order.PushFront(&cacheEntry{id: id, caller: caller, body: body})
+	c.bytes += len(body)
+	c.evict()
+}
+
 func (c *taskCache) put(id a2a.TaskID, caller string, body []byte) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.writes++
 	if e, ok := c.byID[id]; ok {
 		ce := e.Value.(*cacheEntry)
 		c.bytes += len(body) - len(ce.body)
@@ -54,7 +81,12 @@ func (c *taskCache) put(id a2a.TaskID, caller string, body []byte) {
 		c.byID[id] = c.order.PushFront(&cacheEntry{id: id, caller: caller, body: body})
 		c.bytes += len(body)
 	}
-	// The newest entry stays even when it alone is over the byte bound: it was just written or read.
+	c.evict()
+}
+
+// evict drops the least recently used entries past the bounds. The newest entry stays even when it
+// alone is over the byte bound: it was just written or read.
+func (c *taskCache) evict() {
 	for c.order.Len() > c.max || (c.bytes > c.maxBytes && c.order.Len() > 1) {
 		last := c.order.Back()
 		c.order.Remove(last)
@@ -67,8 +99,10 @@ func (c *taskCache) put(id a2a.TaskID, caller string, body []byte) {
 func (c *taskCache) remove(id a2a.TaskID) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.writes++
 	if e, ok := c.byID[id]; ok {
 		c.order.Remove(e)
+		c.bytes -= len(e.Value.(*cacheEntry).body)
 		delete(c.byID, id)
 	}
 }
