@@ -121,12 +121,12 @@ func (rp *replicated) send(text string) string {
 
 // owners waits until each task of ids has an owner in the store, and returns them: which replica runs
 // each, as the database says.
-func (rp *replicated) owners(ids ...string) map[string]string {
+func (rp *replicated) owners(names ...string) map[string]string {
 	rp.t.Helper()
 	db := rp.connect()
 	out := map[string]string{}
 	waitFor(rp.t, "every task claimed by a replica", func() bool {
-		for _, id := range ids {
+		for _, id := range names {
 			var owner, state string
 			if err := db.QueryRow(context.Background(), `SELECT owner, state FROM tasks WHERE id = $1`, id).Scan(&owner, &state); err != nil || owner == "" ||
 				state != string(a2a.TaskStateWorking) {

@@ -190,7 +190,7 @@ func (m *memberWatch) poll(ctx context.Context) ([]string, bool) {
 	for i := range res.Tasks {
 		t := &res.Tasks[i]
 		row := rowOf(m.Name, t)
-		if old, ok := m.tasks[row.ID]; ok && old.State == row.State && old.Updated.Equal(row.Updated) {
+		if old, ok := m.tasks[row.ID]; ok && old.State == row.State && old.Updated.Equal(row.Updated) && old.Usage == row.Usage {
 			continue
 		}
 		m.tasks[row.ID] = &row

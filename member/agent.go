@@ -51,7 +51,8 @@ func (s *Session) runAgent(ctx context.Context, t *a2a.Task, text string) (strin
 			return "", fmt.Errorf("%s; the task ends without an answer", meter.SpendReached(spend, inf.MaxSessionTokens))
 		}
 		if applied {
-			s.records.Write("control_applied", task, map[string]any{"setting": string(ids.SettingInferenceDriver), "value": choice})
+			// A record the trace cannot take is lost; the work it records goes on without it.
+			_ = s.records.Write("control_applied", task, map[string]any{"setting": string(ids.SettingInferenceDriver), "value": choice})
 		}
 		s.art.Refresh(task, s.tools.Manifests(), &req, s.systemPrompt)
 		s.meter.Compact(task, &req, &hist)
@@ -228,7 +229,8 @@ func (s *Session) dispatchCall(ctx context.Context, task string, call driver.Too
 		fields["input"] = records.Clip(string(call.Input), records.ClipMax)
 		fields["result"] = records.Clip(driver.Fence("tool:"+call.Name, res.Output, res.Note), records.ClipMax)
 		spans.Fields(ctx, fields) // the record joins its tool call's span
-		s.records.Write("tool_call", task, fields)
+		// A record the trace cannot take is lost; the work it records goes on without it.
+		_ = s.records.Write("tool_call", task, fields)
 		s.log.Debug("tool call", "task", task, "tool", call.Name, "status", res.Status, "summary", res.Summary)
 	}
 	s.trc.EndCall(ctx, span, call.Name, res, why) // a command moved to the background gets its own span

@@ -65,7 +65,7 @@ func startSession(t testing.TB, files map[string]string, o sessionOpts) (*testSe
 	if err != nil {
 		t.Fatal(err)
 	}
-	store, err := store.Open(filepath.Join(root, "tasks.db"))
+	tasks, err := store.Open(filepath.Join(root, "tasks.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,7 +74,7 @@ func startSession(t testing.TB, files map[string]string, o sessionOpts) (*testSe
 		t.Fatal(err)
 	}
 	// root is laid out as a formation's data directory is: the store and the workdir inside it.
-	cfg := Config{Member: "m", Formation: "f", Capsule: c, Store: store, Metrics: m, DataDir: root,
+	cfg := Config{Member: "m", Formation: "f", Capsule: c, Store: tasks, Metrics: m, DataDir: root,
 		RecordsRoot: filepath.Join(root, "records"), WorkDir: filepath.Join(root, "work"),
 		RuntimeRoot: filepath.Join(root, "run"), Getenv: o.getenv, FormationToken: o.token}
 	cfg.WasmCacheDir = o.wasmCache
@@ -84,7 +84,7 @@ func startSession(t testing.TB, files map[string]string, o sessionOpts) (*testSe
 	if o.confine {
 		cfg.ConfineHelper = os.Args[0]
 	}
-	cfg.isolate = o.isolate
+	cfg.Isolate = o.isolate
 	if o.roster != "" {
 		if cfg.Roster, err = roster.Parse(filepath.Join(root, "roster.yaml"), []byte(o.roster)); err != nil {
 			t.Fatal(err)
@@ -98,7 +98,7 @@ func startSession(t testing.TB, files map[string]string, o sessionOpts) (*testSe
 	t.Cleanup(func() {
 		os.WriteFile(filepath.Join(dir, "go"), nil, 0o644) // releases the gated scripts of some tests
 		s.Close(context.Background())
-		store.Close()
+		tasks.Close()
 	})
 	return &testSession{Session: s, dir: dir}, root
 }

@@ -392,9 +392,9 @@ func TestPullFromGitHubSource(t *testing.T) {
 	if err != nil || len(lock.Pins) != 1 || lock.Pins[0].Source != "github:acme/artifacts" || lock.Pins[0].Owner != 4242 || lock.Pins[0].Origin != artifact.OriginAgent {
 		t.Errorf("murmur.lock %+v %v", lock, err)
 	}
-	for _, store := range []string{global, filepath.Join(s.dir, ".murmur", "store")} {
-		if _, err := os.Stat(filepath.Join(store, "acme")); err == nil {
-			t.Errorf("the fetched artifact was written into %s", store)
+	for _, storeDir := range []string{global, filepath.Join(s.dir, ".murmur", "store")} {
+		if _, err := os.Stat(filepath.Join(storeDir, "acme")); err == nil {
+			t.Errorf("the fetched artifact was written into %s", storeDir)
 		}
 	}
 	pulled := recordsOf(t, s.Session, "artifact_pulled")

@@ -269,7 +269,7 @@ func TestStopReachesEscapersWithoutRoot(t *testing.T) {
 func TestAHundredBackgroundCommandsKeepTheirLogs(t *testing.T) {
 	s, _ := bgSession(t, "rules:\n  - match: ''\n    turns:\n      - say: unused\n")
 	const n = 100
-	ids := make([]string, n)
+	taskIDs := make([]string, n)
 	errs := make(chan error, n)
 	var wg sync.WaitGroup
 	for i := range n {
@@ -279,7 +279,7 @@ func TestAHundredBackgroundCommandsKeepTheirLogs(t *testing.T) {
 				errs <- fmt.Errorf("command %d did not move to the background: exit %d, %v", i, run.ExitCode, err)
 				return
 			}
-			ids[i] = run.Moved.WorkID
+			taskIDs[i] = run.Moved.WorkID
 		})
 	}
 	wg.Wait()
@@ -287,7 +287,7 @@ func TestAHundredBackgroundCommandsKeepTheirLogs(t *testing.T) {
 	for err := range errs {
 		t.Fatal(err)
 	}
-	for i, id := range ids {
+	for i, id := range taskIDs {
 		st := s.commands.Wait(t.Context(), "tsk_x", id, 60)
 		var want strings.Builder
 		for k := 1; k <= 1000+i; k++ {

@@ -74,7 +74,7 @@ func (s *Session) startSub(spec delegate.StartSpec) (delegate.Sub, error) {
 			RecordsRoot: s.cfg.RecordsRoot, DataDir: s.cfg.DataDir, WorkDir: spec.Workdir, RuntimeRoot: s.cfg.RuntimeRoot,
 			WasmCacheDir: s.cfg.WasmCacheDir, ProjectDir: s.cfg.ProjectDir, Metrics: series, Logger: s.log,
 			Now: s.cfg.Now, Getenv: s.cfg.Getenv, HTTPClient: s.cfg.HTTPClient, ConfineHelper: s.cfg.ConfineHelper,
-			StartToolServer: s.cfg.StartToolServer, isolate: s.hostIso, Secrets: s.runner.Secrets(),
+			StartToolServer: s.cfg.StartToolServer, Isolate: s.hostIso, Secrets: s.runner.Secrets(),
 			TracerProvider: s.cfg.TracerProvider,
 			Sub:            &SubSession{Parent: s.id, Delegation: spec.Delegation, Depth: spec.Depth, Deadline: s.deadline},
 		})

@@ -69,17 +69,17 @@ func peerSession(t *testing.T, member, extra string) *peerEnv {
 	must(t, os.WriteFile(filepath.Join(dir, "murmur.yaml"), []byte(agentCapsule(extra)), 0o644))
 	c, err := capsule.Load(dir)
 	must(t, err)
-	store, err := store.Open(filepath.Join(root, "tasks.db"))
+	tasks, err := store.Open(filepath.Join(root, "tasks.db"))
 	must(t, err)
 	e.metrics, err = metrics.New(prometheus.NewRegistry())
 	must(t, err)
-	e.s, err = Start(Config{Member: member, Formation: "f", Capsule: c, Store: store, Metrics: e.metrics,
+	e.s, err = Start(Config{Member: member, Formation: "f", Capsule: c, Store: tasks, Metrics: e.metrics,
 		RecordsRoot: filepath.Join(root, "records"), WorkDir: e.work, RuntimeRoot: filepath.Join(root, "run"),
 		Now: e.clock.Now, Roster: r, FormationToken: peerSecret})
 	must(t, err)
 	t.Cleanup(func() {
 		e.s.Close(context.Background())
-		store.Close()
+		tasks.Close()
 	})
 	return e
 }

@@ -23,7 +23,8 @@ func (s *Session) RunPlan(ctx context.Context, call runtimetools.Call) runtimeto
 		},
 		Record: func(fields map[string]any) {
 			fields["call_id"] = call.ID
-			s.records.Write("plan", call.Task, fields)
+			// A record the trace cannot take is lost; the work it records goes on without it.
+			_ = s.records.Write("plan", call.Task, fields)
 		},
 	}, call.Input)
 }

@@ -49,7 +49,7 @@ func (s *Session) Adopt(ctx context.Context, claim func(context.Context) (*a2a.T
 	if s.closed || s.expired {
 		// Claimed as the session ended: it ends as the tasks queued then did (finishLocked gives its
 		// place back).
-		return false, s.finishLocked(context.WithoutCancel(ctx), t, a2a.TaskStateCanceled, ShutdownCancel, nil)
+		return false, s.finishLocked(context.WithoutCancel(ctx), s.endOf(a2a.TaskStateCanceled, ShutdownCancel, nil), t)
 	}
 	s.queue = append(s.queue, t.ID)
 	s.trc.Keep(sent, t.ID, s.queue) // its run continues the trace of the request that sent it, at whichever replica

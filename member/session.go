@@ -142,9 +142,9 @@ type Config struct {
 	Replicas Replicas
 	// TracerProvider is what the session's spans start on (DESIGN §17); nil means the global provider.
 	TracerProvider trace.TracerProvider
-	// isolate finds what the host allows around commands; nil probes it (probeIsolation). Tests
-	// set it to take one mechanism away.
-	isolate func() sandbox.Isolation
+	// Isolate finds what the host allows around commands; nil probes it (sandbox.Probe). The members
+	// of a formation share one probe; tests set it to take one mechanism away.
+	Isolate func() sandbox.Isolation
 }
 
 // Session runs one capsule: it takes tasks through Send, runs them one at a time in submission order,
@@ -262,7 +262,7 @@ func Start(cfg Config) (*Session, error) {
 		Session: s.id, RecordsRoot: cfg.RecordsRoot, DataDir: cfg.DataDir, WorkDir: cfg.WorkDir, Workdir: s.workdir(),
 		RuntimeRoot: cfg.RuntimeRoot, WasmCacheDir: cfg.WasmCacheDir, ProjectDir: cfg.ProjectDir, ConfineHelper: cfg.ConfineHelper,
 		FormationToken: cfg.FormationToken, Secrets: cfg.Secrets, Roster: cfg.Roster, Peers: cfg.Peers, HTTPClient: cfg.HTTPClient,
-		Getenv: cfg.Getenv, Now: cfg.Now, Log: s.log, Isolate: cfg.isolate,
+		Getenv: cfg.Getenv, Now: cfg.Now, Log: s.log, Isolate: cfg.Isolate,
 		Recovered: func(id a2a.TaskID) {
 			s.log.Warn("task was running when the member stopped; marked failed", "task", id)
 			cfg.Metrics.TasksTotal.WithLabelValues(string(a2a.TaskStateFailed)).Inc()
@@ -490,9 +490,9 @@ func (s *Session) Send(ctx context.Context, msg *a2a.Message, origin Origin) (*a
 		// that were queued then did.
 		var ferr error
 		if s.expired {
-			ferr = s.finishLocked(context.WithoutCancel(ctx), t, a2a.TaskStateFailed, fmt.Sprintf(DeadlineFail, s.deadline.UTC().Format(time.RFC3339)), nil)
+			ferr = s.finishLocked(context.WithoutCancel(ctx), s.endOf(a2a.TaskStateFailed, fmt.Sprintf(DeadlineFail, s.deadline.UTC().Format(time.RFC3339)), nil), t)
 		} else {
-			ferr = s.finishLocked(context.WithoutCancel(ctx), t, a2a.TaskStateCanceled, ShutdownCancel, nil)
+			ferr = s.finishLocked(context.WithoutCancel(ctx), s.endOf(a2a.TaskStateCanceled, ShutdownCancel, nil), t)
 		}
 		if ferr != nil {
 			s.log.Error("storing the end of a task the session ended while it was stored", "task", id, "err", ferr)
@@ -604,7 +604,7 @@ func (s *Session) Cancel(ctx context.Context, id a2a.TaskID, scope store.Scope) 
 		s.queue = slices.Delete(s.queue, i, i+1)
 		t, err := s.cfg.Store.Get(ctx, id)
 		if err == nil {
-			err = s.finishLocked(ctx, t, a2a.TaskStateCanceled, CanceledMessage, nil)
+			err = s.finishLocked(ctx, s.endOf(a2a.TaskStateCanceled, CanceledMessage, nil), t)
 		}
 		s.mu.Unlock()
 		if err != nil {
@@ -711,13 +711,13 @@ func (s *Session) queuedLocked(ctx context.Context) ([]*a2a.Task, error) {
 
 // queuedIDsLocked returns the ids of the queued tasks that are stored. s.mu is held.
 func (s *Session) queuedIDsLocked() []a2a.TaskID {
-	ids := make([]a2a.TaskID, 0, len(s.queue))
+	queued := make([]a2a.TaskID, 0, len(s.queue))
 	for _, id := range s.queue {
 		if !s.unstored[id] {
-			ids = append(ids, id)
+			queued = append(queued, id)
 		}
 	}
-	return ids
+	return queued
 }
 
 // expire ends the session at its deadline: no new task is taken, queued tasks and the running one fail

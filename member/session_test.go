@@ -232,13 +232,13 @@ func TestCloseEndsEveryQueuedTaskDurably(t *testing.T) {
 	s, root := startSession(t, map[string]string{"murmur.yaml": "name: s\nscript:\n  command: [sh, -c, 'while [ ! -e \"$MUR_CAPSULE_DIR/go\" ]; do sleep 0.01; done']\ntask_acceptance: queue\nqueue_size: 1000\n"}, sessionOpts{})
 	ctx := context.Background()
 	msg := &a2a.Message{MessageID: a2a.MessageID(ids.New(ids.PrefixMessage)), Role: a2a.RoleUser, Parts: []a2a.Part{a2a.TextPart("x")}}
-	var ids []a2a.TaskID
+	var taskIDs []a2a.TaskID
 	for range queued + 1 {
 		task, err := s.Send(ctx, fresh(msg), Origin{})
 		if err != nil || task.Status.State != a2a.TaskStateSubmitted {
 			t.Fatalf("Send: %+v %v", task, err)
 		}
-		ids = append(ids, task.ID)
+		taskIDs = append(taskIDs, task.ID)
 	}
 	if err := s.Close(ctx); err != nil {
 		t.Fatal(err)
@@ -248,7 +248,7 @@ func TestCloseEndsEveryQueuedTaskDurably(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	for _, id := range ids {
+	for _, id := range taskIDs {
 		got, err := st.Get(ctx, id)
 		if err != nil || got.Status.State != a2a.TaskStateCanceled || status(got) != ShutdownCancel {
 			t.Fatalf("task %s in the store after Close: %+v %v, want canceled with %q", id, got, err, ShutdownCancel)
@@ -260,7 +260,7 @@ func TestCloseEndsEveryQueuedTaskDurably(t *testing.T) {
 			ends[r["task"].(string)]++
 		}
 	}
-	for _, id := range ids {
+	for _, id := range taskIDs {
 		if ends[string(id)] != 1 {
 			t.Errorf("task %s has %d canceled task_end records, want 1", id, ends[string(id)])
 		}

@@ -69,12 +69,14 @@ func (t *SwitchDriver) Run(_ context.Context, call Call) (Result, error) {
 	}
 	if err := json.Unmarshal(call.Input, &in); err != nil || in.Driver == nil {
 		msg := `switch-driver needs {"driver": "<choice name>"}`
-		t.Recorder.Write("control_refused", call.Task, map[string]any{"principal": "agent", "setting": string(ids.SettingInferenceDriver), "reason": msg})
+		// A record the trace cannot take is lost; the work it records goes on without it.
+		_ = t.Recorder.Write("control_refused", call.Task, map[string]any{"principal": "agent", "setting": string(ids.SettingInferenceDriver), "reason": msg})
 		return Refused(msg), nil
 	}
 	prev := t.Control.Current()
 	if err := t.Control.Switch(*in.Driver); err != nil {
-		t.Recorder.Write("control_refused", call.Task, map[string]any{
+		// A record the trace cannot take is lost; the work it records goes on without it.
+		_ = t.Recorder.Write("control_refused", call.Task, map[string]any{
 			"principal": "agent", "setting": string(ids.SettingInferenceDriver), "value": *in.Driver, "reason": err.Error()})
 		return Refused("switch-driver refused: " + err.Error() + "; the driver choice is still " + prev + "."), nil
 	}

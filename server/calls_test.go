@@ -87,9 +87,9 @@ func startFormationWith(t testing.TB, files map[string]string, tokens Tokens, ch
 	return fx
 }
 
-func (fx *formationFixture) ask(t testing.TB, member, text string) *a2a.Task {
+func (fx *formationFixture) ask(t testing.TB, name, text string) *a2a.Task {
 	t.Helper()
-	res, err := fx.c[member].SendMessage(context.Background(), &a2a.SendMessageRequest{
+	res, err := fx.c[name].SendMessage(context.Background(), &a2a.SendMessageRequest{
 		Message: &a2a.Message{MessageID: a2a.MessageID(ids.New(ids.PrefixMessage)), Role: a2a.RoleUser, Parts: []a2a.Part{a2a.TextPart(text)}}})
 	if err != nil {
 		t.Fatal(err)
@@ -99,10 +99,10 @@ func (fx *formationFixture) ask(t testing.TB, member, text string) *a2a.Task {
 
 // askUntil sends text to member without waiting for the task to end, then polls the task until it is
 // working with the status message status, and returns its id.
-func (fx *formationFixture) askUntil(t *testing.T, member, text, status string) a2a.TaskID {
+func (fx *formationFixture) askUntil(t *testing.T, name, text, status string) a2a.TaskID {
 	t.Helper()
 	ctx := context.Background()
-	res, err := fx.c[member].SendMessage(ctx, &a2a.SendMessageRequest{
+	res, err := fx.c[name].SendMessage(ctx, &a2a.SendMessageRequest{
 		Message:       &a2a.Message{MessageID: a2a.MessageID(ids.New(ids.PrefixMessage)), Role: a2a.RoleUser, Parts: []a2a.Part{a2a.TextPart(text)}},
 		Configuration: &a2a.SendMessageConfig{ReturnImmediately: true}})
 	if err != nil {
@@ -110,12 +110,12 @@ func (fx *formationFixture) askUntil(t *testing.T, member, text, status string) 
 	}
 	id := res.Task.ID
 	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		got, _ := fx.c[member].GetTask(ctx, &a2a.GetTaskRequest{ID: id})
+		got, _ := fx.c[name].GetTask(ctx, &a2a.GetTaskRequest{ID: id})
 		if got.Status.State == a2a.TaskStateWorking && got.Status.Message != nil && got.Status.Message.Text() == status {
 			return id
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%s's task never showed %q: %s %+v", member, status, got.Status.State, got.Status.Message)
+			t.Fatalf("%s's task never showed %q: %s %+v", name, status, got.Status.State, got.Status.Message)
 		}
 	}
 }
@@ -183,11 +183,11 @@ func TestCallMemberThroughRealDoors(t *testing.T) {
 }
 
 // records returns every trace record of the member's sessions.
-func (fx *formationFixture) records(t *testing.T, member string) []map[string]any {
+func (fx *formationFixture) records(t *testing.T, name string) []map[string]any {
 	t.Helper()
 	var out []map[string]any
 	for _, m := range fx.f.Members {
-		if m.Name != member {
+		if m.Name != name {
 			continue
 		}
 		b, err := os.ReadFile(filepath.Join(m.Session.RecordsDir(), "trace.jsonl"))
@@ -225,11 +225,11 @@ func TestEndWithoutAnswerDownAChain(t *testing.T) {
 	}, Tokens{Operator: "op", Formation: "fm"})
 	task := fx.ask(t, "lead", "do the thing")
 	got := answerOf(task)
-	ids := regexp.MustCompile(`mcl_[0-9a-z]{26}`).FindAllString(got, -1)
-	if len(ids) == 0 {
+	callIDs := regexp.MustCompile(`mcl_[0-9a-z]{26}`).FindAllString(got, -1)
+	if len(callIDs) == 0 {
 		t.Fatalf("lead saw %q", got)
 	}
-	call := ids[0]
+	call := callIDs[0]
 	want := "[call-member] call " + call + " to worker ended no_answer, with no answer from worker:\n" +
 		"<untrusted-content source=member:worker>\n" +
 		"helper gave me nothing\n" +

@@ -91,12 +91,12 @@ func startDoorWith(t testing.TB, files map[string]string, opts doorOptions) *fix
 			t.Fatal(err)
 		}
 	}
-	capsule, err := capsule.Load(dir)
+	c, err := capsule.Load(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	storePath := filepath.Join(root, "data", "tasks.db")
-	store, err := store.OpenWith(storePath, store.Config{Retention: capsule.Store.Retention})
+	st, err := store.OpenWith(storePath, store.Config{Retention: c.Store.Retention})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,7 +107,7 @@ func startDoorWith(t testing.TB, files map[string]string, opts doorOptions) *fix
 		if err != nil {
 			t.Fatal(err)
 		}
-		if notifier, err = push.Open(push.Config{Path: storePath, Allow: allow, Settle: store.Settle}); err != nil {
+		if notifier, err = push.Open(push.Config{Path: storePath, Allow: allow, Settle: st.Settle}); err != nil {
 			t.Fatal(err)
 		}
 		configs = notifier
@@ -131,7 +131,7 @@ func startDoorWith(t testing.TB, files map[string]string, opts doorOptions) *fix
 		}
 	}
 	sess, err := member.Start(member.Config{
-		Member: "solo", Formation: "test", Capsule: capsule, Store: store,
+		Member: "solo", Formation: "test", Capsule: c, Store: st,
 		RecordsRoot: filepath.Join(root, "records"), WorkDir: filepath.Join(root, "work"), Metrics: series,
 		Events: hub, DoorURL: url, ArtifactsDir: filepath.Join(root, "data", "artifacts"),
 		WasmCacheDir: opts.wasmCache, Getenv: getenv, TracerProvider: opts.tracerProvider,
@@ -140,15 +140,15 @@ func startDoorWith(t testing.TB, files map[string]string, opts doorOptions) *fix
 		t.Fatal(err)
 	}
 	ros := testRoster(t, root)
-	f := &fixture{t: t, dir: dir, session: sess, store: store, hub: hub}
+	f := &fixture{t: t, dir: dir, session: sess, store: st, hub: hub}
 	f.srv, f.url = srv, url
 	door, err := NewDoor(DoorConfig{
 		Member: "solo", Roster: ros, Executor: sess,
 		Tokens:   Tokens{Operator: testOperatorToken, Formation: testFormationToken},
-		Card:     NewCard("solo", capsule.Description, "test", f.url, "test"),
+		Card:     NewCard("solo", c.Description, "test", f.url, "test"),
 		MaxBody:  64 << 10,
 		Gatherer: reg, Registerer: wrapped, Events: hub, StreamWriteTimeout: 10 * time.Minute,
-		AnswersMessage: capsule.AnswersWithMessage(), Push: configs, MaxStreams: opts.maxStreams,
+		AnswersMessage: c.AnswersWithMessage(), Push: configs, MaxStreams: opts.maxStreams,
 		TracerProvider: opts.tracerProvider,
 	})
 	if err != nil {
@@ -171,7 +171,7 @@ func startDoorWith(t testing.TB, files map[string]string, opts doorOptions) *fix
 				t.Errorf("push notifier close: %v", err)
 			}
 		}
-		if err := store.Close(); err != nil {
+		if err := st.Close(); err != nil {
 			t.Errorf("store close: %v", err)
 		}
 	})

@@ -24,6 +24,7 @@ import (
 	"github.com/murmur-run/murmur/member/push"
 	"github.com/murmur-run/murmur/member/push/pgpush"
 	"github.com/murmur-run/murmur/member/replica"
+	"github.com/murmur-run/murmur/member/sandbox"
 	"github.com/murmur-run/murmur/member/setup"
 	"github.com/murmur-run/murmur/member/store"
 	"github.com/murmur-run/murmur/member/store/postgres"
@@ -97,6 +98,8 @@ type RunningMember struct {
 // Formation is a set of started members.
 type Formation struct {
 	cfg     FormationConfig
+	isolate func() sandbox.Isolation // what the host allows around commands, probed once for every member
+	process []prometheus.Collector   // the Go and process collectors every door's registry shares
 	Members []*RunningMember
 	errc    chan error
 	wg      sync.WaitGroup
@@ -116,21 +119,26 @@ func StartFormation(cfg FormationConfig) (*Formation, error) {
 	if len(names) == 0 {
 		names = cfg.Roster.Names()
 	}
-	f := &Formation{cfg: cfg, errc: make(chan error, len(names))}
+	f := &Formation{cfg: cfg, errc: make(chan error, len(names)), isolate: sync.OnceValue(sandbox.Probe),
+		process: processCollectors()}
 	// Every door listens first, so a member on port 0 has its real URL before any session (whose
 	// call-member reaches peers by URL) starts. The formation works on its own copy of the roster.
 	r := *cfg.Roster
 	r.Members = slices.Clone(cfg.Roster.Members)
 	f.cfg.Roster = &r
-	listeners := map[string]net.Listener{}
+	listeners := make(map[string]net.Listener, len(names))
 	closeAll := func() {
 		for _, ln := range listeners {
 			ln.Close()
 		}
 	}
+	index := make(map[string]int, len(r.Members))
+	for i, m := range r.Members {
+		index[m.Name] = i
+	}
 	for _, name := range names {
-		i := slices.IndexFunc(r.Members, func(m roster.Member) bool { return m.Name == name })
-		if i < 0 {
+		i, ok := index[name]
+		if !ok {
 			closeAll()
 			return nil, fmt.Errorf("%s: no member named %q; the members are %v", r.Path, name, r.Names())
 		}
@@ -153,24 +161,47 @@ func StartFormation(cfg FormationConfig) (*Formation, error) {
 			r.Members[i].URL = listenURL(ln.Addr().String())
 		}
 	}
-	for _, name := range names {
-		m, _ := r.Member(name)
-		ln := listeners[name]
-		delete(listeners, name)
-		rm, err := f.start(m, ln)
-		if err != nil {
-			closeAll()
-			f.Shutdown(context.Background())
-			return nil, fmt.Errorf("member %s: %w", name, err)
+	// The members start side by side: most of a start is waiting on the disk (a new store's file, its
+	// log and their fsyncs), so a formation of a thousand starts in the time of a few dozen one after
+	// another. f.Members keeps the roster's order.
+	started := make([]*RunningMember, len(names))
+	errs := make([]error, len(names))
+	var wg sync.WaitGroup
+	slots := make(chan struct{}, startParallel)
+	for i, name := range names {
+		m, ln := r.Members[index[name]], listeners[name]
+		slots <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-slots }()
+			rm, err := f.start(m, ln)
+			if err != nil {
+				errs[i] = fmt.Errorf("member %s: %w", name, err)
+				return
+			}
+			started[i] = rm
+		})
+	}
+	wg.Wait()
+	for _, rm := range started {
+		if rm != nil {
+			f.Members = append(f.Members, rm)
 		}
-		f.Members = append(f.Members, rm)
+	}
+	for _, err := range errs {
+		if err != nil { // the first in the roster's order; the others are likely the same
+			f.Shutdown(context.Background())
+			return nil, err
+		}
 	}
 	return f, nil
 }
 
+// startParallel is how many members StartFormation starts at once.
+const startParallel = 8
+
 func (f *Formation) start(m roster.Member, ln net.Listener) (*RunningMember, error) {
 	cfg := f.cfg
-	capsule, err := capsule.Load(m.Capsule)
+	caps, err := capsule.Load(m.Capsule)
 	if err != nil {
 		ln.Close()
 		return nil, err
@@ -199,7 +230,7 @@ func (f *Formation) start(m roster.Member, ln net.Listener) (*RunningMember, err
 	// The capsule's store.retention overrides the roster's, key by key; the store fills in the defaults.
 	// The files kept for the artifacts of the tasks retention removes go with them.
 	artifacts := filepath.Join(dir, "artifacts")
-	store, sqlite, err := openStore(context.Background(), m, replicaName, capsule, cfg, dir, log, func(ids []a2a.TaskID) {
+	st, sqlite, created, err := openStore(context.Background(), m, replicaName, caps, cfg, dir, log, func(ids []a2a.TaskID) {
 		if err := converse.RemoveKept(artifacts, ids); err != nil {
 			log.Warn("deleting the kept artifact files of tasks retention removed", "err", err)
 		}
@@ -208,18 +239,18 @@ func (f *Formation) start(m roster.Member, ln net.Listener) (*RunningMember, err
 		ln.Close()
 		return nil, err
 	}
-	control, err := LoadControlTokens(capsule, cfg.ControlToken)
+	control, err := LoadControlTokens(caps, cfg.ControlToken)
 	if err != nil {
 		ln.Close()
-		store.Close()
+		st.Close()
 		return nil, err
 	}
-	reg, wrapped := NewRegistry(m.Name)
+	reg, wrapped := memberRegistry(m.Name, f.process)
 	wrapped = replicaRegisterer(wrapped, replicaName)
 	series, err := metrics.New(wrapped)
 	if err != nil {
 		ln.Close()
-		store.Close()
+		st.Close()
 		return nil, err
 	}
 	hub := events.New(events.Config{Now: cfg.Now})
@@ -227,11 +258,11 @@ func (f *Formation) start(m roster.Member, ln net.Listener) (*RunningMember, err
 	// streams follow the shared store's numbered events instead, whichever replica runs the task.
 	var publisher events.Publisher = hub
 	var streams Streams = hub
-	feed := replicaFeed(store, replicaName, hub, log)
+	feed := replicaFeed(st, replicaName, hub, log)
 	if feed != nil {
 		publisher, streams = feed, feed
 	}
-	coord, err := startReplica(m, replicaName, store, cfg, feed, func(err error) {
+	coord, err := startReplica(m, replicaName, st, cfg, feed, func(err error) {
 		select {
 		case f.errc <- fmt.Errorf("member %s: %w", m.Name, err):
 		default:
@@ -239,57 +270,57 @@ func (f *Formation) start(m roster.Member, ln net.Listener) (*RunningMember, err
 	})
 	if err != nil {
 		ln.Close()
-		store.Close()
+		st.Close()
 		return nil, err
 	}
 	sess, err := member.Start(member.Config{
-		Member: m.Name, Formation: cfg.Roster.Formation, Capsule: capsule, Store: store,
+		Member: m.Name, Formation: cfg.Roster.Formation, Capsule: caps, Store: st,
 		RecordsRoot: cfg.RecordsRoot, DataDir: cfg.DataDir, WorkDir: filepath.Join(dir, "work"), RuntimeRoot: runtimeRoot,
 		ProjectDir: cfg.Roster.Dir, DoorURL: m.URL, ArtifactsDir: artifacts,
 		Metrics: series, Logger: cfg.Logger, Now: cfg.Now,
 		Roster: cfg.Roster, FormationToken: cfg.Tokens.Formation, Secrets: memberSecrets(cfg.Tokens, control), ConfineHelper: cfg.ConfineHelper,
-		Events: publisher, Replicas: sessionReplicas(coord), TracerProvider: cfg.TracerProvider,
+		Events: publisher, Replicas: sessionReplicas(coord), TracerProvider: cfg.TracerProvider, Isolate: f.isolate,
 		StartToolServer: func(ts harness.ToolSet) (harness.ToolServer, error) { return StartToolServer(ts, log) },
 	})
 	if err != nil {
 		ln.Close()
-		store.Close()
+		st.Close()
 		return nil, err
 	}
 	if err := bindReplica(coord, sess); err != nil {
 		ln.Close()
 		sess.Close(context.Background())
-		store.Close()
+		st.Close()
 		return nil, err
 	}
 	// The notifier opens once the session has recovered the store, so its first round finds the tasks
 	// a restart ended too; no task arrives before the door opens.
 	// Push configs live beside the tasks: in the SQLite file, or in the PostgreSQL database every
 	// replica shares (where a trigger queues the changes, so the notifier observes none).
-	notifier, err := openPush(m.Name, sqlite, store, capsule, cfg, wrapped, log)
+	notifier, err := openPush(m.Name, sqlite, created, st, caps, cfg, wrapped, log)
 	if err != nil {
 		ln.Close()
 		sess.Close(context.Background())
-		store.Close()
+		st.Close()
 		return nil, err
 	}
 	var pushConfigs PushConfigs = notifier
-	if n, ok := notifier.(*push.Notifier); ok {
+	if n, ok := notifier.(taskObserver); ok {
 		hub.ObserveTasks(n.Changed, n.Watches)
 	}
 	url := m.URL
 	// GET /replicas reads a replica's shared store; a member of one process has no replicas to list.
 	var replicas ReplicaSet
-	if rs, ok := store.(ReplicaSet); ok && replicaName != "" {
+	if rs, ok := st.(ReplicaSet); ok && replicaName != "" {
 		replicas = rs
 	}
 	door, err := NewDoor(DoorConfig{
 		Member: m.Name, Roster: cfg.Roster, Executor: sess, Tokens: cfg.Tokens,
-		Card:    NewCard(m.Name, capsule.Description, cfg.Version, url, cfg.Roster.Formation),
+		Card:    NewCard(m.Name, caps.Description, cfg.Version, url, cfg.Roster.Formation),
 		MaxBody: cfg.MaxBody, MaxStreams: cfg.MaxStreams, Gatherer: reg, Registerer: wrapped, Logger: log,
-		ExportRoot: sess.ExportRoot(), AnswersMessage: capsule.AnswersWithMessage(), Now: cfg.Now, Events: streams, Push: pushConfigs,
+		ExportRoot: sess.ExportRoot(), AnswersMessage: caps.AnswersWithMessage(), Now: cfg.Now, Events: streams, Push: pushConfigs,
 		Control: sess, ControlTokens: control, Replicas: replicas, TracerProvider: cfg.TracerProvider,
-		Files: replicaFiles(store, replicaName), // peer and artifact files at any replica (DESIGN §16)
+		Files: replicaFiles(st, replicaName), // peer and artifact files at any replica (DESIGN §16)
 	})
 	if err != nil {
 		ln.Close()
@@ -297,12 +328,12 @@ func (f *Formation) start(m roster.Member, ln net.Listener) (*RunningMember, err
 		if notifier != nil {
 			notifier.Close()
 		}
-		store.Close()
+		st.Close()
 		return nil, err
 	}
 	srv := NewHTTPServer(door, log)
 	srv.RegisterOnShutdown(door.CloseStreams)
-	rm := &RunningMember{Name: m.Name, URL: url, Session: sess, Replica: replicaName, replica: coord, feed: feed, store: store, push: notifier, server: srv, ln: ln}
+	rm := &RunningMember{Name: m.Name, URL: url, Session: sess, Replica: replicaName, replica: coord, feed: feed, store: st, push: notifier, server: srv, ln: ln}
 	f.wg.Go(func() {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			f.errc <- fmt.Errorf("member %s: door: %w", m.Name, err)
@@ -364,10 +395,23 @@ type pushNotifier interface {
 	Close() error
 }
 
+// taskObserver is a push notifier that observes the task changes the session publishes (events.Hub's
+// ObserveTasks): push's, not pgpush's, which a trigger tells.
+type taskObserver interface {
+	Changed(events.Change)
+	Watches(a2a.TaskID) bool
+}
+
+var (
+	_ taskObserver = (*push.Notifier)(nil)
+	_ taskObserver = (*lazyPush)(nil)
+)
+
 // openPush opens a member's push notifier beside its task store (on sqlite, the store's file, when it
-// is not ""), with the capsule's push.allow and bounds.
-func openPush(member, sqlite string, st store.Tasks, capsule *capsule.Capsule, cfg FormationConfig, reg prometheus.Registerer, log *slog.Logger) (pushNotifier, error) {
-	allow, err := push.NewAllowlist(capsule.Push.Allow)
+// is not ""), with the capsule's push.allow and bounds. On a file this start created (created), it
+// opens at the first push call instead (lazyPush).
+func openPush(name, sqlite string, created bool, st store.Tasks, caps *capsule.Capsule, cfg FormationConfig, reg prometheus.Registerer, log *slog.Logger) (pushNotifier, error) {
+	allow, err := push.NewAllowlist(caps.Push.Allow)
 	if err != nil {
 		return nil, err
 	}
@@ -381,14 +425,17 @@ func openPush(member, sqlite string, st store.Tasks, capsule *capsule.Capsule, c
 		}
 	}
 	pc := push.Config{Path: sqlite, Allow: allow, Backoff: cfg.PushBackoff, Logger: log,
-		ConfigsPerTask: capsule.Push.MaxConfigsPerTask, ConfigsPerCaller: capsule.Push.MaxConfigsPerCaller,
+		ConfigsPerTask: caps.Push.MaxConfigsPerTask, ConfigsPerCaller: caps.Push.MaxConfigsPerCaller,
 		Delivered: func(outcome string) { deliveries.WithLabelValues(outcome).Inc() },
-		Dropped:   dropped.Inc, Settle: st.Settle, TracerProvider: cfg.TracerProvider, Member: member}
+		Dropped:   dropped.Inc, Settle: st.Settle, TracerProvider: cfg.TracerProvider, Member: name}
 	if pg, ok := st.(*postgres.Store); ok {
 		return pgpush.Open(pg, pgpush.Config{Push: pc})
 	}
 	if sqlite == "" {
 		return nil, fmt.Errorf("push: the task store %T keeps no push notification configs", st)
+	}
+	if created {
+		return &lazyPush{open: func() (*push.Notifier, error) { return push.Open(pc) }, allow: allow}, nil
 	}
 	return push.Open(pc)
 }

@@ -38,7 +38,19 @@ func newDoorMetrics(reg prometheus.Registerer) (*doorMetrics, error) {
 // NewRegistry returns the registry of one member's door: the Go and process collectors, and a
 // registerer that adds the member label to every series murmur registers on it.
 func NewRegistry(member string) (*prometheus.Registry, prometheus.Registerer) {
+	return memberRegistry(member, processCollectors())
+}
+
+// processCollectors are the Go and process collectors. They describe the process, which every member
+// of a formation reports alike, so a formation makes them once and registers them on every door's
+// registry.
+func processCollectors() []prometheus.Collector {
+	return []prometheus.Collector{collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})}
+}
+
+// memberRegistry is NewRegistry with the process's collectors given.
+func memberRegistry(member string, process []prometheus.Collector) (*prometheus.Registry, prometheus.Registerer) {
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(process...)
 	return reg, prometheus.WrapRegistererWith(prometheus.Labels{"member": member}, reg)
 }

@@ -2,8 +2,11 @@ package server
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
+	"os"
 	"path/filepath"
 
 	"github.com/murmur-run/murmur/a2a"
@@ -25,26 +28,29 @@ func memberStore(m roster.Member, cfg FormationConfig) (dsn, password string) {
 // openStore opens member m's task store: the embedded SQLite file dir/tasks.db, or PostgreSQL at the
 // address memberStore gives (DESIGN §16), as the replica named replica ("" for one process). sqlite is
 // the file's path, which the push notifier keeps its configs in; "" for PostgreSQL, which keeps none yet
-// (push is off for such a member).
+// (push is off for such a member). created reports whether the SQLite file is new: no earlier process
+// wrote it.
 func openStore(ctx context.Context, m roster.Member, replica string, c *capsule.Capsule, cfg FormationConfig, dir string, log *slog.Logger,
-	removed func([]a2a.TaskID)) (st store.Tasks, sqlite string, err error) {
+	removed func([]a2a.TaskID)) (st store.Tasks, sqlite string, created bool, err error) {
 	retention := c.Store.Retention.Or(cfg.Roster.Store.Retention)
 	dsn, ref := memberStore(m, cfg)
 	if dsn == "" {
 		sqlite = filepath.Join(dir, "tasks.db")
+		_, err := os.Lstat(sqlite)
+		created = errors.Is(err, fs.ErrNotExist)
 		s, err := store.OpenWith(sqlite, store.Config{Retention: retention, Now: cfg.Now, Logger: log, Removed: removed})
 		if err != nil {
-			return nil, "", err
+			return nil, "", false, err
 		}
-		return s, sqlite, nil
+		return s, sqlite, created, nil
 	}
 	full, err := postgres.Address(dsn, ref, cfg.getenv())
 	if err != nil {
-		return nil, "", fmt.Errorf("member %s: %w", m.Name, err)
+		return nil, "", false, fmt.Errorf("member %s: %w", m.Name, err)
 	}
 	s, err := postgres.Open(ctx, full, postgres.Config{Retention: retention, Now: cfg.Now, Logger: log, Removed: removed, Replica: replica})
 	if err != nil {
-		return nil, "", fmt.Errorf("member %s: %w", m.Name, err)
+		return nil, "", false, fmt.Errorf("member %s: %w", m.Name, err)
 	}
-	return s, "", nil
+	return s, "", false, nil
 }

@@ -147,11 +147,11 @@ func (t *ToolServer) WriteMCPConfig(path string) error {
 	}
 	defer os.Remove(f.Name())
 	if err := f.Chmod(0o600); err != nil {
-		f.Close()
+		_ = f.Close() // already failing: the error returned says what went wrong
 		return err
 	}
 	if _, err := f.Write(t.MCPConfig()); err != nil {
-		f.Close()
+		_ = f.Close() // already failing: the error returned says what went wrong
 		return err
 	}
 	if err := f.Close(); err != nil {

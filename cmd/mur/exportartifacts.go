@@ -60,7 +60,7 @@ func (l *layout) inProjectStore(a *artifact.Artifact) string {
 }
 
 // artifactFiles walks a's directory: each regular file with its path relative to it, with slashes.
-func artifactFiles(a *artifact.Artifact, fn func(rel, path string) error) error {
+func artifactFiles(a *artifact.Artifact, fn func(rel, abs string) error) error {
 	return filepath.WalkDir(a.Dir, func(path string, d fs.DirEntry, err error) error {
 		if err != nil || !d.Type().IsRegular() {
 			return err

@@ -110,7 +110,7 @@ func writeNew(path, body string) error {
 		return err
 	}
 	if _, err := io.WriteString(f, body); err != nil {
-		f.Close()
+		_ = f.Close() // already failing: the error returned says what went wrong
 		return err
 	}
 	return f.Close()

@@ -241,11 +241,11 @@ func (c *conn) findTask(ctx context.Context, id a2a.TaskID) (door, *a2a.Task, er
 	return door{}, nil, fmt.Errorf("%s: check the id (mur tasks%s lists %s's tasks; add --member NAME for another member's)", msg, c.flagsFor(""), c.defaultMember())
 }
 
-// sendHint is the mur send that mur run prints for member, whose door it serves at url: with the
+// sendHint is the mur send that mur run prints for member, whose door it serves at doorURL: with the
 // roster when the roster names that URL (the token is then read beside it), else with --door and the
 // token from where mur run keeps it (tokenRef, a shell expression).
-func sendHint(c common, r *roster.Roster, member, url, tokenRef string, getenv func(string) string) string {
-	if m, ok := r.Member(member); ok && m.URL == url && c.doorURLs == "" {
+func sendHint(c common, r *roster.Roster, member, doorURL, tokenRef string, getenv func(string) string) string {
+	if m, ok := r.Member(member); ok && m.URL == doorURL && c.doorURLs == "" {
 		hint := "mur send --roster " + shellQuote(c.roster)
 		if member != r.Entry && !(r.Entry == "" && member == r.Names()[0]) {
 			hint += " --member " + shellQuote(member)
@@ -256,7 +256,7 @@ func sendHint(c common, r *roster.Roster, member, url, tokenRef string, getenv f
 		return hint + " --wait hello"
 	}
 	if getenv("MUR_OPERATOR_TOKEN") != "" {
-		return "mur send --door " + url + " --wait hello"
+		return "mur send --door " + doorURL + " --wait hello"
 	}
-	return "MUR_OPERATOR_TOKEN=" + tokenRef + " mur send --door " + url + " --wait hello"
+	return "MUR_OPERATOR_TOKEN=" + tokenRef + " mur send --door " + doorURL + " --wait hello"
 }

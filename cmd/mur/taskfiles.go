@@ -188,25 +188,25 @@ func (c *conn) fileBytes(ctx context.Context, d door, id a2a.TaskID, p a2a.Part)
 // errSame says the file to write is already there with the same bytes.
 var errSame = errors.New("the same file is already there")
 
-// writeFileOnce writes body at path (and the folders above it) unless a file is there: errSame when it
+// writeFileOnce writes body at dst (and the folders above it) unless a file is there: errSame when it
 // holds the same bytes, an error matching fs.ErrExist otherwise.
-func writeFileOnce(path string, body []byte) error {
-	if old, err := os.ReadFile(path); err == nil {
+func writeFileOnce(dst string, body []byte) error {
+	if old, err := os.ReadFile(dst); err == nil {
 		if bytes.Equal(old, body) {
 			return errSame
 		}
 		return fs.ErrExist
 	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
 		return err
 	}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	f, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 	if err != nil {
 		return err
 	}
 	if _, err := f.Write(body); err != nil {
 		f.Close()
-		os.Remove(path)
+		_ = os.Remove(dst) // cleanup on a failed path: the error returned is the one to report
 		return err
 	}
 	return f.Close()

@@ -15,11 +15,11 @@ const (
 	PrefixContext = "ctx_"
 )
 
-// newID returns prefix followed by a fresh lowercase ULID. ulid.Make is safe for concurrent use and
+// New returns prefix followed by a fresh lowercase ULID. ulid.Make is safe for concurrent use and
 // monotonic within a millisecond, so ids sort by creation.
 func New(prefix string) string { return prefix + strings.ToLower(ulid.Make().String()) }
 
-// newWorkID returns a work id: "wrk_" and the ULID's 16 bytes in hex (DESIGN §6).
+// NewWorkID returns a work id: "wrk_" and the ULID's 16 bytes in hex (DESIGN §6).
 func NewWorkID() string {
 	id := ulid.Make()
 	return "wrk_" + hex.EncodeToString(id[:])

@@ -123,7 +123,7 @@ func start(t testing.TB, bin string) (*Jaeger, error) {
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
 	stop := func() {
-		cmd.Process.Kill()
+		_ = cmd.Process.Kill() // it may have exited already (ESRCH): nothing to do
 		<-exited
 	}
 	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(50 * time.Millisecond) {

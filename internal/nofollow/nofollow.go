@@ -114,7 +114,7 @@ func (d *Dir) Open(rel string) (*os.File, fs.FileInfo, error) {
 	}
 	// Replaced between the look and the open: fstat says what was opened.
 	if err := unix.Fstat(fd, &st); err != nil {
-		unix.Close(fd)
+		_ = unix.Close(fd) // already failing: the error returned says what went wrong
 		return nil, nil, d.pathErr("open", rel, err)
 	}
 	if m := modeOf(st.Mode); !m.IsRegular() {

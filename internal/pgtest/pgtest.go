@@ -295,11 +295,11 @@ func (s *Server) stop(sig syscall.Signal) {
 	if !s.running() {
 		return
 	}
-	s.proc.Signal(sig)
+	_ = s.proc.Signal(sig) // it may have exited already (ESRCH): nothing to do
 	select {
 	case <-s.exited:
 	case <-time.After(timeout):
-		s.proc.Kill()
+		_ = s.proc.Kill() // it may have exited already (ESRCH): nothing to do
 		<-s.exited
 	}
 	s.proc = nil

@@ -435,7 +435,7 @@ func copyTree(src, dst string) error {
 			return err
 		}
 		if _, err := io.Copy(w, r); err != nil {
-			w.Close()
+			_ = w.Close() // already failing: the error returned says what went wrong
 			return err
 		}
 		return w.Close()

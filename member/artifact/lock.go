@@ -401,7 +401,7 @@ func writeFileAtomic(path string, data []byte) error {
 	tmp := f.Name()
 	fail := func(err error) error {
 		f.Close()
-		os.Remove(tmp)
+		_ = os.Remove(tmp) // cleanup on a failed path: the error returned is the one to report
 		return fmt.Errorf("writing %s: %w", path, err)
 	}
 	if _, err := f.Write(data); err != nil {
@@ -414,11 +414,11 @@ func writeFileAtomic(path string, data []byte) error {
 		return fail(err)
 	}
 	if err := f.Close(); err != nil {
-		os.Remove(tmp)
+		_ = os.Remove(tmp) // cleanup on a failed path: the error returned is the one to report
 		return fmt.Errorf("writing %s: %w", path, err)
 	}
 	if err := os.Rename(tmp, path); err != nil {
-		os.Remove(tmp)
+		_ = os.Remove(tmp) // cleanup on a failed path: the error returned is the one to report
 		return fmt.Errorf("writing %s: %w", path, err)
 	}
 	if err := syncDir(dir); err != nil {
@@ -485,14 +485,14 @@ func flock(ctx context.Context, path string) (func(), error) {
 			return func() { unix.Flock(int(f.Fd()), unix.LOCK_UN); f.Close() }, nil
 		}
 		if !errors.Is(err, unix.EWOULDBLOCK) && !errors.Is(err, unix.EINTR) {
-			f.Close()
+			_ = f.Close() // already failing: the error returned says what went wrong
 			return nil, fmt.Errorf("locking %s: %w", path, err)
 		}
 		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			f.Close()
+			_ = f.Close() // already failing: the error returned says what went wrong
 			return nil, fmt.Errorf("locking %s: %w", path, context.Cause(ctx))
 		case <-t.C:
 		}

@@ -239,14 +239,16 @@ func (tc *Tracker) offer(ctx context.Context, c *memberCall) (*a2a.Task, error) 
 }
 
 func (tc *Tracker) busy(c *memberCall) {
-	tc.cfg.Record("member_call_busy", tc.task, map[string]any{"call_id": c.id, "member": c.member, "offer": c.offers})
+	// A record the trace cannot take is lost; the work it records goes on without it.
+	_ = tc.cfg.Record("member_call_busy", tc.task, map[string]any{"call_id": c.id, "member": c.member, "offer": c.offers})
 }
 
 func (tc *Tracker) held(c *memberCall, id a2a.TaskID) {
 	tc.book.mu.Lock()
 	c.taskID = id
 	tc.book.mu.Unlock()
-	tc.cfg.Record("member_call_start", tc.task, map[string]any{"call_id": c.id, "member": c.member, "member_task": string(id), "offers": c.offers})
+	// A record the trace cannot take is lost; the work it records goes on without it.
+	_ = tc.cfg.Record("member_call_start", tc.task, map[string]any{"call_id": c.id, "member": c.member, "member_task": string(id), "offers": c.offers})
 }
 
 type offerResult struct {
@@ -454,7 +456,7 @@ func outcome(c *memberCall) CallOutcome {
 	return CallOutcome{CallID: c.id, Member: c.member, Status: c.status, Output: c.output, Below: c.below}
 }
 
-// finish ends the calls at the end of the task's attempt: every goroutine stops (an offer in flight is
+// Finish ends the calls at the end of the task's attempt: every goroutine stops (an offer in flight is
 // waited for up to 6 s), outstanding calls end abandoned, and every call not delivered is recorded
 // delivered: false.
 func (tc *Tracker) Finish(cancel context.CancelFunc) {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"sync"
 
 	"github.com/murmur-run/murmur/a2a"
 	"github.com/murmur-run/murmur/internal/ids"
@@ -14,35 +15,50 @@ import (
 
 // doorPeers calls peers' doors over HTTP. It presents this member's own peer credential (package
 // peercred), for the trust class of the task it calls for; the formation secret is never sent.
+//
+// A peer's clients are made at the first call to it: a member of a formation of a thousand calls a
+// few of the others, and clients for all of them, in every member, were two million at start.
 type doorPeers struct {
-	clients map[string]map[string]*a2a.Client // by member, then trust class
+	roster *roster.Roster
+	hc     *http.Client
+	creds  map[string]string // this member's credential, by trust class
+
+	mu      sync.Mutex
+	clients map[string]map[string]*a2a.Client // by member, then trust class; guarded by mu
 }
 
 // DoorPeers reaches the doors of r's members over HTTP as the member self, with the credentials key
 // derives, each request carrying the trace context of its context; errors may name addresses, which the
-// caller never shows to a model.
+// caller never shows to a model. r's members' URLs must not change afterwards.
 func DoorPeers(r *roster.Roster, self string, key peercred.Key, hc *http.Client) Peers {
-	p := &doorPeers{clients: map[string]map[string]*a2a.Client{}}
-	hc = tracedClient(hc) // each request carries its trace context (traceparent)
-	for _, m := range r.Members {
-		url := strings.TrimRight(m.URL, "/") + "/a2a"
-		p.clients[m.Name] = map[string]*a2a.Client{
-			peercred.Trusted:   a2a.NewClient(url, key.Credential(self, peercred.Trusted), hc),
-			peercred.Untrusted: a2a.NewClient(url, key.Credential(self, peercred.Untrusted), hc),
-		}
-	}
-	return p
+	return &doorPeers{roster: r, clients: map[string]map[string]*a2a.Client{},
+		hc: tracedClient(hc), // each request carries its trace context (traceparent)
+		creds: map[string]string{
+			peercred.Trusted:   key.Credential(self, peercred.Trusted),
+			peercred.Untrusted: key.Credential(self, peercred.Untrusted),
+		}}
 }
 
 // client returns the client for member that presents the credential of the trust class; reads and
 // cancels present the untrusted one, since only a task's creation depends on the class.
 func (p *doorPeers) client(member, trust string) (*a2a.Client, error) {
-	c, ok := p.clients[member]
-	if !ok {
-		return nil, fmt.Errorf("no member %q in the roster", member)
-	}
 	if trust != peercred.Trusted {
 		trust = peercred.Untrusted
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	c, ok := p.clients[member]
+	if !ok {
+		m, ok := p.roster.Member(member)
+		if !ok {
+			return nil, fmt.Errorf("no member %q in the roster", member)
+		}
+		url := strings.TrimRight(m.URL, "/") + "/a2a"
+		c = map[string]*a2a.Client{}
+		for class, cred := range p.creds {
+			c[class] = a2a.NewClient(url, cred, p.hc)
+		}
+		p.clients[member] = c
 	}
 	return c[trust], nil
 }

@@ -97,7 +97,8 @@ func (l *Ledger[E]) Record(e E) {
 	m.recorded = true
 	rec := l.cfg.Fields(e)
 	l.mu.Unlock()
-	l.cfg.Record(l.cfg.Type, l.cfg.Task, rec)
+	// A record the trace cannot take is lost; the work it records goes on without it.
+	_ = l.cfg.Record(l.cfg.Type, l.cfg.Task, rec)
 }
 
 // Pending returns the entries still out and those ended but not yet delivered, and a channel closed at

@@ -58,6 +58,7 @@ func Resume(ctx context.Context, tc *Tracker, dt Delegations, status func(text s
 		rec["delegations"] = len(outcomes)
 	}
 	status(text)
-	tc.cfg.Record("task_continued", tc.task, rec)
+	// A record the trace cannot take is lost; the work it records goes on without it.
+	_ = tc.cfg.Record("task_continued", tc.task, rec)
 	return Continuation(round, latest, outcomes, tc.Caller()), AnswersData(round, outcomes), nil
 }

@@ -355,9 +355,10 @@ type capsuleParser struct {
 }
 
 var (
-	envNameRE     = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
-	choiceNameRE  = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]*$`)
-	artifactRE    = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]*/[a-z0-9][a-z0-9._-]*(@[0-9A-Za-z][0-9A-Za-z.+_-]*)?$`)
+	envNameRE    = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+	choiceNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]*$`)
+	artifactRE   = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]*/[a-z0-9][a-z0-9._-]*(@[0-9A-Za-z][0-9A-Za-z.+_-]*)?$`)
+	// ExampleModels names, per model driver, a model to show in examples and hints.
 	ExampleModels = map[string]string{DriverOpenAI: "gpt-4.1-mini", DriverAnthropic: "claude-sonnet-4-5"}
 )
 
@@ -991,7 +992,7 @@ func (p *capsuleParser) artifacts(v *yaml.Node, path, example string) []string {
 	return list
 }
 
-// scriptPath resolves a script driver's script: against the capsule directory.
+// ResolvePath resolves a script driver's script: against the capsule directory.
 func ResolvePath(dir, name string) string {
 	if filepath.IsAbs(name) {
 		return name

@@ -41,7 +41,8 @@ type Config struct {
 // control_change, or control_refused with the reason.
 func Apply(cfg Config, setting, value, tokenID string) (Change, error) {
 	refuse := func(reason string) (Change, error) {
-		cfg.Record("control_refused", "", map[string]any{"principal": "operator", "token_id": tokenID,
+		// A record the trace cannot take is lost; the work it records goes on without it.
+		_ = cfg.Record("control_refused", "", map[string]any{"principal": "operator", "token_id": tokenID,
 			"setting": setting, "value": value, "reason": reason})
 		return Change{}, fmt.Errorf("%w: %s", ErrRefused, reason)
 	}

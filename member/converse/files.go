@@ -176,7 +176,7 @@ func copyFile(in io.Reader, to string) error {
 		return err
 	}
 	if _, err := io.Copy(out, in); err != nil {
-		out.Close()
+		_ = out.Close() // already failing: the error returned says what went wrong
 		return err
 	}
 	return out.Close()

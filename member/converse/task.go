@@ -180,7 +180,8 @@ func (c Config) Ask(ctx context.Context, a Asking, q Question) (Reply, error) {
 		fields["tool"], fields["input"], fields["hook"] = q.Tool, records.Clip(string(q.Input), records.ClipMax), q.Hook
 	}
 	ans, err := c.Waiter.Wait(ctx, t.ID, q, a.Limit, func() {
-		c.Record("input_required", task, fields)
+		// A record the trace cannot take is lost; the work it records goes on without it.
+		_ = c.Record("input_required", task, fields)
 		a.Waiting(&a2a.Message{MessageID: a2a.MessageID(ids.New(ids.PrefixMessage)), Role: a2a.RoleAgent,
 			Parts: q.Parts(t.ID), TaskID: t.ID, ContextID: t.ContextID})
 	})
@@ -203,7 +204,8 @@ func (c Config) Ask(ctx context.Context, a Asking, q Question) (Reply, error) {
 	} else {
 		got["answer"] = records.Clip(ans.Reply.Text, records.ClipMax)
 	}
-	c.Record("input_received", task, got)
+	// A record the trace cannot take is lost; the work it records goes on without it.
+	_ = c.Record("input_received", task, got)
 	ans.Resumed()
 	return ans.Reply, nil
 }
@@ -264,7 +266,8 @@ func (c Config) Artifacts(ctx context.Context, t *a2a.Task, before map[string]St
 		case f.Refused != "":
 			a.Parts = []a2a.Part{a2a.TextPart("refused: " + f.Refused)}
 			a.Metadata = map[string]any{ids.Meta: map[string]any{"refused": true}}
-			c.Record("artifact_refused", string(t.ID), map[string]any{"name": f.Name, "reason": f.Refused})
+			// A record the trace cannot take is lost; the work it records goes on without it.
+			_ = c.Record("artifact_refused", string(t.ID), map[string]any{"name": f.Name, "reason": f.Refused})
 		case f.Kept != "":
 			a.Parts = []a2a.Part{{URL: c.artifactURL(t.ID, f.Name), MediaType: f.MediaType, Filename: base}}
 		default:
@@ -302,11 +305,11 @@ func (c Config) KeptFile(ctx context.Context, id a2a.TaskID, name string, scope 
 	return "", "", fmt.Errorf("task %s has no artifact %q served by URL: %w", t.ID, a2a.CutID(name), store.ErrNotFound)
 }
 
-// RemoveKept deletes, under root, the kept files of the tasks ids: what retention does with them once
+// RemoveKept deletes, under root, the kept files of tasks: what retention does with them once
 // the store has removed the tasks (store.Config.Removed). A task that kept nothing is no error.
-func RemoveKept(root string, ids []a2a.TaskID) error {
+func RemoveKept(root string, tasks []a2a.TaskID) error {
 	var errs []error
-	for _, id := range ids {
+	for _, id := range tasks {
 		if name := string(id); name != "" && filepath.Base(name) == name && name != "." && name != ".." {
 			errs = append(errs, os.RemoveAll(filepath.Join(root, name)))
 		}

@@ -170,7 +170,8 @@ func (tc *Tracker) Delegate(ctx context.Context, name, text string) (runtimetool
 	}
 	d.subTask = task
 	tc.book.Add(d)
-	tc.cfg.Record("delegation_start", tc.book.Task(), map[string]any{"delegation_id": d.id, "capsule": name,
+	// A record the trace cannot take is lost; the work it records goes on without it.
+	_ = tc.cfg.Record("delegation_start", tc.book.Task(), map[string]any{"delegation_id": d.id, "capsule": name,
 		"sub_session": sub.ID(), "sub_task": task, "depth": tc.cfg.Depth + 1})
 	tc.wg.Go(func() { tc.watch(d) })
 	st.Status = "started"

@@ -37,7 +37,7 @@ func Open(dir string, spec StartSpec, start func(*store.Store) (*Session, error)
 	}
 	u, err := start(st)
 	if err != nil {
-		st.Close()
+		_ = st.Close() // already failing: the error returned says what went wrong
 		return nil, err
 	}
 	closeSub := u.CloseAll

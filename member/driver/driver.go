@@ -212,7 +212,7 @@ func redactSecrets(msg, key string) string {
 	return secretLikeRE.ReplaceAllString(msg, "sk-[redacted]")
 }
 
-// fence wraps content the model must treat as data, not instructions, as SPEC shows; the runtime's note,
+// Fence wraps content the model must treat as data, not instructions, as SPEC shows; the runtime's note,
 // if any, goes on the line after the fence.
 func Fence(source, content, note string) string {
 	var b strings.Builder

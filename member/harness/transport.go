@@ -278,7 +278,8 @@ func (tr *Transport) Run(ctx context.Context, task, prompt, session string) (res
 	if len(tr.envDropped) > 0 {
 		rec["env_dropped"] = tr.envDropped
 	}
-	tr.cfg.Record("harness_run", task, rec)
+	// A record the trace cannot take is lost; the work it records goes on without it.
+	_ = tr.cfg.Record("harness_run", task, rec)
 	if cause := context.Cause(runCtx); cause != nil && !errors.Is(cause, context.Canceled) {
 		stopped = cause
 	}
@@ -300,7 +301,8 @@ func (tr *Transport) event(task string, e Event, stop context.CancelCauseFunc) {
 			rec["measured_by"] = "actual"
 			rec["tokens"] = map[string]any{"input": u.Input, "output": u.Output, "cached": u.Cached, "cache_write": u.CacheWrite}
 		}
-		tr.cfg.Record("inference", task, rec)
+		// A record the trace cannot take is lost; the work it records goes on without it.
+		_ = tr.cfg.Record("inference", task, rec)
 		if inf.MaxTurns > 0 && turn > inf.MaxTurns {
 			stop(fmt.Errorf("the harness went past the %d turns of inference.max_turns without an answer, and was stopped", inf.MaxTurns))
 		}
@@ -326,10 +328,12 @@ func (tr *Transport) event(task string, e Event, stop context.CancelCauseFunc) {
 		tr.mu.Unlock()
 	case KindNotice:
 		tr.cfg.Log.Warn("the harness reported something the task should show", "task", task, "line", e.Line, "notice", e.Reason, "text", e.Text)
-		tr.cfg.Record("harness_notice", task, map[string]any{"line": e.Line, "notice": e.Reason, "text": e.Text})
+		// A record the trace cannot take is lost; the work it records goes on without it.
+		_ = tr.cfg.Record("harness_notice", task, map[string]any{"line": e.Line, "notice": e.Reason, "text": e.Text})
 	case KindGarbage:
 		tr.cfg.Log.Warn("the harness printed a line that is not an event of its dialect", "task", task, "line", e.Line, "reason", e.Reason)
-		tr.cfg.Record("harness_output", task, map[string]any{"line": e.Line, "reason": e.Reason, "text": e.Text})
+		// A record the trace cannot take is lost; the work it records goes on without it.
+		_ = tr.cfg.Record("harness_output", task, map[string]any{"line": e.Line, "reason": e.Reason, "text": e.Text})
 	}
 }
 

@@ -293,6 +293,7 @@ func clip(b []byte) string {
 
 func (s *Set) record(typ, task string, fields map[string]any) {
 	if s.rec != nil {
-		s.rec.Write(typ, task, fields)
+		// A record the trace cannot take is lost; the work it records goes on without it.
+		_ = s.rec.Write(typ, task, fields)
 	}
 }

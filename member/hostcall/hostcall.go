@@ -99,7 +99,8 @@ func (c *Config) infer(ctx context.Context, task, hook string, req wit.Inference
 	}
 	choice, applied := c.Choice.Next()
 	if applied {
-		c.Record("control_applied", task, map[string]any{"setting": string(ids.SettingInferenceDriver), "value": choice})
+		// A record the trace cannot take is lost; the work it records goes on without it.
+		_ = c.Record("control_applied", task, map[string]any{"setting": string(ids.SettingInferenceDriver), "value": choice})
 	}
 	ireq := driver.InferRequest{Turn: 1, MaxOutputTokens: req.MaxOutputTokens}
 	var system []string

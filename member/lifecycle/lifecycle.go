@@ -48,7 +48,8 @@ func (r *Rules) Nudge(task string) (string, error) {
 	if !ok {
 		return "", errors.New("the model ended its turn without an answer")
 	}
-	r.cfg.Record("keep_working", task, map[string]any{"used": used, "left": left})
+	// A record the trace cannot take is lost; the work it records goes on without it.
+	_ = r.cfg.Record("keep_working", task, map[string]any{"used": used, "left": left})
 	return keepWorkingNudge, nil
 }
 
@@ -76,7 +77,8 @@ func (r *Rules) Check(ctx context.Context, task string) (string, error) {
 		return "", fmt.Errorf("lifecycle.done_check `%s` %s after %d reopen(s); the task ends unverified: %s",
 			strings.Join(dc.Command, " "), detail, used, lastLine(out))
 	}
-	r.cfg.Record("task_reopened", task, map[string]any{
+	// A record the trace cannot take is lost; the work it records goes on without it.
+	_ = r.cfg.Record("task_reopened", task, map[string]any{
 		"reason": "done_check", "command": dc.Command, "exit_code": code, "used": used, "left": dc.Limit - used})
 	return fmt.Sprintf("[runtime] The task is not done: its check `%s` %s.\n%s\nKeep working until the check passes, then answer again.",
 		strings.Join(dc.Command, " "), detail, driver.Fence("done_check", out, "")), nil
@@ -99,6 +101,7 @@ func (r *Rules) Notice(task string) string {
 	}
 	at := deadline.UTC().Format(time.RFC3339)
 	left := max(int64(deadline.Sub(now)/time.Second), 0)
-	r.cfg.Record("deadline_notice", task, map[string]any{"at": at, "left_secs": left})
+	// A record the trace cannot take is lost; the work it records goes on without it.
+	_ = r.cfg.Record("deadline_notice", task, map[string]any{"at": at, "left_secs": left})
 	return fmt.Sprintf(deadlineNotice, at, left)
 }

@@ -52,7 +52,8 @@ func (m *Meter) account(task, choice, hook string, req driver.InferRequest, resp
 	if u.Reported {
 		rec["tokens"] = map[string]any{"input": in, "output": out, "cached": u.Cached, "cache_write": u.CacheWrite}
 	}
-	m.cfg.Record("inference", task, rec)
+	// A record the trace cannot take is lost; the work it records goes on without it.
+	_ = m.cfg.Record("inference", task, rec)
 	return in, out
 }
 
@@ -100,7 +101,8 @@ func (m *Meter) Compact(task string, req *driver.InferRequest, hist *int) {
 	m.context = &runtimetools.ContextSnapshot{UsedTokens: c.After, WindowTokens: cs.WindowTokens,
 		BudgetTokens: cs.BudgetTokens, BudgetBasis: cs.BudgetBasis, MeasuredBy: "estimate"}
 	m.mu.Unlock()
-	m.cfg.Record("compaction", task, map[string]any{
+	// A record the trace cannot take is lost; the work it records goes on without it.
+	_ = m.cfg.Record("compaction", task, map[string]any{
 		"tokens_before": cs.UsedTokens, "tokens_before_source": cs.MeasuredBy, "tokens_after": c.After,
 		"budget_tokens": cs.BudgetTokens, "threshold": c.Threshold, "removed_messages": c.Removed})
 }

@@ -214,22 +214,22 @@ func Open(cfg Config) (*Notifier, error) {
 	}
 	db.SetMaxOpenConns(2)
 	if err := migrate(db); err != nil {
-		db.Close()
+		_ = db.Close() // already failing: the error returned says what went wrong
 		return nil, fmt.Errorf("push: %s: %w", abs, err)
 	}
 	watched, err := watchedTasks(db)
 	if err != nil {
-		db.Close()
+		_ = db.Close() // already failing: the error returned says what went wrong
 		return nil, fmt.Errorf("push: %s: %w", abs, err)
 	}
 	traced, err := hasColumn(db, "tasks", "traceparent")
 	if err != nil {
-		db.Close()
+		_ = db.Close() // already failing: the error returned says what went wrong
 		return nil, fmt.Errorf("push: %s: %w", abs, err)
 	}
 	stmts, err := prepareAll(db, traced)
 	if err != nil {
-		db.Close()
+		_ = db.Close() // already failing: the error returned says what went wrong
 		return nil, fmt.Errorf("push: %s: %w", abs, err)
 	}
 	ctx, stop := context.WithCancel(context.Background())

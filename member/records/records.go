@@ -11,7 +11,7 @@ import (
 	"unicode/utf8"
 )
 
-// Records is a session's records directory: trace.jsonl, logs/ and out/. Writes are serialized and each
+// Writer writes a session's records directory: trace.jsonl, logs/ and out/. Writes are serialized and each
 // record is one line, written with a single write call so a crash never leaves half a line behind another.
 type Writer struct {
 	dir     string
@@ -33,7 +33,7 @@ type Writer struct {
 	resultDone chan struct{} // closed once the writer has written the last answer and returned
 }
 
-// OpenRecords creates (or reopens) the records directory dir for session.
+// Open creates (or reopens) the records directory dir for session.
 func Open(dir, session string, now func() time.Time) (*Writer, error) {
 	for _, d := range []string{dir, filepath.Join(dir, "logs"), filepath.Join(dir, "out")} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
@@ -160,11 +160,11 @@ func replaceFile(path, text string) error {
 	}
 	if _, err := tmp.WriteString(text); err != nil {
 		tmp.Close()
-		os.Remove(tmp.Name())
+		_ = os.Remove(tmp.Name()) // cleanup on a failed path: the error returned is the one to report
 		return err
 	}
 	if err := tmp.Close(); err != nil {
-		os.Remove(tmp.Name())
+		_ = os.Remove(tmp.Name()) // cleanup on a failed path: the error returned is the one to report
 		return err
 	}
 	return os.Rename(tmp.Name(), path)

@@ -327,11 +327,11 @@ func (cm *Commands) Stop(id string) runtimetools.BackgroundState {
 	c.mu.Lock()
 	c.stopped = true
 	c.mu.Unlock()
-	syscall.Kill(-c.pid, syscall.SIGTERM)
+	_ = syscall.Kill(-c.pid, syscall.SIGTERM) // it may have exited already (ESRCH): nothing to do
 	select {
 	case <-c.done:
 	case <-time.After(stopKillAfter):
-		syscall.Kill(-c.pid, syscall.SIGKILL)
+		_ = syscall.Kill(-c.pid, syscall.SIGKILL) // it may have exited already (ESRCH): nothing to do
 		select {
 		case <-c.done:
 		case <-time.After(stopWaitMore):
@@ -403,7 +403,7 @@ func (cm *Commands) KillAll() {
 
 // kill ends the command's process group and everything in its cgroup.
 func (c *bgCommand) kill() {
-	syscall.Kill(-c.pid, syscall.SIGKILL)
+	_ = syscall.Kill(-c.pid, syscall.SIGKILL) // it may have exited already (ESRCH): nothing to do
 	c.cg.KillAll()
 }
 

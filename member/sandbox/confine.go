@@ -30,7 +30,7 @@ const envConfine = "MUR_CONFINE"
 // envConfineExec marks the helper's second run, the one that becomes the command; it is removed too.
 const envConfineExec = "MUR_CONFINE_EXEC"
 
-// confineSpec is what the helper sets up before it executes a command.
+// Spec is what the helper sets up before it executes a command.
 type Spec struct {
 	// Landlock applies the rule set fsRules computes (and the TCP rules unless Network); false leaves
 	// the filesystem and the network as this user has them.
@@ -89,7 +89,7 @@ type fsRule struct {
 // LandlockAvailable reports whether the kernel enforces Landlock, so confinement can be applied.
 func LandlockAvailable() bool { return LandlockABI() >= 1 }
 
-// landlockABI is the kernel's Landlock ABI version; 0 when it has none (or a seccomp filter hides it).
+// LandlockABI is the kernel's Landlock ABI version; 0 when it has none (or a seccomp filter hides it).
 func LandlockABI() int {
 	v, err := llsys.LandlockGetABIVersion()
 	if err != nil {
@@ -98,7 +98,7 @@ func LandlockABI() int {
 	return v
 }
 
-// landlockTCPABI is the first Landlock ABI with rules for TCP bind and connect (Linux 6.7).
+// LandlockTCPABI is the first Landlock ABI with rules for TCP bind and connect (Linux 6.7).
 const LandlockTCPABI = 4
 
 // fsRules computes the rules of a confined command: the system directories, spec's Read and Write
@@ -157,7 +157,7 @@ func fsRules(spec Spec, procSelf string) ([]fsRule, error) {
 	return out, errors.Join(errs...)
 }
 
-// within reports whether path is dir or beneath it; both are clean and absolute.
+// Within reports whether path is dir or beneath it; both are clean and absolute.
 func Within(path, dir string) bool {
 	return path == dir || dir == "/" || strings.HasPrefix(path, dir+"/")
 }
@@ -411,13 +411,13 @@ func confineInit(args []string, spec Spec) int {
 func killTree(spec Spec) {
 	for _, d := range spec.Cgroups {
 		for _, pid := range CgroupPIDs(d) {
-			syscall.Kill(pid, syscall.SIGKILL)
+			_ = syscall.Kill(pid, syscall.SIGKILL) // it may have exited already (ESRCH): nothing to do
 		}
 	}
 	if spec.Kill != "" {
 		os.WriteFile(filepath.Join(spec.Kill, "cgroup.kill"), []byte("1"), 0)
 	}
-	syscall.Kill(0, syscall.SIGKILL)
+	_ = syscall.Kill(0, syscall.SIGKILL) // it may have exited already (ESRCH): nothing to do
 	syscall.Exit(128 + int(syscall.SIGKILL))
 }
 
@@ -477,7 +477,7 @@ func confineExec(path string, argv, env []string, spec Spec) int {
 	return 126
 }
 
-// encode returns the spec as the helper's environment entry.
+// Encode returns the spec as the helper's environment entry.
 func (c Spec) Encode() string {
 	b, _ := json.Marshal(c)
 	return envConfine + "=" + string(b)

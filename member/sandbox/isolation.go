@@ -14,7 +14,7 @@ import (
 	"time"
 )
 
-// isolation is what this host lets the runtime put around a shell command, so that ending the command
+// Isolation is what this host lets the runtime put around a shell command, so that ending the command
 // ends every process it started and its memory limit is the kernel's to enforce and to report. It is
 // probed once per session (probeIsolation); each field falls back on its own.
 type Isolation struct {
@@ -39,10 +39,10 @@ type Isolation struct {
 	MemV1   bool
 }
 
-// treeKill reports whether ending a command reaches processes that left its process group.
+// TreeKill reports whether ending a command reaches processes that left its process group.
 func (i Isolation) TreeKill() bool { return i.PidNS != 0 || i.KillBase != "" }
 
-// probeIsolation finds out what this host allows: it starts true (from the trusted PATH) in a PID
+// Probe finds out what this host allows: it starts true (from the trusted PATH) in a PID
 // namespace, then in a PID and a network namespace, and makes (and removes) a probe cgroup.
 func Probe() Isolation {
 	var iso Isolation
@@ -114,7 +114,7 @@ func netNSFlags(pid uintptr) []uintptr {
 	return out
 }
 
-// pidNSAttr is the SysProcAttr of a command started in its own process group and, with flags, its own
+// PidNSAttr is the SysProcAttr of a command started in its own process group and, with flags, its own
 // PID (and network) namespace; in a new user namespace the user and group map to themselves, so files keep their owners.
 func PidNSAttr(flags uintptr) *syscall.SysProcAttr {
 	a := &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL, Cloneflags: flags}
@@ -188,7 +188,7 @@ func fileExists(path string) bool {
 	return err == nil
 }
 
-// cgroupSet is the cgroups one command runs in.
+// Cgroups is the cgroups one command runs in.
 type Cgroups struct {
 	Kill  string // the v2 cgroup: cgroup.kill ends the whole tree; "" none
 	Mem   string // the cgroup holding the memory limit; "" none
@@ -197,7 +197,7 @@ type Cgroups struct {
 	Fd    int      // an open descriptor of kill, for starting the command inside it; -1 none
 }
 
-// newCgroupSet makes the cgroups of the command with work id id and sets its memory limit in them.
+// NewCgroups makes the cgroups of the command with work id id and sets its memory limit in them.
 // When no memory cgroup could be made, the caller applies the limit as RLIMIT_AS instead.
 func NewCgroups(iso Isolation, id string, memBytes uint64) (*Cgroups, error) {
 	cg := &Cgroups{Fd: -1}
@@ -210,7 +210,7 @@ func NewCgroups(iso Isolation, id string, memBytes uint64) (*Cgroups, error) {
 		cg.Kill = dir
 		fd, err := syscall.Open(dir, syscall.O_DIRECTORY|syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
 		if err != nil {
-			cg.Remove()
+			_ = cg.Remove() // cleanup on a failed path: the error returned is the one to report
 			return nil, fmt.Errorf("opening the command's cgroup: %w", err)
 		}
 		cg.Fd = fd
@@ -220,7 +220,7 @@ func NewCgroups(iso Isolation, id string, memBytes uint64) (*Cgroups, error) {
 		if iso.MemV1 {
 			dir := filepath.Join(iso.MemBase, name)
 			if err := os.Mkdir(dir, 0o755); err != nil {
-				cg.Remove()
+				_ = cg.Remove() // cleanup on a failed path: the error returned is the one to report
 				return nil, fmt.Errorf("making the command's memory cgroup: %w", err)
 			}
 			cg.Mem, cg.memV1 = dir, true
@@ -231,7 +231,7 @@ func NewCgroups(iso Isolation, id string, memBytes uint64) (*Cgroups, error) {
 				err = os.WriteFile(filepath.Join(dir, "memory.memsw.limit_in_bytes"), []byte(limit), 0)
 			}
 			if err != nil {
-				cg.Remove()
+				_ = cg.Remove() // cleanup on a failed path: the error returned is the one to report
 				return nil, fmt.Errorf("setting the command's memory limit: %w", err)
 			}
 		} else if cg.Kill != "" {
@@ -243,7 +243,7 @@ func NewCgroups(iso Isolation, id string, memBytes uint64) (*Cgroups, error) {
 				os.WriteFile(filepath.Join(cg.Mem, "memory.swap.max"), []byte("0"), 0)
 			}
 			if err != nil {
-				cg.Remove()
+				_ = cg.Remove() // cleanup on a failed path: the error returned is the one to report
 				return nil, fmt.Errorf("setting the command's memory limit: %w", err)
 			}
 		}
@@ -251,7 +251,7 @@ func NewCgroups(iso Isolation, id string, memBytes uint64) (*Cgroups, error) {
 	return cg, nil
 }
 
-// killAll ends every process in the command's cgroups and waits, briefly, until none is left.
+// KillAll ends every process in the command's cgroups and waits, briefly, until none is left.
 func (cg *Cgroups) KillAll() {
 	if cg.Kill != "" {
 		os.WriteFile(filepath.Join(cg.Kill, "cgroup.kill"), []byte("1"), 0)
@@ -267,13 +267,15 @@ func (cg *Cgroups) KillAll() {
 				break
 			}
 			for _, pid := range pids { // v1 has no cgroup.kill; v2 needs none of this but is waited for too
-				syscall.Kill(pid, syscall.SIGKILL)
+				_ = syscall.Kill(pid, syscall.SIGKILL) // it may have exited already (ESRCH): nothing to do
 			}
 			time.Sleep(5 * time.Millisecond)
 		}
 	}
 }
 
+// CgroupPIDs returns the processes in the cgroup at dir, read from its cgroup.procs; none when it cannot
+// be read.
 func CgroupPIDs(dir string) []int {
 	b, err := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
 	if err != nil {
@@ -288,7 +290,7 @@ func CgroupPIDs(dir string) []int {
 	return out
 }
 
-// holdsPipe reports whether a process left in the command's cgroups holds the pipe its output is read from.
+// HoldsPipe reports whether a process left in the command's cgroups holds the pipe its output is read from.
 func (cg *Cgroups) HoldsPipe(r *os.File) bool {
 	fi, err := r.Stat()
 	if err != nil {
@@ -316,7 +318,7 @@ func (cg *Cgroups) HoldsPipe(r *os.File) bool {
 	return false
 }
 
-// oomKilled reports whether the kernel killed a process of the command for its memory limit.
+// OomKilled reports whether the kernel killed a process of the command for its memory limit.
 func (cg *Cgroups) OomKilled() bool {
 	if cg.Mem == "" {
 		return false
@@ -338,7 +340,7 @@ func (cg *Cgroups) OomKilled() bool {
 	return false
 }
 
-// remove closes the descriptor and removes the command's (emptied) cgroups.
+// Remove closes the descriptor and removes the command's (emptied) cgroups.
 func (cg *Cgroups) Remove() error {
 	if cg.Fd >= 0 {
 		syscall.Close(cg.Fd)

@@ -46,7 +46,7 @@ func NewRunner(cfg RunnerConfig) *Runner { return &Runner{cfg: cfg} }
 // programs of its own through it (a sub-session) or checks an environment before it does (harness.env).
 func (r *Runner) Secrets() []Secret { return slices.Clone(r.cfg.Secrets) }
 
-// program is one command the runtime runs for a capsule: a shell binary, a script capsule's command,
+// Program is one command the runtime runs for a capsule: a shell binary, a script capsule's command,
 // lifecycle.done_check. Every one goes through Runner.Start, so every one gets the same confinement.
 type Program struct {
 	ID   string // names its cgroups; a work id
@@ -74,7 +74,7 @@ type HarnessGrant struct {
 	Port    int // the tool server's port, reachable without network
 }
 
-// proc is a started program.
+// Proc is a started program.
 type Proc struct {
 	Pid     int
 	Cgroups *Cgroups
@@ -89,7 +89,7 @@ type Proc struct {
 
 // Kill ends the program's process group and everything in its cgroups.
 func (p *Proc) Kill() {
-	syscall.Kill(-p.Pid, syscall.SIGKILL)
+	_ = syscall.Kill(-p.Pid, syscall.SIGKILL) // it may have exited already (ESRCH): nothing to do
 	p.Cgroups.KillAll()
 }
 
@@ -188,7 +188,7 @@ func (r *Runner) secretGrant(p string) string {
 	return ""
 }
 
-// start runs p in the workdir with a clean environment, in a process group of its own and, where the
+// Start runs p in the workdir with a clean environment, in a process group of its own and, where the
 // host allows, a PID namespace and a cgroup of its own (so ending it ends everything it started), a
 // network namespace of its own unless capabilities.shell.network, its memory limit, and, through the
 // helper, its Landlock rules (confinement). Its output is copied to p.stdout and p.stderr until the
@@ -241,7 +241,7 @@ func (r *Runner) Start(p Program) (*Proc, error) {
 		if err != nil {
 			closeAll(readers)
 			closeAll(pipeWriters)
-			cg.Remove()
+			_ = cg.Remove() // cleanup on a failed path: the error returned is the one to report
 			return nil, err
 		}
 		readers, pipeWriters = append(readers, r), append(pipeWriters, w)
@@ -273,7 +273,7 @@ func (r *Runner) Start(p Program) (*Proc, error) {
 	closeAll(pipeWriters)
 	if err != nil {
 		closeAll(readers)
-		cg.Remove()
+		_ = cg.Remove() // cleanup on a failed path: the error returned is the one to report
 		return nil, err
 	}
 	var copying sync.WaitGroup

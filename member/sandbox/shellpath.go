@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-// trustedPath is the only PATH shell binaries are resolved on and run with: never the workdir, never a
+// TrustedPath is the only PATH shell binaries are resolved on and run with: never the workdir, never a
 // PATH a task supplies.
 var TrustedPath = []string{"/usr/local/bin", "/usr/bin", "/bin"}
 
@@ -20,7 +20,7 @@ const (
 	LingerWait          = 2 * time.Second
 )
 
-// resolveShell finds a bare name on the trusted PATH: the absolute path of a regular, executable file.
+// ResolveShell finds a bare name on the trusted PATH: the absolute path of a regular, executable file.
 func ResolveShell(name string) (string, error) {
 	if name == "" || strings.ContainsAny(name, "/\\") || name == "." || name == ".." {
 		return "", fmt.Errorf("%q is not a bare program name", name)

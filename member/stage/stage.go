@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/murmur-run/murmur/member/capsule"
 	"github.com/murmur-run/murmur/member/driver"
@@ -54,10 +55,11 @@ const (
 	CodeHarnessPrompt  = "W-HARNESS-004" // the harness's command line has no {instructions}: it never gets the system prompt
 )
 
-// CheckFormation stages every member of r (or only those named) without starting anything and returns
+// Formation stages every member of r (or only those named) without starting anything and returns
 // every finding, in roster order.
 func Formation(r *roster.Roster, only []string, getenv func(string) string) []Finding {
 	var out []Finding
+	st := staging{isolation: sync.OnceValue(sandbox.Probe), landlock: sync.OnceValue(sandbox.LandlockABI), members: members(r)}
 	for _, m := range r.Members {
 		if len(only) > 0 && !slices.Contains(only, m.Name) {
 			continue
@@ -69,11 +71,33 @@ func Formation(r *roster.Roster, only []string, getenv func(string) string) []Fi
 			}
 			continue
 		}
-		out = append(out, Capsule(c, m.Name, getenv)...)
+		out = append(out, capsuleFindings(c, m.Name, getenv, st)...)
 		out = append(out, storeFindings(m, getenv)...)
 		out = append(out, artifactFindings(c, m.Name, r.Dir, getenv)...)
 		out = append(out, spawnFindings(c, m.Name, r.Dir, getenv)...)
-		out = append(out, egressFindings(r, m, c)...)
+		out = append(out, egressFindings(r, m, c, st.members)...)
+	}
+	return out
+}
+
+// staging is what staging asks of the machine and of the roster once for a whole formation, not once
+// per member: a formation of a thousand members probed the host a thousand times.
+type staging struct {
+	isolation func() sandbox.Isolation
+	landlock  func() int
+	members   map[string]roster.Member // the roster's members, by name
+}
+
+// capsuleStaging asks the machine afresh, for one capsule.
+func capsuleStaging() staging {
+	return staging{isolation: sandbox.Probe, landlock: sandbox.LandlockABI}
+}
+
+// members indexes r's members by name.
+func members(r *roster.Roster) map[string]roster.Member {
+	out := make(map[string]roster.Member, len(r.Members))
+	for _, m := range r.Members {
+		out[m.Name] = m
 	}
 	return out
 }
@@ -82,19 +106,21 @@ func Formation(r *roster.Roster, only []string, getenv func(string) string) []Fi
 // without reaching any member's database or artifact store.
 func Egress(r *roster.Roster) []Finding {
 	var out []Finding
+	byName := members(r)
 	for _, m := range r.Members {
 		if c, err := capsule.Load(m.Capsule); err == nil {
-			out = append(out, egressFindings(r, m, c)...)
+			out = append(out, egressFindings(r, m, c, byName)...)
 		}
 	}
 	return out
 }
 
-// egressFindings are the members m may call that its capsule c's capabilities.network.allow leaves out.
-func egressFindings(r *roster.Roster, m roster.Member, c *capsule.Capsule) []Finding {
+// egressFindings are the members m may call that its capsule c's capabilities.network.allow leaves out;
+// byName is r's members by name.
+func egressFindings(r *roster.Roster, m roster.Member, c *capsule.Capsule, byName map[string]roster.Member) []Finding {
 	var out []Finding
 	for _, callee := range r.Reachable(m.Name) {
-		peer, _ := r.Member(callee)
+		peer := byName[callee]
 		if !roster.EgressAllowed(peer.URL, c.Capabilities.Network.Allow) {
 			host := peer.URL
 			if u, err := url.Parse(peer.URL); err == nil && u.Hostname() != "" {
@@ -128,8 +154,12 @@ func egressName(host string) string {
 	return host
 }
 
-// CheckCapsule returns the staging findings of one capsule.
+// Capsule returns the staging findings of one capsule.
 func Capsule(c *capsule.Capsule, memberName string, getenv func(string) string) []Finding {
+	return capsuleFindings(c, memberName, getenv, capsuleStaging())
+}
+
+func capsuleFindings(c *capsule.Capsule, memberName string, getenv func(string) string, st staging) []Finding {
 	var out []Finding
 	if c.IsAgent() && len(c.Capabilities.Shell.Allow) > 0 {
 		for _, name := range c.Capabilities.Shell.Allow {
@@ -142,7 +172,7 @@ func Capsule(c *capsule.Capsule, memberName string, getenv func(string) string) 
 		if _, err := sandbox.ResolveCommand(c.Dir, h.Command[0]); err != nil {
 			out = append(out, Finding{Code: CodeHarnessMissing, Member: memberName, Message: fmt.Sprintf("%s: harness.command: %v", c.Path, err)})
 		}
-		if !h.Network && sandbox.LandlockABI() < sandbox.LandlockTCPABI {
+		if !h.Network && st.landlock() < sandbox.LandlockTCPABI {
 			out = append(out, Finding{Code: CodeHarnessNetwork, Member: memberName, Message: fmt.Sprintf(
 				"%s: harness.network is false, but this kernel's Landlock has no TCP rules, so the harness keeps the network (it must reach its tool server on loopback, so it gets no network namespace); use Linux 6.7 or later with Landlock", c.Path)})
 		}
@@ -156,7 +186,7 @@ func Capsule(c *capsule.Capsule, memberName string, getenv func(string) string) 
 		}
 	}
 	if c.RunsCommands() {
-		out = append(out, confinementFindings(c, memberName, sandbox.LandlockABI(), sandbox.Probe())...)
+		out = append(out, confinementFindings(c, memberName, st.landlock(), st.isolation())...)
 	}
 	if c.IsAgent() && c.Harness == nil {
 		for _, name := range c.Inference.ChoiceOrder {

@@ -187,17 +187,17 @@ func OpenWith(path string, cfg Config) (*Store, error) {
 	}
 	write.SetMaxOpenConns(1)
 	if err := migrate(write); err != nil {
-		write.Close()
+		_ = write.Close() // already failing: the error returned says what went wrong
 		return nil, fmt.Errorf("member: task store %s: %w", abs, err)
 	}
 	read, err := openDB(abs, "_query_only=1")
 	if err != nil {
-		write.Close()
+		_ = write.Close() // already failing: the error returned says what went wrong
 		return nil, err
 	}
 	if err := read.Ping(); err != nil {
 		write.Close()
-		read.Close()
+		_ = read.Close() // already failing: the error returned says what went wrong
 		return nil, fmt.Errorf("member: task store %s: %w", abs, err)
 	}
 	if cfg.Now == nil {
@@ -217,7 +217,7 @@ func OpenWith(path string, cfg Config) (*Store, error) {
 	if err := s.prepareWrites(); err != nil {
 		s.closeStatements()
 		write.Close()
-		read.Close()
+		_ = read.Close() // already failing: the error returned says what went wrong
 		return nil, fmt.Errorf("member: task store %s: %w", abs, err)
 	}
 	go s.committer(s.stopCommits)

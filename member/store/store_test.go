@@ -235,11 +235,11 @@ func TestStoreNotFound(t *testing.T) {
 }
 
 func taskIDs(tasks []*a2a.Task) []a2a.TaskID {
-	ids := []a2a.TaskID{}
+	taskIDs := []a2a.TaskID{}
 	for _, t := range tasks {
-		ids = append(ids, t.ID)
+		taskIDs = append(taskIDs, t.ID)
 	}
-	return ids
+	return taskIDs
 }
 
 // listFixture stores tasks 1..5, created in that order, and one task with no status timestamp.
@@ -467,7 +467,7 @@ func TestStoreRecover(t *testing.T) {
 	}
 
 	now := storeEpoch.Add(time.Hour + 1500*time.Microsecond)
-	ids, err := s.Recover(t.Context(), now)
+	recovered, err := s.Recover(t.Context(), now)
 	if err != nil {
 		t.Fatalf("Recover: %v", err)
 	}
@@ -477,7 +477,7 @@ func TestStoreRecover(t *testing.T) {
 			wantIDs = append(wantIDs, task.ID)
 		}
 	}
-	if diff := cmp.Diff(wantIDs, ids); diff != "" {
+	if diff := cmp.Diff(wantIDs, recovered); diff != "" {
 		t.Errorf("Recover ids (-want +got):\n%s", diff)
 	}
 

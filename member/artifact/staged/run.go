@@ -185,9 +185,11 @@ func (sa *Set) CheckTaskEnd(ctx context.Context, end hooks.TaskEnd) (string, boo
 	}
 	reopens := end.Reopens
 	if reopens >= limit {
-		sa.cfg.Recorder.Write("hook_reopen_refused", end.Task, map[string]any{"hook": r.Hook, "reopens": reopens, "limit": limit})
+		// A record the trace cannot take is lost; the work it records goes on without it.
+		_ = sa.cfg.Recorder.Write("hook_reopen_refused", end.Task, map[string]any{"hook": r.Hook, "reopens": reopens, "limit": limit})
 		return "", false
 	}
-	sa.cfg.Recorder.Write("task_reopened", end.Task, map[string]any{"reason": "hook", "hook": r.Hook, "message": r.Message, "used": reopens + 1, "left": limit - reopens - 1})
+	// A record the trace cannot take is lost; the work it records goes on without it.
+	_ = sa.cfg.Recorder.Write("task_reopened", end.Task, map[string]any{"reason": "hook", "hook": r.Hook, "message": r.Message, "used": reopens + 1, "left": limit - reopens - 1})
 	return fmt.Sprintf("[runtime] The policy hook %s reopened the task:\n%s", r.Hook, driver.Fence("hook:"+r.Hook, r.Message, "")), true
 }

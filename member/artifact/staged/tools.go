@@ -103,7 +103,8 @@ func (sa *Set) Refresh(task string, base []runtimetools.Manifest, req *driver.In
 	req.Tools = sa.ToolSpecs(base)
 	req.System = system()
 	if changed {
-		sa.cfg.Recorder.Write("tools_refreshed", task, map[string]any{"trigger": "agent", "added": nonNil(added), "removed": nonNil(removed)})
+		// A record the trace cannot take is lost; the work it records goes on without it.
+		_ = sa.cfg.Recorder.Write("tools_refreshed", task, map[string]any{"trigger": "agent", "added": nonNil(added), "removed": nonNil(removed)})
 	}
 }
 

@@ -90,7 +90,7 @@ func openChecked(root *os.Root, name string, flag int, perm fs.FileMode) (*os.Fi
 	}
 	fi, err := f.Stat()
 	if err != nil {
-		f.Close()
+		_ = f.Close() // already failing: the error returned says what went wrong
 		return nil, err
 	}
 	if t := fi.Mode().Type(); t != 0 && t != fs.ModeDir {
@@ -98,7 +98,7 @@ func openChecked(root *os.Root, name string, flag int, perm fs.FileMode) (*os.Fi
 		return nil, &fs.PathError{Op: "open", Path: name, Err: syscall.ENOTSUP}
 	}
 	if err := setBlocking(f); err != nil {
-		f.Close()
+		_ = f.Close() // already failing: the error returned says what went wrong
 		return nil, err
 	}
 	return f, nil

@@ -580,7 +580,7 @@ func sendRows(ctx context.Context, db batcher, group []*write, replica string) e
 				var written bool
 				var owner *string
 				if err := br.QueryRow().Scan(&written, &owner); err != nil {
-					br.Close()
+					_ = br.Close() // already failing: the error returned says what went wrong
 					return err
 				}
 				switch {
@@ -594,13 +594,13 @@ func sendRows(ctx context.Context, db batcher, group []*write, replica string) e
 			}
 			if r.create && replica != "" && r.message != "" {
 				if _, err := br.Exec(); err != nil { // messageLockSQL
-					br.Close()
+					_ = br.Close() // already failing: the error returned says what went wrong
 					return err
 				}
 			}
 			tag, err := br.Exec()
 			if err != nil {
-				br.Close()
+				_ = br.Close() // already failing: the error returned says what went wrong
 				return err
 			}
 			if tag.RowsAffected() == 0 && !r.note { // a note of a task no longer owned is dropped
@@ -686,12 +686,12 @@ func (s *Store) end(ctx context.Context, tx pgx.Tx, w *write) error {
 	for i, id := range order {
 		ts[i] = held[id]
 	}
-	ids, bodies, err := endedBodies(ts, w.state, w.text, w.now)
+	taskIDs, bodies, err := endedBodies(ts, w.state, w.text, w.now)
 	if err != nil {
 		w.res.err = err
 		return nil
 	}
-	if _, err := tx.Exec(ctx, endSQL, string(w.state), w.now.UnixMilli(), ids, bodies); err != nil {
+	if _, err := tx.Exec(ctx, endSQL, string(w.state), w.now.UnixMilli(), taskIDs, bodies); err != nil {
 		return err
 	}
 	w.res.changed = order
@@ -702,9 +702,9 @@ func (s *Store) end(ctx context.Context, tx pgx.Tx, w *write) error {
 // message (a message of its own for each task; none when text is "") and now as its timestamp, and
 // returns their ids and JSON for endSQL or endFreedSQL. EndAll, Recover, Reap and RequestCancel all end
 // tasks through it.
-func endedBodies(ts []*a2a.Task, state a2a.TaskState, text string, now time.Time) (ids []string, bodies [][]byte, err error) {
+func endedBodies(ts []*a2a.Task, state a2a.TaskState, text string, now time.Time) (taskIDs []string, bodies [][]byte, err error) {
 	stamp := a2a.NewTimestamp(now)
-	ids = make([]string, len(ts))
+	taskIDs = make([]string, len(ts))
 	bodies = make([][]byte, len(ts))
 	for i, t := range ts {
 		t.Status = a2a.TaskStatus{State: state, Timestamp: stamp}
@@ -715,9 +715,9 @@ func endedBodies(ts []*a2a.Task, state a2a.TaskState, text string, now time.Time
 		if err != nil {
 			return nil, nil, fmt.Errorf("storing task %s: %w", t.ID, err)
 		}
-		ids[i], bodies[i] = string(t.ID), body
+		taskIDs[i], bodies[i] = string(t.ID), body
 	}
-	return ids, bodies, nil
+	return taskIDs, bodies, nil
 }
 
 // statusMessage is the agent's message of an ended task's status, as the SQLite store writes it.
