@@ -12,6 +12,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 	"gopkg.in/yaml.v3"
 
 	"github.com/murmur-run/murmur/a2a"
@@ -47,6 +48,7 @@ type sessionOpts struct {
 	token   string      // the formation token
 	// wasmCache is the session's compiled-module cache ("" for the default under its data directory).
 	wasmCache string
+	tp        trace.TracerProvider // what the session traces with; nil: the global (no-op) one
 }
 
 // startSession starts a session on a capsule made of files, with a fresh store, records, workdir and
@@ -77,7 +79,7 @@ func startSession(t testing.TB, files map[string]string, o sessionOpts) (*testSe
 	cfg := Config{Member: "m", Formation: "f", Capsule: c, Store: tasks, Metrics: m, DataDir: root,
 		RecordsRoot: filepath.Join(root, "records"), WorkDir: filepath.Join(root, "work"),
 		RuntimeRoot: filepath.Join(root, "run"), Getenv: o.getenv, FormationToken: o.token}
-	cfg.WasmCacheDir = o.wasmCache
+	cfg.WasmCacheDir, cfg.TracerProvider = o.wasmCache, o.tp
 	if o.clock != nil {
 		cfg.Now = o.clock.Now
 	}

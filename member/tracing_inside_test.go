@@ -3,13 +3,10 @@ package member
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/attribute"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
@@ -17,9 +14,6 @@ import (
 
 	"github.com/murmur-run/murmur/a2a"
 	"github.com/murmur-run/murmur/internal/ids"
-	"github.com/murmur-run/murmur/member/capsule"
-	"github.com/murmur-run/murmur/member/metrics"
-	"github.com/murmur-run/murmur/member/store"
 )
 
 // The spans of the work inside one member's task (DESIGN §17): delegations, plans, hooks, WebAssembly
@@ -32,42 +26,10 @@ func startTraced(t *testing.T, files map[string]string, o sessionOpts) (*testSes
 	t.Helper()
 	rec := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
-	root := t.TempDir()
-	dir := filepath.Join(root, "capsule")
-	for name, body := range files {
-		os.MkdirAll(filepath.Dir(filepath.Join(dir, name)), 0o755)
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	c, err := capsule.Load(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := store.Open(filepath.Join(root, "tasks.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := metrics.New(prometheus.NewRegistry())
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := Config{Member: "m", Formation: "f", Capsule: c, Store: st, Metrics: m, DataDir: root,
-		RecordsRoot: filepath.Join(root, "records"), WorkDir: filepath.Join(root, "work"),
-		RuntimeRoot: filepath.Join(root, "run"), Getenv: o.getenv, WasmCacheDir: o.wasmCache, TracerProvider: tp}
-	if o.confine {
-		cfg.ConfineHelper = os.Args[0]
-	}
-	s, err := Start(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		s.Close(context.Background())
-		st.Close()
-		tp.Shutdown(context.Background())
-	})
-	return &testSession{Session: s, dir: dir}, rec
+	t.Cleanup(func() { tp.Shutdown(context.Background()) }) // after the session's close
+	o.tp = tp
+	s, _ := startSession(t, files, o)
+	return s, rec
 }
 
 // spanList is the spans a test reads, with the lookups it makes.
