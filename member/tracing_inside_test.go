@@ -7,13 +7,12 @@ import (
 	"testing"
 	"time"
 
-	"go.opentelemetry.io/otel/attribute"
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/murmur-run/murmur/a2a"
 	"github.com/murmur-run/murmur/internal/ids"
+	"github.com/murmur-run/murmur/internal/spantest"
 )
 
 // The spans of the work inside one member's task (DESIGN §17): delegations, plans, hooks, WebAssembly
@@ -24,110 +23,10 @@ import (
 // of its own, shut down with the test.
 func startTraced(t *testing.T, files map[string]string, o sessionOpts) (*testSession, *tracetest.SpanRecorder) {
 	t.Helper()
-	rec := tracetest.NewSpanRecorder()
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
-	t.Cleanup(func() { tp.Shutdown(context.Background()) }) // after the session's close
+	tp, rec := spantest.Record(t) // shut down after the session's close
 	o.tp = tp
 	s, _ := startSession(t, files, o)
 	return s, rec
-}
-
-// spanList is the spans a test reads, with the lookups it makes.
-type spanList []sdktrace.ReadOnlySpan
-
-func spanAttr(s sdktrace.ReadOnlySpan, key string) (attribute.Value, bool) {
-	for _, kv := range s.Attributes() {
-		if string(kv.Key) == key {
-			return kv.Value, true
-		}
-	}
-	return attribute.Value{}, false
-}
-
-func spanAttrString(s sdktrace.ReadOnlySpan, key string) string {
-	v, _ := spanAttr(s, key)
-	return v.Emit()
-}
-
-// named returns the spans named name, in the order they ended.
-func (ss spanList) named(name string) spanList {
-	var out spanList
-	for _, s := range ss {
-		if s.Name() == name {
-			out = append(out, s)
-		}
-	}
-	return out
-}
-
-// one returns the single span named name of kind; the test fails when there is not one.
-func (ss spanList) one(t *testing.T, name string, kind trace.SpanKind) sdktrace.ReadOnlySpan {
-	t.Helper()
-	got := ss.named(name)
-	if len(got) != 1 || got[0].SpanKind() != kind {
-		t.Fatalf("%d spans %q, want one of kind %s; the spans: %s", len(got), name, kind, ss)
-	}
-	return got[0]
-}
-
-func (ss spanList) String() string {
-	var b strings.Builder
-	for _, s := range ss {
-		fmt.Fprintf(&b, "\n  %s %s %q (parent %s)", s.SpanContext().SpanID(), s.SpanKind(), s.Name(), s.Parent().SpanID())
-	}
-	return b.String()
-}
-
-// endedSpans waits until ready holds for the spans ended so far, and returns them.
-func endedSpans(t *testing.T, rec *tracetest.SpanRecorder, ready func(spanList) bool) spanList {
-	t.Helper()
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		ss := spanList(rec.Ended())
-		if ready(ss) {
-			return ss
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the spans never came; those that did: %s", ss)
-		}
-	}
-}
-
-// childOf fails the test unless child is parent's child, in its trace.
-func childOf(t *testing.T, child, parent sdktrace.ReadOnlySpan) {
-	t.Helper()
-	if child.Parent().SpanID() != parent.SpanContext().SpanID() || child.SpanContext().TraceID() != parent.SpanContext().TraceID() {
-		t.Errorf("%q is the child of %s in trace %s, want of %q (%s) in trace %s", child.Name(), child.Parent().SpanID(),
-			child.SpanContext().TraceID(), parent.Name(), parent.SpanContext().SpanID(), parent.SpanContext().TraceID())
-	}
-}
-
-// hasAttrs fails the test unless span has each attribute; a value of "" asks only that it be there.
-func hasAttrs(t *testing.T, span sdktrace.ReadOnlySpan, want map[string]string) {
-	t.Helper()
-	for k, v := range want {
-		got, ok := spanAttr(span, k)
-		if !ok {
-			t.Errorf("%q has no attribute %s", span.Name(), k)
-		} else if v != "" && got.Emit() != v {
-			t.Errorf("%q: %s = %q, want %q", span.Name(), k, got.Emit(), v)
-		}
-	}
-}
-
-// eventsOf returns span's events named name, each as its attributes.
-func eventsOf(span sdktrace.ReadOnlySpan, name string) []map[string]string {
-	var out []map[string]string
-	for _, e := range span.Events() {
-		if e.Name != name {
-			continue
-		}
-		m := map[string]string{}
-		for _, kv := range e.Attributes {
-			m[string(kv.Key)] = kv.Value.Emit()
-		}
-		out = append(out, m)
-	}
-	return out
 }
 
 // TestDelegationSpansUnderItsToolCall: the sub-session's task span is the child of the delegating
@@ -147,40 +46,40 @@ func TestDelegationSpansUnderItsToolCall(t *testing.T) {
 	if task.Status.State != a2a.TaskStateCompleted || !strings.Contains(answer(task), "helper got: sub hello") {
 		t.Fatalf("%s: %q", task.Status.State, answer(task))
 	}
-	ss := endedSpans(t, rec, func(ss spanList) bool { // lead's task span, the trace's root, ends last
-		for _, s := range ss.named("invoke_agent m") {
+	ss := spantest.Wait(t, rec, func(ss spantest.Spans) bool { // lead's task span, the trace's root, ends last
+		for _, s := range ss.Named("invoke_agent m") {
 			if !s.Parent().IsValid() {
 				return true
 			}
 		}
 		return false
 	})
-	lead := ss.one(t, "invoke_agent m", trace.SpanKindInternal)
-	call := ss.one(t, "execute_tool delegate-task", trace.SpanKindInternal)
-	sub := ss.one(t, "invoke_agent m/helper", trace.SpanKindInternal)
-	childOf(t, call, lead)
-	childOf(t, sub, call)
-	dlg := spanAttrString(call, "murmur.delegation.id")
+	lead := ss.One(t, "invoke_agent m", trace.SpanKindInternal)
+	call := ss.One(t, "execute_tool delegate-task", trace.SpanKindInternal)
+	sub := ss.One(t, "invoke_agent m/helper", trace.SpanKindInternal)
+	spantest.WantChild(t, call, lead)
+	spantest.WantChild(t, sub, call)
+	dlg := spantest.AttrString(call, "murmur.delegation.id")
 	if !strings.HasPrefix(dlg, "dlg_") {
 		t.Errorf("the delegate-task call's span names the delegation %q", dlg)
 	}
-	hasAttrs(t, call, map[string]string{"murmur.delegation.capsule": "helper", "murmur.tool.status": "ok"})
-	hasAttrs(t, sub, map[string]string{"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "m/helper",
+	spantest.WantAttrs(t, call, map[string]string{"murmur.delegation.capsule": "helper", "murmur.tool.status": "ok"})
+	spantest.WantAttrs(t, sub, map[string]string{"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "m/helper",
 		"murmur.member": "m", "murmur.delegation.id": dlg, "murmur.delegation.capsule": "helper", "murmur.delegation.depth": "1",
 		"a2a.task.state": string(a2a.TaskStateCompleted)})
-	chats := ss.named("chat local")
+	chats := ss.Named("chat local")
 	subChats := 0
 	for _, c := range chats {
 		if c.Parent().SpanID() == sub.SpanContext().SpanID() {
 			subChats++
 		} else {
-			childOf(t, c, lead)
+			spantest.WantChild(t, c, lead)
 		}
 	}
 	if subChats != 1 || len(chats) != 4 { // the sub-session's one, lead's three
 		t.Errorf("%d chat spans under the sub-session's task, %d in all; want 1 and 4: %s", subChats, len(chats), ss)
 	}
-	ended := eventsOf(lead, "murmur.delegation.ended")
+	ended := spantest.Events(lead, "murmur.delegation.ended")
 	if len(ended) != 1 || ended[0]["murmur.delegation.id"] != dlg || ended[0]["murmur.delegation.status"] != "completed" ||
 		ended[0]["murmur.delegation.capsule"] != "helper" {
 		t.Errorf("the delegating task's murmur.delegation.ended events: %v", ended)
@@ -199,21 +98,21 @@ func TestPlanSpanOverItsSteps(t *testing.T) {
 	if task := s.run(t, "plan", Origin{}); answer(task) != "ok" {
 		t.Fatalf("%s: %q", task.Status.State, answer(task))
 	}
-	ss := endedSpans(t, rec, func(ss spanList) bool { return len(ss.named("invoke_agent m")) == 1 })
-	agent := ss.one(t, "invoke_agent m", trace.SpanKindInternal)
-	call := ss.one(t, "execute_tool submit-plan", trace.SpanKindInternal)
-	plan := ss.one(t, "murmur.plan", trace.SpanKindInternal)
-	childOf(t, call, agent)
-	childOf(t, plan, call)
-	hasAttrs(t, plan, map[string]string{"murmur.plan.steps": "2", "murmur.plan.on_error": "stop", "murmur.plan.steps.ok": "2",
+	ss := spantest.Wait(t, rec, func(ss spantest.Spans) bool { return len(ss.Named("invoke_agent m")) == 1 })
+	agent := ss.One(t, "invoke_agent m", trace.SpanKindInternal)
+	call := ss.One(t, "execute_tool submit-plan", trace.SpanKindInternal)
+	plan := ss.One(t, "murmur.plan", trace.SpanKindInternal)
+	spantest.WantChild(t, call, agent)
+	spantest.WantChild(t, plan, call)
+	spantest.WantAttrs(t, plan, map[string]string{"murmur.plan.steps": "2", "murmur.plan.on_error": "stop", "murmur.plan.steps.ok": "2",
 		"murmur.plan.steps.error": "0", "murmur.plan.steps.skipped": "0", "murmur.member": "m"})
-	steps := ss.named("execute_tool session-status")
+	steps := ss.Named("execute_tool session-status")
 	if len(steps) != 2 {
 		t.Fatalf("%d step spans, want 2: %s", len(steps), ss)
 	}
 	for i, st := range steps {
-		childOf(t, st, plan)
-		hasAttrs(t, st, map[string]string{"gen_ai.tool.call.id": fmt.Sprintf("%s.s%d", spanAttrString(call, "gen_ai.tool.call.id"), i+1)})
+		spantest.WantChild(t, st, plan)
+		spantest.WantAttrs(t, st, map[string]string{"gen_ai.tool.call.id": fmt.Sprintf("%s.s%d", spantest.AttrString(call, "gen_ai.tool.call.id"), i+1)})
 	}
 }
 
@@ -234,26 +133,26 @@ func TestHookRunSpans(t *testing.T) {
 	if got := answer(s.run(t, "go", Origin{})); got != "checked" {
 		t.Fatalf("answer %q", got)
 	}
-	ss := endedSpans(t, rec, func(ss spanList) bool { return len(ss.named("invoke_agent m")) == 1 })
-	agent := ss.one(t, "invoke_agent m", trace.SpanKindInternal)
-	calls := ss.named("execute_tool session-status")
-	runs := ss.named("murmur.hook on-tool-call")
+	ss := spantest.Wait(t, rec, func(ss spantest.Spans) bool { return len(ss.Named("invoke_agent m")) == 1 })
+	agent := ss.One(t, "invoke_agent m", trace.SpanKindInternal)
+	calls := ss.Named("execute_tool session-status")
+	runs := ss.Named("murmur.hook on-tool-call")
 	if len(calls) != 2 || len(runs) != 2 {
 		t.Fatalf("%d calls and %d on-tool-call runs, want 2 each: %s", len(calls), len(runs), ss)
 	}
 	for i, want := range []struct{ outcome, denied, status string }{{"deny", "true", "refused"}, {"allow", "false", "ok"}} {
-		childOf(t, runs[i], calls[i])
-		hasAttrs(t, runs[i], map[string]string{"murmur.hook.name": "local/guard", "murmur.hook.event": "on-tool-call",
+		spantest.WantChild(t, runs[i], calls[i])
+		spantest.WantAttrs(t, runs[i], map[string]string{"murmur.hook.name": "local/guard", "murmur.hook.event": "on-tool-call",
 			"murmur.hook.outcome": want.outcome, "murmur.hook.denied": want.denied, "gen_ai.tool.name": "session-status", "murmur.member": "m"})
-		hasAttrs(t, calls[i], map[string]string{"murmur.tool.status": want.status})
+		spantest.WantAttrs(t, calls[i], map[string]string{"murmur.tool.status": want.status})
 	}
-	ends := ss.named("murmur.hook on-task-end")
+	ends := ss.Named("murmur.hook on-task-end")
 	if len(ends) != 2 {
 		t.Fatalf("%d on-task-end runs, want 2: %s", len(ends), ss)
 	}
 	for i, outcome := range []string{"reopen", "none"} {
-		childOf(t, ends[i], agent)
-		hasAttrs(t, ends[i], map[string]string{"murmur.hook.name": "local/check", "murmur.hook.event": "on-task-end",
+		spantest.WantChild(t, ends[i], agent)
+		spantest.WantAttrs(t, ends[i], map[string]string{"murmur.hook.name": "local/check", "murmur.hook.event": "on-task-end",
 			"murmur.hook.outcome": outcome, "murmur.hook.denied": "false"})
 	}
 }
@@ -275,14 +174,14 @@ func TestWasmRunSpans(t *testing.T) {
 	if got := answer(s.run(t, "count", Origin{})); got != "refused" {
 		t.Fatalf("answer %q", got)
 	}
-	ss := endedSpans(t, rec, func(ss spanList) bool { return len(ss.named("invoke_agent m")) == 1 })
-	call := ss.one(t, "execute_tool wordcount", trace.SpanKindInternal)
-	hook := ss.one(t, "murmur.hook on-tool-call", trace.SpanKindInternal)
-	run := ss.one(t, "murmur.wasm counter", trace.SpanKindInternal)
-	childOf(t, hook, call)
-	childOf(t, run, hook)
-	hasAttrs(t, hook, map[string]string{"murmur.hook.name": "local/counter", "murmur.hook.outcome": "failed", "murmur.hook.denied": "true"})
-	hasAttrs(t, run, map[string]string{"murmur.wasm.module": "counter", "murmur.wasm.status": "ok", "murmur.wasm.exit_code": "0",
+	ss := spantest.Wait(t, rec, func(ss spantest.Spans) bool { return len(ss.Named("invoke_agent m")) == 1 })
+	call := ss.One(t, "execute_tool wordcount", trace.SpanKindInternal)
+	hook := ss.One(t, "murmur.hook on-tool-call", trace.SpanKindInternal)
+	run := ss.One(t, "murmur.wasm counter", trace.SpanKindInternal)
+	spantest.WantChild(t, hook, call)
+	spantest.WantChild(t, run, hook)
+	spantest.WantAttrs(t, hook, map[string]string{"murmur.hook.name": "local/counter", "murmur.hook.outcome": "failed", "murmur.hook.denied": "true"})
+	spantest.WantAttrs(t, run, map[string]string{"murmur.wasm.module": "counter", "murmur.wasm.status": "ok", "murmur.wasm.exit_code": "0",
 		"murmur.wasm.digest": "", "murmur.wasm.cold": "", "murmur.member": "m"})
 
 	// Without the hook, the tool's own module run is under its call.
@@ -293,11 +192,11 @@ func TestWasmRunSpans(t *testing.T) {
 	if got := answer(s.run(t, "count", Origin{})); got != "ok" {
 		t.Fatalf("answer %q", got)
 	}
-	ss = endedSpans(t, rec, func(ss spanList) bool { return len(ss.named("invoke_agent m")) == 1 })
-	call = ss.one(t, "execute_tool wordcount", trace.SpanKindInternal)
-	run = ss.one(t, "murmur.wasm wordcount", trace.SpanKindInternal)
-	childOf(t, run, call)
-	hasAttrs(t, run, map[string]string{"murmur.wasm.module": "wordcount", "murmur.wasm.status": "ok", "murmur.wasm.exit_code": "0"})
+	ss = spantest.Wait(t, rec, func(ss spantest.Spans) bool { return len(ss.Named("invoke_agent m")) == 1 })
+	call = ss.One(t, "execute_tool wordcount", trace.SpanKindInternal)
+	run = ss.One(t, "murmur.wasm wordcount", trace.SpanKindInternal)
+	spantest.WantChild(t, run, call)
+	spantest.WantAttrs(t, run, map[string]string{"murmur.wasm.module": "wordcount", "murmur.wasm.status": "ok", "murmur.wasm.exit_code": "0"})
 }
 
 // TestBackgroundCommandSpan: a command that moves to the background has a span of its life there, the
@@ -315,16 +214,16 @@ func TestBackgroundCommandSpan(t *testing.T) {
 	if !strings.HasPrefix(id, "wrk_") || code != "3" {
 		t.Fatalf("answer %q", got)
 	}
-	ss := endedSpans(t, rec, func(ss spanList) bool { return len(ss.named("murmur.background sh")) == 1 })
-	call := ss.one(t, "execute_tool sh", trace.SpanKindInternal)
-	bg := ss.one(t, "murmur.background sh", trace.SpanKindInternal)
-	childOf(t, bg, call)
-	hasAttrs(t, bg, map[string]string{"process.command": "sh", "murmur.background.work_id": id, "process.exit.code": "3",
+	ss := spantest.Wait(t, rec, func(ss spantest.Spans) bool { return len(ss.Named("murmur.background sh")) == 1 })
+	call := ss.One(t, "execute_tool sh", trace.SpanKindInternal)
+	bg := ss.One(t, "murmur.background sh", trace.SpanKindInternal)
+	spantest.WantChild(t, bg, call)
+	spantest.WantAttrs(t, bg, map[string]string{"process.command": "sh", "murmur.background.work_id": id, "process.exit.code": "3",
 		"murmur.background.state": "exited", "murmur.member": "m"})
 	if bg.Status().Code.String() != "Error" || bg.EndTime().Before(call.EndTime()) {
 		t.Errorf("the command's span: status %v, ended %v, its call ended %v", bg.Status(), bg.EndTime(), call.EndTime())
 	}
-	if len(ss.named("murmur.background background-command")) != 0 {
+	if len(ss.Named("murmur.background background-command")) != 0 {
 		t.Errorf("background-command's own call started a command's span: %s", ss)
 	}
 }
@@ -368,9 +267,9 @@ func TestInputEventsOnTheTaskSpan(t *testing.T) {
 			if task, err = s.Wait(ctx, task.ID); err != nil || answer(task) != tc.answer {
 				t.Fatalf("%v %q %v", task.Status.State, answer(task), err)
 			}
-			ss := endedSpans(t, rec, func(ss spanList) bool { return len(ss.named("invoke_agent m")) == 1 })
-			agent := ss.one(t, "invoke_agent m", trace.SpanKindInternal)
-			asked, answered := eventsOf(agent, "murmur.input.asked"), eventsOf(agent, "murmur.input.answered")
+			ss := spantest.Wait(t, rec, func(ss spantest.Spans) bool { return len(ss.Named("invoke_agent m")) == 1 })
+			agent := ss.One(t, "invoke_agent m", trace.SpanKindInternal)
+			asked, answered := spantest.Events(agent, "murmur.input.asked"), spantest.Events(agent, "murmur.input.answered")
 			if len(asked) != 1 || len(answered) != 1 {
 				t.Fatalf("%d murmur.input.asked and %d murmur.input.answered events on the task's span, want 1 each", len(asked), len(answered))
 			}

@@ -7,6 +7,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/murmur-run/murmur/a2a"
+	"github.com/murmur-run/murmur/internal/spantest"
 )
 
 // Under transport: process the task's trace reaches the harness and comes back: the harness gets
@@ -16,7 +17,7 @@ import (
 // span.
 func TestProcessTraceContext(t *testing.T) {
 	bin := fakeHarness(t)
-	tp, rec := recordingProvider(t)
+	tp, rec := spantest.Record(t)
 	fx := startFormationWith(t, map[string]string{
 		"roster.yaml":      "formation: f\nmembers:\n  - {name: lead, capsule: ./lead, listen: '127.0.0.1:0'}\n",
 		"lead/murmur.yaml": processCapsule(bin, "lead", "murmur-jsonl", "normal", ""),
@@ -25,11 +26,11 @@ func TestProcessTraceContext(t *testing.T) {
 	if task.Status.State != a2a.TaskStateCompleted {
 		t.Fatalf("lead's task %s: %s", task.Status.State, answerOf(task))
 	}
-	ss := waitSpans(t, rec, func(ss spanSet) bool {
-		return len(ss.of("lead", "invoke_agent lead", trace.SpanKindInternal)) == 1 && len(ss.of("lead", "execute_tool expr", trace.SpanKindInternal)) == 1
+	ss := spantest.Wait(t, rec, func(ss spantest.Spans) bool {
+		return len(ss.Of("lead", "invoke_agent lead", trace.SpanKindInternal)) == 1 && len(ss.Of("lead", "execute_tool expr", trace.SpanKindInternal)) == 1
 	})
-	agent := ss.one(t, "lead", "invoke_agent lead", trace.SpanKindInternal)
-	call := ss.one(t, "lead", "execute_tool expr", trace.SpanKindInternal)
+	agent := ss.OneOf(t, "lead", "invoke_agent lead", trace.SpanKindInternal)
+	call := ss.OneOf(t, "lead", "execute_tool expr", trace.SpanKindInternal)
 	sc := agent.SpanContext()
 
 	want := "TRACEPARENT=00-" + sc.TraceID().String() + "-" + sc.SpanID().String() + "-01"

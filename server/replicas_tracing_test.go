@@ -17,6 +17,7 @@ import (
 	"github.com/murmur-run/murmur/a2a"
 	"github.com/murmur-run/murmur/internal/ids"
 	"github.com/murmur-run/murmur/internal/pgtest"
+	"github.com/murmur-run/murmur/internal/spantest"
 	"github.com/murmur-run/murmur/roster"
 )
 
@@ -25,7 +26,7 @@ import (
 // is the child of the sending replica's SendMessage span, in the caller's trace.
 func TestClaimedTaskContinuesTheTrace(t *testing.T) {
 	const callerTrace, callerSpan = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
-	tp, rec := recordingProvider(t)
+	tp, rec := spantest.Record(t)
 	dsn := pgtest.Start(t).NewDatabase(t)
 	root := t.TempDir()
 	capsule := filepath.Join(root, "solo")
@@ -80,7 +81,7 @@ func TestClaimedTaskContinuesTheTrace(t *testing.T) {
 	}
 	// r1 runs the first task, held until "go"; the second, sent to r1 too, is offered, and r2 claims it.
 	first := send("first", "")
-	waitSpans(t, rec, func(ss spanSet) bool { return len(ss.of("solo", "SendMessage", trace.SpanKindServer)) == 1 })
+	spantest.Wait(t, rec, func(ss spantest.Spans) bool { return len(ss.Of("solo", "SendMessage", trace.SpanKindServer)) == 1 })
 	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(10 * time.Millisecond) {
 		if o := (&replicaSet{t: t, dsn: dsn}).owners()[a2ago.TaskID(first)]; o == "r1" {
 			break
@@ -91,16 +92,16 @@ func TestClaimedTaskContinuesTheTrace(t *testing.T) {
 	}
 	second := send("second", "00-"+callerTrace+"-"+callerSpan+"-01")
 	os.WriteFile(filepath.Join(capsule, "go"), nil, 0o644)
-	var agent, server spanSet
-	ss := waitSpans(t, rec, func(ss spanSet) bool {
+	var agent, server spantest.Spans
+	ss := spantest.Wait(t, rec, func(ss spantest.Spans) bool {
 		agent, server = nil, nil
-		for _, s := range ss.of("solo", "invoke_agent solo", trace.SpanKindInternal) {
-			if attrString(s, "a2a.task.id") == string(second) {
+		for _, s := range ss.Of("solo", "invoke_agent solo", trace.SpanKindInternal) {
+			if spantest.AttrString(s, "a2a.task.id") == string(second) {
 				agent = append(agent, s)
 			}
 		}
-		for _, s := range ss.of("solo", "SendMessage", trace.SpanKindServer) {
-			if attrString(s, "a2a.task.id") == string(second) {
+		for _, s := range ss.Of("solo", "SendMessage", trace.SpanKindServer) {
+			if spantest.AttrString(s, "a2a.task.id") == string(second) {
 				server = append(server, s)
 			}
 		}
@@ -115,5 +116,5 @@ func TestClaimedTaskContinuesTheTrace(t *testing.T) {
 	if got := agent[0].SpanContext().TraceID().String(); got != callerTrace {
 		t.Errorf("r2's run of the claimed task is in trace %s, want the caller's %s: %s", got, callerTrace, ss)
 	}
-	wantParent(t, agent[0], server[0])
+	spantest.WantChild(t, agent[0], server[0])
 }

@@ -11,113 +11,20 @@ import (
 	"testing"
 	"time"
 
-	"go.opentelemetry.io/otel/attribute"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
-	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/murmur-run/murmur/a2a"
 	"github.com/murmur-run/murmur/internal/ids"
+	"github.com/murmur-run/murmur/internal/spantest"
 )
-
-// recordingProvider is a tracer provider that keeps every span in memory, shut down with the test.
-func recordingProvider(t *testing.T) (*sdktrace.TracerProvider, *tracetest.SpanRecorder) {
-	t.Helper()
-	rec := tracetest.NewSpanRecorder()
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
-	t.Cleanup(func() { tp.Shutdown(context.Background()) })
-	return tp, rec
-}
-
-// spanSet is the spans a test reads, with the lookups it makes.
-type spanSet []sdktrace.ReadOnlySpan
-
-func attrOf(s sdktrace.ReadOnlySpan, key string) (attribute.Value, bool) {
-	for _, kv := range s.Attributes() {
-		if string(kv.Key) == key {
-			return kv.Value, true
-		}
-	}
-	return attribute.Value{}, false
-}
-
-func attrString(s sdktrace.ReadOnlySpan, key string) string {
-	v, _ := attrOf(s, key)
-	return v.Emit()
-}
-
-// of returns the spans of member named name, of kind.
-func (ss spanSet) of(member, name string, kind trace.SpanKind) spanSet {
-	var out spanSet
-	for _, s := range ss {
-		if s.Name() == name && s.SpanKind() == kind && attrString(s, "murmur.member") == member {
-			out = append(out, s)
-		}
-	}
-	return out
-}
-
-// one returns the single span of member named name, of kind; the test fails when there is not one.
-func (ss spanSet) one(t *testing.T, member, name string, kind trace.SpanKind) sdktrace.ReadOnlySpan {
-	t.Helper()
-	got := ss.of(member, name, kind)
-	if len(got) != 1 {
-		t.Fatalf("%d %s spans %q of %s, want 1; the spans: %s", len(got), kind, name, member, ss)
-	}
-	return got[0]
-}
-
-func (ss spanSet) String() string {
-	var b strings.Builder
-	for _, s := range ss {
-		fmt.Fprintf(&b, "\n  %s %s %q of %s (parent %s)", s.SpanContext().SpanID(), s.SpanKind(), s.Name(),
-			attrString(s, "murmur.member"), s.Parent().SpanID())
-	}
-	return b.String()
-}
-
-// wantParent fails the test unless child's parent is parent.
-func wantParent(t *testing.T, child, parent sdktrace.ReadOnlySpan) {
-	t.Helper()
-	if child.Parent().SpanID() != parent.SpanContext().SpanID() {
-		t.Errorf("the parent of %s %q is %s, want %q (%s)", child.SpanKind(), child.Name(), child.Parent().SpanID(),
-			parent.Name(), parent.SpanContext().SpanID())
-	}
-}
-
-// wantAttrs fails the test unless span has each attribute; a value of "" asks only that it be there.
-func wantAttrs(t *testing.T, span sdktrace.ReadOnlySpan, want map[string]string) {
-	t.Helper()
-	for k, v := range want {
-		got, ok := attrOf(span, k)
-		if !ok {
-			t.Errorf("%q has no attribute %s", span.Name(), k)
-		} else if v != "" && got.Emit() != v {
-			t.Errorf("%q: %s = %q, want %q", span.Name(), k, got.Emit(), v)
-		}
-	}
-}
-
-// waitSpans waits until ready holds for the spans ended so far, and returns them.
-func waitSpans(t *testing.T, rec *tracetest.SpanRecorder, ready func(spanSet) bool) spanSet {
-	t.Helper()
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		ss := spanSet(rec.Ended())
-		if ready(ss) {
-			return ss
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the spans never came; those that did: %s", ss)
-		}
-	}
-}
 
 // One SendMessage to lead, which calls worker with call-member, is one trace: lead's server span, its
 // invoke_agent, its chat and execute_tool spans, the client spans of the call (the send and the polls),
 // worker's server spans and its invoke_agent and chat, each the child it should be, with the attributes
 // of the semantic conventions; and the records of both members carry the trace and the span of their task.
 func TestOneTraceAcrossTheFormation(t *testing.T) {
-	tp, rec := recordingProvider(t)
+	tp, rec := spantest.Record(t)
 	fx := startFormationWith(t, map[string]string{
 		"roster.yaml":        "formation: f\nmembers:\n  - {name: lead, capsule: ./lead, listen: '127.0.0.1:0'}\n  - {name: worker, capsule: ./worker, listen: '127.0.0.1:0'}\nreach:\n  - {from: lead, to: [worker]}\n",
 		"lead/murmur.yaml":   agentOf("lead"),
@@ -129,48 +36,48 @@ func TestOneTraceAcrossTheFormation(t *testing.T) {
 	if task.Status.State != a2a.TaskStateCompleted || !strings.Contains(answerOf(task), "worker got: hello") {
 		t.Fatalf("lead's task %s: %q", task.Status.State, answerOf(task))
 	}
-	ss := waitSpans(t, rec, func(ss spanSet) bool {
-		return len(ss.of("lead", "SendMessage", trace.SpanKindServer)) == 1 && len(ss.of("lead", "invoke_agent lead", trace.SpanKindInternal)) == 1 &&
-			len(ss.of("worker", "invoke_agent worker", trace.SpanKindInternal)) == 1
+	ss := spantest.Wait(t, rec, func(ss spantest.Spans) bool {
+		return len(ss.Of("lead", "SendMessage", trace.SpanKindServer)) == 1 && len(ss.Of("lead", "invoke_agent lead", trace.SpanKindInternal)) == 1 &&
+			len(ss.Of("worker", "invoke_agent worker", trace.SpanKindInternal)) == 1
 	})
 
-	leadServer := ss.one(t, "lead", "SendMessage", trace.SpanKindServer)
-	leadAgent := ss.one(t, "lead", "invoke_agent lead", trace.SpanKindInternal)
-	callTool := ss.one(t, "lead", "execute_tool call-member", trace.SpanKindInternal)
-	send := ss.one(t, "lead", "SendMessage", trace.SpanKindClient)
-	polls := ss.of("lead", "GetTask", trace.SpanKindClient)
-	workerServer := ss.one(t, "worker", "SendMessage", trace.SpanKindServer)
-	workerAgent := ss.one(t, "worker", "invoke_agent worker", trace.SpanKindInternal)
-	workerChat := ss.one(t, "worker", "chat local", trace.SpanKindClient)
-	leadChats := ss.of("lead", "chat local", trace.SpanKindClient)
-	workerReads := ss.of("worker", "GetTask", trace.SpanKindServer)
+	leadServer := ss.OneOf(t, "lead", "SendMessage", trace.SpanKindServer)
+	leadAgent := ss.OneOf(t, "lead", "invoke_agent lead", trace.SpanKindInternal)
+	callTool := ss.OneOf(t, "lead", "execute_tool call-member", trace.SpanKindInternal)
+	send := ss.OneOf(t, "lead", "SendMessage", trace.SpanKindClient)
+	polls := ss.Of("lead", "GetTask", trace.SpanKindClient)
+	workerServer := ss.OneOf(t, "worker", "SendMessage", trace.SpanKindServer)
+	workerAgent := ss.OneOf(t, "worker", "invoke_agent worker", trace.SpanKindInternal)
+	workerChat := ss.OneOf(t, "worker", "chat local", trace.SpanKindClient)
+	leadChats := ss.Of("lead", "chat local", trace.SpanKindClient)
+	workerReads := ss.Of("worker", "GetTask", trace.SpanKindServer)
 
 	traceID := leadServer.SpanContext().TraceID()
 	for _, s := range ss {
 		if s.SpanContext().TraceID() != traceID {
-			t.Errorf("%s %q of %s is in trace %s, not the request's %s", s.SpanKind(), s.Name(), attrString(s, "murmur.member"), s.SpanContext().TraceID(), traceID)
+			t.Errorf("%s %q of %s is in trace %s, not the request's %s", s.SpanKind(), s.Name(), spantest.AttrString(s, "murmur.member"), s.SpanContext().TraceID(), traceID)
 		}
 	}
 	if leadServer.Parent().IsValid() {
 		t.Errorf("the operator's request sent no traceparent, yet its span has the parent %s", leadServer.Parent().SpanID())
 	}
-	wantParent(t, leadAgent, leadServer)
-	wantParent(t, callTool, leadAgent)
-	wantParent(t, send, callTool)
-	wantParent(t, workerServer, send)
-	wantParent(t, workerAgent, workerServer)
-	wantParent(t, workerChat, workerAgent)
+	spantest.WantChild(t, leadAgent, leadServer)
+	spantest.WantChild(t, callTool, leadAgent)
+	spantest.WantChild(t, send, callTool)
+	spantest.WantChild(t, workerServer, send)
+	spantest.WantChild(t, workerAgent, workerServer)
+	spantest.WantChild(t, workerChat, workerAgent)
 	if len(leadChats) != 3 { // the call, "waiting", the answer
 		t.Errorf("%d chat spans of lead, want 3: %s", len(leadChats), ss)
 	}
 	for _, c := range leadChats {
-		wantParent(t, c, leadAgent)
+		spantest.WantChild(t, c, leadAgent)
 	}
 	if len(polls) == 0 || len(workerReads) != len(polls) {
 		t.Errorf("%d GetTask polls from lead, %d GetTask requests served by worker", len(polls), len(workerReads))
 	}
 	for i := range min(len(polls), len(workerReads)) {
-		wantParent(t, polls[i], callTool)
+		spantest.WantChild(t, polls[i], callTool)
 		served := false
 		for _, r := range workerReads {
 			served = served || r.Parent().SpanID() == polls[i].SpanContext().SpanID()
@@ -180,21 +87,21 @@ func TestOneTraceAcrossTheFormation(t *testing.T) {
 		}
 	}
 
-	workerTask := attrString(workerServer, "a2a.task.id")
-	wantAttrs(t, leadServer, map[string]string{"rpc.system.name": "jsonrpc", "rpc.system": "jsonrpc", "rpc.method": "SendMessage",
+	workerTask := spantest.AttrString(workerServer, "a2a.task.id")
+	spantest.WantAttrs(t, leadServer, map[string]string{"rpc.system.name": "jsonrpc", "rpc.system": "jsonrpc", "rpc.method": "SendMessage",
 		"a2a.task.id": string(task.ID), "a2a.task.state": string(a2a.TaskStateCompleted), "a2a.context.id": task.ContextID})
-	wantAttrs(t, leadAgent, map[string]string{"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "lead",
+	spantest.WantAttrs(t, leadAgent, map[string]string{"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "lead",
 		"a2a.task.id": string(task.ID), "a2a.task.state": string(a2a.TaskStateCompleted), "a2a.context.id": task.ContextID,
 		"gen_ai.conversation.id": task.ContextID, "murmur.turns": "3"})
-	wantAttrs(t, leadChats[0], map[string]string{"gen_ai.operation.name": "chat", "gen_ai.provider.name": "murmur.script",
+	spantest.WantAttrs(t, leadChats[0], map[string]string{"gen_ai.operation.name": "chat", "gen_ai.provider.name": "murmur.script",
 		"gen_ai.request.model": "local", "murmur.driver.choice": "local", "gen_ai.usage.input_tokens": "", "gen_ai.usage.output_tokens": ""})
-	wantAttrs(t, callTool, map[string]string{"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "call-member",
+	spantest.WantAttrs(t, callTool, map[string]string{"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "call-member",
 		"gen_ai.tool.call.id": "", "murmur.tool.status": "ok"})
-	wantAttrs(t, send, map[string]string{"rpc.system.name": "jsonrpc", "rpc.method": "SendMessage", "murmur.call.member": "worker",
+	spantest.WantAttrs(t, send, map[string]string{"rpc.system.name": "jsonrpc", "rpc.method": "SendMessage", "murmur.call.member": "worker",
 		"murmur.call.id": "", "server.address": "127.0.0.1", "server.port": "", "a2a.task.id": workerTask})
-	wantAttrs(t, polls[len(polls)-1], map[string]string{"rpc.method": "GetTask", "a2a.task.id": workerTask,
+	spantest.WantAttrs(t, polls[len(polls)-1], map[string]string{"rpc.method": "GetTask", "a2a.task.id": workerTask,
 		"a2a.task.state": string(a2a.TaskStateCompleted)})
-	wantAttrs(t, workerServer, map[string]string{"rpc.method": "SendMessage", "a2a.task.state": string(a2a.TaskStateSubmitted)})
+	spantest.WantAttrs(t, workerServer, map[string]string{"rpc.method": "SendMessage", "a2a.task.state": string(a2a.TaskStateSubmitted)})
 	if !strings.HasPrefix(workerTask, "tsk_") {
 		t.Errorf("worker's server span names the task %q", workerTask)
 	}
@@ -265,14 +172,16 @@ func TestTraceparent(t *testing.T) {
 	agent := map[string]string{"murmur.yaml": "name: solo\ninference:\n  driver: local\n  choices:\n    local: {driver: script}\n"}
 
 	t.Run("tracing on", func(t *testing.T) {
-		tp, rec := recordingProvider(t)
+		tp, rec := spantest.Record(t)
 		f := startDoorWith(t, agent, doorOptions{tracerProvider: tp})
 		valid := send(t, f, "00-"+callerTrace+"-"+callerSpan+"-01")
 		malformed := send(t, f, "00-"+callerTrace+"-not-a-span-id-01")
-		ss := waitSpans(t, rec, func(ss spanSet) bool { return len(ss.of("solo", "invoke_agent solo", trace.SpanKindInternal)) == 2 })
+		ss := spantest.Wait(t, rec, func(ss spantest.Spans) bool {
+			return len(ss.Of("solo", "invoke_agent solo", trace.SpanKindInternal)) == 2
+		})
 		var servers [2]sdktrace.ReadOnlySpan
-		for _, s := range ss.of("solo", "SendMessage", trace.SpanKindServer) {
-			switch attrString(s, "a2a.task.id") {
+		for _, s := range ss.Of("solo", "SendMessage", trace.SpanKindServer) {
+			switch spantest.AttrString(s, "a2a.task.id") {
 			case valid:
 				servers[0] = s
 			case malformed:
@@ -288,12 +197,12 @@ func TestTraceparent(t *testing.T) {
 		if got := servers[1].SpanContext().TraceID().String(); got == callerTrace || servers[1].Parent().IsValid() {
 			t.Errorf("the request with a malformed traceparent continued trace %s from parent %s", got, servers[1].Parent().SpanID())
 		}
-		for _, a := range ss.of("solo", "invoke_agent solo", trace.SpanKindInternal) {
-			switch attrString(a, "a2a.task.id") {
+		for _, a := range ss.Of("solo", "invoke_agent solo", trace.SpanKindInternal) {
+			switch spantest.AttrString(a, "a2a.task.id") {
 			case valid:
-				wantParent(t, a, servers[0])
+				spantest.WantChild(t, a, servers[0])
 			case malformed:
-				wantParent(t, a, servers[1])
+				spantest.WantChild(t, a, servers[1])
 			}
 		}
 	})
@@ -314,7 +223,7 @@ func TestTraceparent(t *testing.T) {
 // A GetTask span names the stored task it answers with, read from the task's JSON without decoding it,
 // whatever the order of its keys (PostgreSQL's jsonb keeps its own) and whatever its values hold.
 func TestStoredTaskAttributes(t *testing.T) {
-	tp, rec := recordingProvider(t)
+	tp, rec := spantest.Record(t)
 	for _, tc := range []struct {
 		raw                  string
 		id, contextID, state string
@@ -333,7 +242,7 @@ func TestStoredTaskAttributes(t *testing.T) {
 		span.End()
 		ended := rec.Ended()
 		s := ended[len(ended)-1]
-		if got := [3]string{attrString(s, "a2a.task.id"), attrString(s, "a2a.context.id"), attrString(s, "a2a.task.state")}; got != [3]string{tc.id, tc.contextID, tc.state} {
+		if got := [3]string{spantest.AttrString(s, "a2a.task.id"), spantest.AttrString(s, "a2a.context.id"), spantest.AttrString(s, "a2a.task.state")}; got != [3]string{tc.id, tc.contextID, tc.state} {
 			t.Errorf("%s: %q, want %q", tc.raw, got, [3]string{tc.id, tc.contextID, tc.state})
 		}
 	}

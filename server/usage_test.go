@@ -11,6 +11,7 @@ import (
 
 	"github.com/murmur-run/murmur/a2a"
 	"github.com/murmur-run/murmur/internal/ids"
+	"github.com/murmur-run/murmur/internal/spantest"
 	"github.com/murmur-run/murmur/member/usage"
 )
 
@@ -50,7 +51,7 @@ func usageOf(t *testing.T, task *a2a.Task) usage.Usage {
 // worker's total, worker's are its sub-session's, and lead's total is every inference record of the
 // run. Each task names the one trace the request made.
 func TestUsageRollsUpTheFormation(t *testing.T) {
-	tp, _ := recordingProvider(t)
+	tp, _ := spantest.Record(t)
 	fx := startFormationWith(t, map[string]string{
 		"roster.yaml":      "formation: f\nmembers:\n  - {name: lead, capsule: ./lead, listen: '127.0.0.1:0'}\n  - {name: worker, capsule: ./worker, listen: '127.0.0.1:0'}\nreach:\n  - {from: lead, to: [worker]}\n",
 		"lead/murmur.yaml": agentOf("lead"),

@@ -66,51 +66,88 @@ type harness struct {
 }
 
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("fakeharness", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	dialect := fs.String("dialect", "murmur-jsonl", "claude-stream-json or murmur-jsonl")
-	config := fs.String("mcp-config", getenv("MUR_MCP_CONFIG"), "the MCP config file")
-	resume := fs.String("resume", "", "the session to resume")
-	mode := fs.String("mode", "normal", "normal, fail, garbage, hang, mcp-failed or no-tools")
-	logPath := fs.String("log", "fake-harness.jsonl", "where to append what it received")
-	if err := fs.Parse(args); err != nil {
-		return 2
+	o, code, ok := parseFlags(args, getenv, stderr)
+	if !ok {
+		return code
 	}
-	if *dialect != "claude-stream-json" && *dialect != "murmur-jsonl" {
-		fmt.Fprintf(stderr, "fakeharness: unknown -dialect %q\n", *dialect)
-		return 2
-	}
-	if *mode == "fail" {
-		fmt.Fprintln(stderr, "fakeharness: failing before any event, as -mode fail asks")
-		return 3
-	}
-	prompt := ""
-	if fs.NArg() > 0 {
-		prompt = fs.Arg(fs.NArg() - 1)
-	}
-	lf, err := os.OpenFile(*logPath, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
+	lf, err := os.OpenFile(o.logPath, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
 	if err != nil {
 		fmt.Fprintln(stderr, "fakeharness:", err)
 		return 1
 	}
 	defer lf.Close()
-	h := &harness{dialect: *dialect, mode: *mode, out: bufio.NewWriter(stdout), log: lf, session: *resume}
+	h := &harness{dialect: o.dialect, mode: o.mode, out: bufio.NewWriter(stdout), log: lf, session: o.resume}
 	defer h.out.Flush()
 	if h.session == "" {
 		h.session = fmt.Sprintf("fh-%d", os.Getpid())
 	}
-	h.record(map[string]any{"kind": "prompt", "session": h.session, "resumed": *resume != "", "prompt": prompt})
+	h.record(map[string]any{"kind": "prompt", "session": h.session, "resumed": o.resume != "", "prompt": o.prompt})
 
-	cs, err := connect(ctx, *config)
+	cs, err := connect(ctx, o.config)
 	if err != nil {
 		fmt.Fprintln(stderr, "fakeharness:", err)
 		return 1
 	}
 	defer cs.Close()
-	tools, err := cs.ListTools(ctx, nil)
-	if err != nil {
+	if err := h.listTools(ctx, cs); err != nil {
 		fmt.Fprintln(stderr, "fakeharness: listing tools:", err)
 		return 1
+	}
+
+	answer := "done"
+	if o.resume != "" {
+		answer = "resumed " + o.resume + ": " + o.prompt
+	} else if code, exited := h.play(ctx, cs, o.prompt, args, getenv, &answer); exited {
+		return code
+	}
+	h.finish(len(o.prompt), answer)
+	if h.mode == "hang" {
+		h.out.Flush()
+		select {}
+	}
+	return 0
+}
+
+// options are the harness's flags, and its prompt: the last argument.
+type options struct {
+	dialect, config, resume, mode, logPath string
+
+	prompt string
+}
+
+// parseFlags reads the arguments; it returns false with the exit status when the run ends there (a bad
+// flag, -mode fail).
+func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (options, int, bool) {
+	var o options
+	fs := flag.NewFlagSet("fakeharness", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&o.dialect, "dialect", "murmur-jsonl", "claude-stream-json or murmur-jsonl")
+	fs.StringVar(&o.config, "mcp-config", getenv("MUR_MCP_CONFIG"), "the MCP config file")
+	fs.StringVar(&o.resume, "resume", "", "the session to resume")
+	fs.StringVar(&o.mode, "mode", "normal", "normal, fail, garbage, hang, mcp-failed or no-tools")
+	fs.StringVar(&o.logPath, "log", "fake-harness.jsonl", "where to append what it received")
+	if err := fs.Parse(args); err != nil {
+		return o, 2, false
+	}
+	if o.dialect != "claude-stream-json" && o.dialect != "murmur-jsonl" {
+		fmt.Fprintf(stderr, "fakeharness: unknown -dialect %q\n", o.dialect)
+		return o, 2, false
+	}
+	if o.mode == "fail" {
+		fmt.Fprintln(stderr, "fakeharness: failing before any event, as -mode fail asks")
+		return o, 3, false
+	}
+	if fs.NArg() > 0 {
+		o.prompt = fs.Arg(fs.NArg() - 1)
+	}
+	return o, 0, true
+}
+
+// listTools lists the session's tools, records them and, in claude-stream-json, writes the init event.
+func (h *harness) listTools(ctx context.Context, cs *mcp.ClientSession) error {
+	tools, err := cs.ListTools(ctx, nil)
+	if err != nil {
+		return err
 	}
 	var listed []map[string]any
 	for _, t := range tools.Tools {
@@ -118,105 +155,111 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	h.record(map[string]any{"kind": "tools", "tools": listed})
 	h.init(tools.Tools)
+	return nil
+}
 
-	answer := "done"
-	if *resume != "" {
-		answer = "resumed " + *resume + ": " + prompt
-	} else {
-		sc := bufio.NewScanner(strings.NewReader(prompt))
-		sc.Buffer(nil, 1<<20)
-		for sc.Scan() {
-			verb, rest, _ := strings.Cut(strings.TrimSpace(sc.Text()), " ")
-			switch verb {
-			case "call":
-				name, input, _ := strings.Cut(rest, " ")
-				if input == "" {
-					input = "{}"
-				}
-				params := &mcp.CallToolParams{Name: name, Arguments: json.RawMessage(input)}
-				// A harness that traces sends its tool call's span in _meta, in the trace TRACEPARENT names.
-				sent := callTraceparent(getenv("TRACEPARENT"))
-				if sent != "" {
-					params.Meta = mcp.Meta{"traceparent": sent}
-					if ts := getenv("TRACESTATE"); ts != "" {
-						params.Meta["tracestate"] = ts
-					}
-				}
-				res, err := cs.CallTool(ctx, params)
-				// The turn is reported once its call is answered, so a session-status call sees exactly
-				// the turns before it.
-				h.turn(len(prompt), 10)
-				if err != nil {
-					h.record(map[string]any{"kind": "call_error", "tool": name, "error": err.Error()})
-					continue
-				}
-				var text strings.Builder
-				for _, c := range res.Content {
-					if tc, ok := c.(*mcp.TextContent); ok {
-						text.WriteString(tc.Text)
-					}
-				}
-				entry := map[string]any{"kind": "result", "tool": name, "is_error": res.IsError, "text": text.String()}
-				if sent != "" {
-					entry["traceparent"] = sent
-				}
-				if back, ok := res.Meta["traceparent"].(string); ok {
-					entry["answered_in"] = back // the execute_tool span the runtime answered the call in
-				}
-				h.record(entry)
-				h.event(map[string]any{"type": "user", "session_id": h.session})
-			case "quota":
-				name, used, _ := strings.Cut(rest, " ")
-				u, _ := strconv.ParseFloat(used, 64)
-				h.quota(name, u)
-			case "read":
-				_, err := os.ReadFile(rest)
-				entry := map[string]any{"kind": "read", "path": rest, "ok": err == nil}
-				if err != nil {
-					entry["error"] = err.Error()
-				}
-				h.record(entry)
-			case "garbage":
-				h.out.WriteString(rest + "\n")
-			case "say":
-				answer = rest
-			case "env":
-				env := os.Environ()
-				slices.Sort(env)
-				answer = strings.Join(env, "\n")
-			case "args":
-				b, _ := json.Marshal(args)
-				answer = string(b)
-			case "hang":
-				h.out.Flush()
-				select {}
-			case "exit":
-				n, _ := strconv.Atoi(rest)
-				h.out.Flush()
-				return n
-			default:
-				h.claudeVerb(verb, rest, &answer)
+// play runs the prompt line by line, each line a verb (see the package documentation); answer is the
+// answer so far. It returns the status and true when the verb exit ends the run.
+func (h *harness) play(ctx context.Context, cs *mcp.ClientSession, prompt string, args []string, getenv func(string) string, answer *string) (int, bool) {
+	sc := bufio.NewScanner(strings.NewReader(prompt))
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		verb, rest, _ := strings.Cut(strings.TrimSpace(sc.Text()), " ")
+		switch verb {
+		case "call":
+			h.call(ctx, cs, rest, len(prompt), getenv)
+		case "quota":
+			name, used, _ := strings.Cut(rest, " ")
+			u, _ := strconv.ParseFloat(used, 64)
+			h.quota(name, u)
+		case "read":
+			_, err := os.ReadFile(rest)
+			entry := map[string]any{"kind": "read", "path": rest, "ok": err == nil}
+			if err != nil {
+				entry["error"] = err.Error()
 			}
-			if h.ending != nil {
-				break
-			}
+			h.record(entry)
+		case "garbage":
+			h.out.WriteString(rest + "\n")
+		case "say":
+			*answer = rest
+		case "env":
+			env := os.Environ()
+			slices.Sort(env)
+			*answer = strings.Join(env, "\n")
+		case "args":
+			b, _ := json.Marshal(args)
+			*answer = string(b)
+		case "hang":
+			h.out.Flush()
+			select {}
+		case "exit":
+			n, _ := strconv.Atoi(rest)
+			h.out.Flush()
+			return n, true
+		default:
+			h.claudeVerb(verb, rest, answer)
+		}
+		if h.ending != nil {
+			break
 		}
 	}
+	return 0, false
+}
+
+// call is the verb call TOOL JSON: one turn that calls TOOL with the JSON input, and records its result.
+func (h *harness) call(ctx context.Context, cs *mcp.ClientSession, rest string, promptLen int, getenv func(string) string) {
+	name, input, _ := strings.Cut(rest, " ")
+	if input == "" {
+		input = "{}"
+	}
+	params := &mcp.CallToolParams{Name: name, Arguments: json.RawMessage(input)}
+	// A harness that traces sends its tool call's span in _meta, in the trace TRACEPARENT names.
+	sent := callTraceparent(getenv("TRACEPARENT"))
+	if sent != "" {
+		params.Meta = mcp.Meta{"traceparent": sent}
+		if ts := getenv("TRACESTATE"); ts != "" {
+			params.Meta["tracestate"] = ts
+		}
+	}
+	res, err := cs.CallTool(ctx, params)
+	// The turn is reported once its call is answered, so a session-status call sees exactly the turns
+	// before it.
+	h.turn(promptLen, 10)
+	if err != nil {
+		h.record(map[string]any{"kind": "call_error", "tool": name, "error": err.Error()})
+		return
+	}
+	var text strings.Builder
+	for _, c := range res.Content {
+		if tc, ok := c.(*mcp.TextContent); ok {
+			text.WriteString(tc.Text)
+		}
+	}
+	entry := map[string]any{"kind": "result", "tool": name, "is_error": res.IsError, "text": text.String()}
+	if sent != "" {
+		entry["traceparent"] = sent
+	}
+	if back, ok := res.Meta["traceparent"].(string); ok {
+		entry["answered_in"] = back // the execute_tool span the runtime answered the call in
+	}
+	h.record(entry)
+	h.event(map[string]any{"type": "user", "session_id": h.session})
+}
+
+// finish writes the run's last event: the result a verb ended it with, else the answer after one last
+// turn, in the dialect's form.
+func (h *harness) finish(promptLen int, answer string) {
 	switch {
 	case h.ending != nil:
 		h.event(h.ending)
-	case *dialect == "murmur-jsonl":
-		h.turn(len(prompt), len(answer))
+	case h.dialect == "murmur-jsonl":
+		h.turn(promptLen, len(answer))
 		h.event(map[string]any{"type": "answer", "text": answer, "session": h.session})
 	default:
-		h.turn(len(prompt), len(answer))
+		h.turn(promptLen, len(answer))
 		h.event(h.result(answer))
 	}
-	if h.mode == "hang" {
-		h.out.Flush()
-		select {}
-	}
-	return 0
 }
 
 // turn reports one closed model turn with a deterministic usage: 100 input tokens a turn plus the

@@ -2,7 +2,6 @@ package artifact
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -85,122 +84,6 @@ func (in *Installer) Grant() runtimetools.InstallGrant {
 		from = append(from, FromSources)
 	}
 	return runtimetools.InstallGrant{Tool: names(g.Tool), Skill: names(g.Skill), From: from}
-}
-
-// Pull installs the artifact value names (scope/name or scope/name@version) into the session: the
-// checks of SPEC in its order (the grant by name; the copy found, its digest and WIT level; the grant by
-// tier; the payload; a tool name another artifact holds; the pin), then the copy into the runtime
-// directory and the allowlist. Without a version, a name murmur.lock pins is pulled at the pinned
-// version. A refusal is a *Refusal (or a *ConflictError, or a *ReservedError inside a not-granted
-// *Refusal), and writes nothing.
-func (in *Installer) Pull(ctx context.Context, value string) (runtimetools.Pulled, error) {
-	ref, err := in.cfg.Grant.CheckName(value)
-	if err != nil {
-		return runtimetools.Pulled{}, err
-	}
-	in.mu.Lock()
-	defer in.mu.Unlock()
-	lock, err := ReadLock(in.cfg.LockPath)
-	if err != nil {
-		return runtimetools.Pulled{}, &Refusal{Kind: NotGranted, Err: err,
-			Msg: fmt.Sprintf("nothing can be pinned while murmur.lock cannot be read; the operator must fix it first:\n%s", err)}
-	}
-	if pin, ok := lock.Get(ref.Name); ok && ref.Version == "" {
-		ref.Version = pin.Version
-	}
-	f := *in.cfg.Finder
-	f.Owners = lock.Owners
-	found, notes, err := f.Find(ctx, ref)
-	if err != nil {
-		return runtimetools.Pulled{}, err
-	}
-	defer found.Close()
-	a := found.Artifact
-	m := a.Manifest
-	if err := in.cfg.Grant.CheckRuntime(m.Runtime, m.Name); err != nil {
-		return runtimetools.Pulled{}, err
-	}
-	tool := m.Name.Tool()
-	if held, ok := in.cfg.Allowlist.Lookup(tool); ok && held != m.Name {
-		return runtimetools.Pulled{}, refuse(NotGranted, "the tool name %s is already held by %s, another artifact of this session; %s cannot be added beside it", tool, held, m.Name)
-	}
-	if h, ok := in.held[tool]; ok && h.Artifact.Manifest.Name != m.Name {
-		return runtimetools.Pulled{}, refuse(NotGranted, "the tool name %s is already held by %s, another artifact of this session; %s cannot be added beside it", tool, h.Artifact.Manifest.Name, m.Name)
-	}
-	if m.Runtime == RuntimeTool && in.cfg.Check != nil {
-		if err := in.cfg.Check(ctx, a); err != nil {
-			return runtimetools.Pulled{}, &Refusal{Kind: NotGranted, Err: err,
-				Msg: fmt.Sprintf("%s@%s is a tool whose module cannot run: %v", m.Name, m.Version, err)}
-		}
-	}
-	if err := lock.Verify(a.Pin(OriginAgent)); err != nil {
-		return runtimetools.Pulled{}, err
-	}
-
-	// Copy first, to a temporary directory beside its place; pin; then move the copy into place. A
-	// refusal of the pin removes the copy, so a refusal writes nothing.
-	dir := in.cfg.ToolsDir
-	if m.Runtime == RuntimeSkill {
-		dir = in.cfg.SkillsDir
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return runtimetools.Pulled{}, fmt.Errorf("preparing %s: %w", dir, err)
-	}
-	tmp, err := os.MkdirTemp(dir, "."+tool+".pull-")
-	if err != nil {
-		return runtimetools.Pulled{}, fmt.Errorf("preparing the copy of %s: %w", m.Name, err)
-	}
-	defer os.RemoveAll(tmp)
-	if err := copyTree(a.Dir, tmp); err != nil {
-		return runtimetools.Pulled{}, fmt.Errorf("copying %s: %w", m.Name, err)
-	}
-	copied, err := LoadDir(tmp, a.Ref())
-	if err != nil || copied.Digest != a.Digest {
-		return runtimetools.Pulled{}, &Refusal{Kind: NotFound, Err: err,
-			Msg: fmt.Sprintf("the copy of %s@%s changed while it was pulled; pull it again", m.Name, m.Version)}
-	}
-	pin := a.Pin(OriginAgent)
-	if err := UpdateLock(ctx, in.cfg.LockPath, func(l *Lock) error { return l.Add(pin) }); err != nil {
-		var ce *ConflictError
-		var oe *OwnerError
-		switch {
-		case errors.As(err, &ce):
-			return runtimetools.Pulled{}, err
-		case errors.As(err, &oe):
-			return runtimetools.Pulled{}, &Refusal{Kind: NotFetched, Code: CodeOwner, Err: err, Msg: trimCode(oe.Error(), CodeOwner)}
-		}
-		return runtimetools.Pulled{}, &Refusal{Kind: NotGranted, Err: err,
-			Msg: fmt.Sprintf("%s@%s could not be pinned in murmur.lock: %v", m.Name, m.Version, err)}
-	}
-	final := filepath.Join(dir, tool)
-	os.RemoveAll(final)
-	if err := os.Rename(tmp, final); err != nil {
-		return runtimetools.Pulled{}, fmt.Errorf("installing %s: %w", m.Name, err)
-	}
-	placed := *a
-	placed.Dir = final
-	inst := Installed{Artifact: &placed}
-	if m.Runtime == RuntimeSkill {
-		s, err := ReadSkill(&placed, OriginAgent)
-		if err != nil {
-			return runtimetools.Pulled{}, err
-		}
-		inst.Skill = &s
-	} else if err := in.cfg.Allowlist.Add(m.Name); err != nil {
-		return runtimetools.Pulled{}, err
-	}
-	in.held[tool] = inst
-	delete(in.removed, tool)
-	in.added = append(in.added, tool)
-	return runtimetools.Pulled{Artifact: string(m.Name), Version: m.Version, Runtime: string(m.Runtime),
-		ToolName: tool, FetchedFrom: string(a.Place), Digest: a.Digest, Notes: notes}, nil
-}
-
-func trimCode(s, code string) string {
-	if len(s) > len(code)+2 && s[:len(code)+2] == code+": " {
-		return s[len(code)+2:]
-	}
-	return s
 }
 
 // List lists what pattern (ending in '*') names and the grant lets the capsule pull: at most MaxListed

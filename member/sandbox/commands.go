@@ -22,7 +22,7 @@ type CommandsConfig struct {
 	Runner    *Runner
 	Grants    capsule.ShellGrant // capabilities.shell
 	GraceSecs *int               // lifecycle.shell_grace_secs: a command running longer moves to the background
-	LogDir    string             // where a background command's log goes
+	LogDir    string             // where a background command's log goes; made at the first
 	// Moved is told when a command moves to the background; Ended when a background command exits,
 	// from the goroutine that waited for it, with no lock of this package held.
 	Moved func()
@@ -75,52 +75,80 @@ func (cm *Commands) ShellAllowed(name string) bool {
 // included. With lifecycle.shell_grace_secs, a command still running after the grace period moves to
 // the background.
 func (cm *Commands) RunShell(ctx context.Context, path, name string, args []string, stdin string) (runtimetools.ShellRun, error) {
-	g := cm.cfg.Grants
-	grace := time.Duration(0)
-	if gs := cm.cfg.GraceSecs; gs != nil && *gs > 0 {
-		grace = time.Duration(*gs) * time.Second
-	}
-	limit := DefaultShellTimeout
-	if grace > 0 {
-		limit = 0 // a command that may move to the background runs until it ends, is stopped, or the session ends
-	}
-	if g.TimeoutSecs > 0 {
-		limit = time.Duration(g.TimeoutSecs) * time.Second
-	}
-	memMB := DefaultShellMemMB
-	if g.MemoryMB > 0 {
-		memMB = g.MemoryMB
-	}
+	grace, limit, memMB := cm.limits()
 	id := ids.NewWorkID()
 	out := &shellOutput{buf: Tail{Max: cm.OutputLimit()}}
 	if grace > 0 {
+		// The records' logs/ is made by the first command that may need it, not by every session.
+		if err := os.MkdirAll(cm.cfg.LogDir, 0o700); err != nil {
+			return runtimetools.ShellRun{}, err
+		}
 		f, err := os.OpenFile(cm.logPath(id), os.O_CREATE|os.O_WRONLY|os.O_EXCL, 0o600)
 		if err != nil {
 			return runtimetools.ShellRun{}, err
 		}
 		out.log = f
 	}
-	closeLog := func() {
-		if out.log == nil {
-			return
-		}
-		out.mu.Lock()
-		defer out.mu.Unlock()
-		if err := out.log.Close(); err != nil && out.err == nil {
-			out.err = err
-		}
-	}
 	// Both streams share one pipe, so the order read is the order written.
 	p, err := cm.cfg.Runner.Start(Program{ID: id, Path: path, Name: name, Args: args, Stdin: strings.NewReader(stdin),
 		Stdout: out, Stderr: out, MemMB: memMB})
 	if err != nil {
-		closeLog()
+		out.closeLog()
 		if out.log != nil {
 			os.Remove(out.log.Name())
 		}
 		return runtimetools.ShellRun{}, err
 	}
 	c := &bgCommand{id: id, name: name, started: time.Now(), pid: p.Pid, cg: p.Cgroups, out: out, logPath: cm.logPath(id), done: make(chan struct{})}
+	c.watch(p, limit, memMB)
+
+	var graceC <-chan time.Time
+	if grace > 0 {
+		t := time.NewTimer(grace)
+		defer t.Stop()
+		graceC = t.C
+	}
+	select {
+	case <-c.done:
+	case <-ctx.Done():
+		c.kill()
+		<-c.done
+	case <-graceC:
+		return cm.toBackground(c, grace), nil
+	}
+	if out.log != nil {
+		os.Remove(c.logPath)
+	}
+	b, n := out.snapshot()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return runtimetools.ShellRun{ExitCode: c.exitCode, Output: b, OutputBytes: n, Limit: c.limit, Lingering: c.lingering}, nil
+}
+
+// limits are a shell call's grace period (0: it never moves to the background), its time limit (0: none
+// but the session's end) and its memory limit in MB.
+func (cm *Commands) limits() (grace, limit time.Duration, memMB int) {
+	g := cm.cfg.Grants
+	if gs := cm.cfg.GraceSecs; gs != nil && *gs > 0 {
+		grace = time.Duration(*gs) * time.Second
+	}
+	limit = DefaultShellTimeout
+	if grace > 0 {
+		limit = 0 // a command that may move to the background runs until it ends, is stopped, or the session ends
+	}
+	if g.TimeoutSecs > 0 {
+		limit = time.Duration(g.TimeoutSecs) * time.Second
+	}
+	memMB = DefaultShellMemMB
+	if g.MemoryMB > 0 {
+		memMB = g.MemoryMB
+	}
+	return grace, limit, memMB
+}
+
+// watch kills the started command p once its time limit (0: none) has passed, and, once it has exited
+// and its output is closed, records how it ended and closes c.done.
+func (c *bgCommand) watch(p *Proc, limit time.Duration, memMB int) {
 	timedOut := make(chan struct{})
 	var limitTimer *time.Timer
 	if limit > 0 {
@@ -148,39 +176,23 @@ func (cm *Commands) RunShell(ctx context.Context, path, name string, args []stri
 		}
 		c.lingering = p.Lingering
 		c.mu.Unlock()
-		closeLog()
+		c.out.closeLog()
 		close(c.done)
 	}()
+}
 
-	var graceC <-chan time.Time
-	if grace > 0 {
-		t := time.NewTimer(grace)
-		defer t.Stop()
-		graceC = t.C
-	}
-	select {
-	case <-c.done:
-	case <-ctx.Done():
-		c.kill()
+// toBackground moves a command still running after the grace period to the background, and returns
+// what the shell call answers then.
+func (cm *Commands) toBackground(c *bgCommand, grace time.Duration) runtimetools.ShellRun {
+	cm.moveToBackground(c)
+	go func() {
 		<-c.done
-	case <-graceC:
-		cm.moveToBackground(c)
-		go func() {
-			<-c.done
-			cm.backgroundEnded(c)
-		}()
-		st := cm.state(c, nil)
-		return runtimetools.ShellRun{Moved: &st, Note: fmt.Sprintf(
-			"[%s] The command was still running after lifecycle.shell_grace_secs (%s) and moved to the background as %s. Its whole output goes to its log; background-command with this work id reports on it, waits for it or stops it.",
-			name, grace, id)}, nil
-	}
-	if out.log != nil {
-		os.Remove(c.logPath)
-	}
-	b, n := out.snapshot()
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return runtimetools.ShellRun{ExitCode: c.exitCode, Output: b, OutputBytes: n, Limit: c.limit, Lingering: c.lingering}, nil
+		cm.backgroundEnded(c)
+	}()
+	st := cm.state(c, nil)
+	return runtimetools.ShellRun{Moved: &st, Note: fmt.Sprintf(
+		"[%s] The command was still running after lifecycle.shell_grace_secs (%s) and moved to the background as %s. Its whole output goes to its log; background-command with this work id reports on it, waits for it or stops it.",
+		c.name, grace, c.id)}
 }
 
 // The clocks of background-command's stop.
@@ -210,6 +222,19 @@ func (o *shellOutput) Write(p []byte) (int, error) {
 		}
 	}
 	return len(p), nil
+}
+
+// closeLog closes the log of a command that may move to the background, if it has one; a failure is
+// kept as the log's error unless one came first.
+func (o *shellOutput) closeLog() {
+	if o.log == nil {
+		return
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if err := o.log.Close(); err != nil && o.err == nil {
+		o.err = err
+	}
 }
 
 // logErr is the first failure writing or closing the log; it reads err under the lock its writers hold.

@@ -199,8 +199,6 @@ func (r *Runner) Start(p Program) (*Proc, error) {
 	if err := os.MkdirAll(tmp, 0o700); err != nil {
 		return nil, err
 	}
-	env := SecretFree(append([]string{"PATH=" + strings.Join(TrustedPath, ":"), "HOME=" + work, "TMPDIR=" + tmp, "LANG=C.UTF-8"}, p.Env...),
-		r.cfg.Secrets)
 	memBytes := uint64(p.MemMB) << 20
 	if r.cfg.ConfineHelper == "" {
 		memBytes = 0 // unconfined (tests): no helper to apply a limit or join a v1 cgroup
@@ -209,6 +207,38 @@ func (r *Runner) Start(p Program) (*Proc, error) {
 	if err != nil {
 		return nil, err
 	}
+	cmd := r.command(p, work, tmp, memBytes, cg)
+	// Each stream has a pipe of our own: the pipe's identity tells which leftover processes still hold
+	// the command's output.
+	writers := []io.Writer{p.Stdout}
+	if p.Stderr != p.Stdout {
+		writers = append(writers, p.Stderr)
+	}
+	readers, pipeWriters, err := pipes(len(writers))
+	if err != nil {
+		_ = cg.Remove() // cleanup on a failed path: the error returned is the one to report
+		return nil, err
+	}
+	cmd.Stdout, cmd.Stderr = pipeWriters[0], pipeWriters[len(pipeWriters)-1]
+	cmd.SysProcAttr = r.procAttr(p, cg)
+	err = cmd.Start()
+	closeFiles(pipeWriters)
+	if err != nil {
+		closeFiles(readers)
+		_ = cg.Remove() // cleanup on a failed path: the error returned is the one to report
+		return nil, err
+	}
+	copied := copyOutput(writers, readers)
+	pr := &Proc{Pid: cmd.Process.Pid, Cgroups: cg, Exited: make(chan struct{}), Done: make(chan struct{})}
+	go r.reap(p, pr, cmd, readers, copied)
+	return pr, nil
+}
+
+// command is the exec.Cmd of p: through the confinement helper with its Landlock rules, or directly
+// when there is none; in the workdir, with a clean environment that keeps the secrets out.
+func (r *Runner) command(p Program, work, tmp string, memBytes uint64, cg *Cgroups) *exec.Cmd {
+	env := SecretFree(append([]string{"PATH=" + strings.Join(TrustedPath, ":"), "HOME=" + work, "TMPDIR=" + tmp, "LANG=C.UTF-8"}, p.Env...),
+		r.cfg.Secrets)
 	var cmd *exec.Cmd
 	if r.cfg.ConfineHelper != "" {
 		cmd = exec.Command(r.cfg.ConfineHelper, append([]string{ConfineCommand, p.Path, p.Name}, p.Args...)...)
@@ -224,32 +254,34 @@ func (r *Runner) Start(p Program) (*Proc, error) {
 	cmd.Stdin = p.Stdin
 	// A leftover holding stdin does not hold up Wait for long.
 	cmd.WaitDelay = LingerWait
-	// Each stream has a pipe of our own: the pipe's identity tells which leftover processes still hold
-	// the command's output.
-	writers := []io.Writer{p.Stdout}
-	if p.Stderr != p.Stdout {
-		writers = append(writers, p.Stderr)
-	}
-	var readers, pipeWriters []*os.File
-	closeAll := func(fs []*os.File) {
-		for _, f := range fs {
-			f.Close()
-		}
-	}
-	for range writers {
+	return cmd
+}
+
+// pipes makes n pipes, their read ends and their write ends; on a failure it closes those it made.
+func pipes(n int) ([]*os.File, []*os.File, error) {
+	var readers, writers []*os.File
+	for range n {
 		r, w, err := os.Pipe()
 		if err != nil {
-			closeAll(readers)
-			closeAll(pipeWriters)
-			_ = cg.Remove() // cleanup on a failed path: the error returned is the one to report
-			return nil, err
+			closeFiles(readers)
+			closeFiles(writers)
+			return nil, nil, err
 		}
-		readers, pipeWriters = append(readers, r), append(pipeWriters, w)
+		readers, writers = append(readers, r), append(writers, w)
 	}
-	cmd.Stdout, cmd.Stderr = pipeWriters[0], pipeWriters[len(pipeWriters)-1]
-	// A process group of its own, and where the host allows, a PID namespace (when its PID 1, the
-	// helper as the command's init, ends with the command, the kernel kills every process it started),
-	// a network namespace, and a cgroup (cgroup.kill ends them all).
+	return readers, writers, nil
+}
+
+func closeFiles(fs []*os.File) {
+	for _, f := range fs {
+		f.Close()
+	}
+}
+
+// procAttr puts p in a process group of its own, and where the host allows, a PID namespace (when its
+// PID 1, the helper as the command's init, ends with the command, the kernel kills every process it
+// started), a network namespace, and the cgroup cg (cgroup.kill ends them all).
+func (r *Runner) procAttr(p Program, cg *Cgroups) *syscall.SysProcAttr {
 	flags := r.cfg.Isolation.PidNS
 	network := r.cfg.Capsule.Capabilities.Shell.Network
 	if p.Harness != nil {
@@ -260,22 +292,20 @@ func (r *Runner) Start(p Program) (*Proc, error) {
 	if !network {
 		flags |= r.cfg.Isolation.NetNS
 	}
-	cmd.SysProcAttr = PidNSAttr(flags)
+	attr := PidNSAttr(flags)
 	if r.cfg.ConfineHelper != "" && flags&syscall.CLONE_NEWPID == 0 {
 		// The helper, the command's init, watches for mur's death itself and then ends the command's
 		// cgroup and process group; a SIGKILL here would end the init before it could.
-		cmd.SysProcAttr.Pdeathsig = 0
+		attr.Pdeathsig = 0
 	}
 	if cg.Fd >= 0 {
-		cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, cg.Fd
+		attr.UseCgroupFD, attr.CgroupFD = true, cg.Fd
 	}
-	err = cmd.Start()
-	closeAll(pipeWriters)
-	if err != nil {
-		closeAll(readers)
-		_ = cg.Remove() // cleanup on a failed path: the error returned is the one to report
-		return nil, err
-	}
+	return attr
+}
+
+// copyOutput copies each reader to its writer; the channel it returns is closed once every copy is done.
+func copyOutput(writers []io.Writer, readers []*os.File) <-chan struct{} {
 	var copying sync.WaitGroup
 	for i, r := range readers {
 		copying.Go(func() { io.Copy(writers[i], r) })
@@ -285,45 +315,49 @@ func (r *Runner) Start(p Program) (*Proc, error) {
 		copying.Wait()
 		close(copied)
 	}()
-	pr := &Proc{Pid: cmd.Process.Pid, Cgroups: cg, Exited: make(chan struct{}), Done: make(chan struct{})}
-	go func() {
-		cmd.Wait()
-		close(pr.Exited)
-		// Whatever it left behind goes with it. Where the host lets the runtime reach every process the
-		// command started, they end at once; otherwise they get lingerWait to let go of the output.
-		var lingering bool
-		if r.cfg.Isolation.TreeKill() {
-			for _, r := range readers {
-				lingering = lingering || cg.HoldsPipe(r)
-			}
-			pr.Kill()
-		} else {
-			select {
-			case <-copied:
-			case <-time.After(LingerWait):
-				lingering = true
-			}
-			pr.Kill()
+	return copied
+}
+
+// reap waits for the started command, closes pr.Exited, ends what it left behind, stops reading its
+// output (readers; copied is closed once it is all copied), removes its cgroups, sets pr's exit fields
+// and closes pr.Done.
+func (r *Runner) reap(p Program, pr *Proc, cmd *exec.Cmd, readers []*os.File, copied <-chan struct{}) {
+	cg := pr.Cgroups
+	cmd.Wait()
+	close(pr.Exited)
+	// Whatever it left behind goes with it. Where the host lets the runtime reach every process the
+	// command started, they end at once; otherwise they get lingerWait to let go of the output.
+	var lingering bool
+	if r.cfg.Isolation.TreeKill() {
+		for _, rd := range readers {
+			lingering = lingering || cg.HoldsPipe(rd)
 		}
+		pr.Kill()
+	} else {
 		select {
 		case <-copied:
-		case <-time.After(LingerWait): // a process out of reach still holds the pipe: stop reading it
+		case <-time.After(LingerWait):
+			lingering = true
 		}
-		closeAll(readers)
-		<-copied
-		pr.OOM = cg.OomKilled()
-		if err := cg.Remove(); err != nil {
-			r.cfg.Log.Warn("removing a command's cgroup", "work_id", p.ID, "err", err)
-		}
-		if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-			pr.ExitCode = 128 + int(ws.Signal())
-		} else {
-			pr.ExitCode = cmd.ProcessState.ExitCode()
-		}
-		pr.Lingering = lingering
-		close(pr.Done)
-	}()
-	return pr, nil
+		pr.Kill()
+	}
+	select {
+	case <-copied:
+	case <-time.After(LingerWait): // a process out of reach still holds the pipe: stop reading it
+	}
+	closeFiles(readers)
+	<-copied
+	pr.OOM = cg.OomKilled()
+	if err := cg.Remove(); err != nil {
+		r.cfg.Log.Warn("removing a command's cgroup", "work_id", p.ID, "err", err)
+	}
+	if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		pr.ExitCode = 128 + int(ws.Signal())
+	} else {
+		pr.ExitCode = cmd.ProcessState.ExitCode()
+	}
+	pr.Lingering = lingering
+	close(pr.Done)
 }
 
 // capsuleProgram resolves a command murmur.yaml names (script.command, lifecycle.done_check): a path

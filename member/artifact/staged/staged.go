@@ -113,86 +113,120 @@ func Stage(cfg Config) (*Set, error) {
 		sa.Close()
 		return nil, fmt.Errorf("member %s: %w", cfg.Member, err)
 	}
-	arts, err := artifact.StageDeclared(context.Background(), stores, artifact.LockPath(c.Dir), declared, true)
-	if err != nil {
+	if err := sa.stage(stores, declared); err != nil {
 		return fail(err)
+	}
+	if granted {
+		if sa.installer, err = sa.newInstaller(stores, project, declared); err != nil {
+			return fail(err)
+		}
+	}
+	return sa, nil
+}
+
+// stage stages the declared artifacts: the tools copied, compiled and allowed, the skills read, and the
+// hooks built.
+func (sa *Set) stage(stores []artifact.Store, declared artifact.Declared) error {
+	arts, err := artifact.StageDeclared(context.Background(), stores, artifact.LockPath(sa.cfg.Capsule.Dir), declared, true)
+	if err != nil {
+		return err
 	}
 	var hookList []hooks.Hook
 	for _, a := range arts {
-		m := a.Manifest
-		switch m.Runtime {
+		switch a.Manifest.Runtime {
 		case artifact.RuntimeTool:
-			placed, err := artifact.CopyTo(a, filepath.Join(cfg.RuntimeDir, "tools", m.Name.Tool()))
-			if err != nil {
-				return fail(err)
-			}
-			if err := sa.compile(context.Background(), placed); err != nil {
-				return fail(fmt.Errorf("%s: %s@%s: %w", c.Path, m.Name, m.Version, err))
-			}
-			sa.declared[m.Name.Tool()] = placed
-			if err := sa.allow.Add(m.Name); err != nil {
-				return fail(err)
+			if err := sa.addTool(a); err != nil {
+				return err
 			}
 		case artifact.RuntimeSkill:
 			sk, err := artifact.ReadSkill(a, artifact.OriginOperator)
 			if err != nil {
-				return fail(err)
+				return err
 			}
 			sa.skills = append(sa.skills, sk)
 		case artifact.RuntimeHook:
-			h := hooks.Hook{Name: string(m.Name)}
-			for _, e := range m.Events {
-				h.Events = append(h.Events, string(e))
-			}
-			if m.Implementation == artifact.ImplWASM {
-				if err := sa.compile(context.Background(), a); err != nil {
-					return fail(fmt.Errorf("%s: %s@%s: %w", c.Path, m.Name, m.Version, err))
-				}
-				h.Runner = sa.wasmHook(a)
-			} else {
-				// The store may be inside the data directory (.murmur/ beside the roster), which no
-				// command may read: the hook runs from a copy of its own.
-				if sa.hookDir == "" {
-					if sa.hookDir, err = os.MkdirTemp("", "mur-hooks-"); err != nil {
-						return fail(err)
-					}
-				}
-				placed, err := artifact.CopyTo(a, filepath.Join(sa.hookDir, m.Name.Tool()))
-				if err != nil {
-					return fail(err)
-				}
-				h.Runner = sa.commandHook(placed)
+			h, err := sa.hook(a)
+			if err != nil {
+				return err
 			}
 			hookList = append(hookList, h)
 		}
 	}
-	if sa.hooks, err = hooks.New(hooks.Config{Hooks: hookList, Recorder: cfg.Recorder}); err != nil {
-		return fail(err)
+	sa.hooks, err = hooks.New(hooks.Config{Hooks: hookList, Recorder: sa.cfg.Recorder})
+	return err
+}
+
+// addTool copies a declared tool into the runtime directory's tools/<name>/, compiles it, and puts it on
+// the allowlist.
+func (sa *Set) addTool(a *artifact.Artifact) error {
+	m := a.Manifest
+	placed, err := artifact.CopyTo(a, filepath.Join(sa.cfg.RuntimeDir, "tools", m.Name.Tool()))
+	if err != nil {
+		return err
 	}
-	if granted {
-		g, err := artifact.NewGrant(inst.Tool, inst.Skill, inst.From)
+	if err := sa.compile(context.Background(), placed); err != nil {
+		return fmt.Errorf("%s: %s@%s: %w", sa.cfg.Capsule.Path, m.Name, m.Version, err)
+	}
+	sa.declared[m.Name.Tool()] = placed
+	return sa.allow.Add(m.Name)
+}
+
+// hook builds a declared hook: a WebAssembly one compiled, a command one run from a copy of its own.
+func (sa *Set) hook(a *artifact.Artifact) (hooks.Hook, error) {
+	m := a.Manifest
+	h := hooks.Hook{Name: string(m.Name)}
+	for _, e := range m.Events {
+		h.Events = append(h.Events, string(e))
+	}
+	if m.Implementation == artifact.ImplWASM {
+		if err := sa.compile(context.Background(), a); err != nil {
+			return hooks.Hook{}, fmt.Errorf("%s: %s@%s: %w", sa.cfg.Capsule.Path, m.Name, m.Version, err)
+		}
+		h.Runner = sa.wasmHook(a)
+		return h, nil
+	}
+	// The store may be inside the data directory (.murmur/ beside the roster), which no command may
+	// read: the hook runs from a copy of its own.
+	if sa.hookDir == "" {
+		var err error
+		if sa.hookDir, err = os.MkdirTemp("", "mur-hooks-"); err != nil {
+			return hooks.Hook{}, err
+		}
+	}
+	placed, err := artifact.CopyTo(a, filepath.Join(sa.hookDir, m.Name.Tool()))
+	if err != nil {
+		return hooks.Hook{}, err
+	}
+	h.Runner = sa.commandHook(placed)
+	return h, nil
+}
+
+// newInstaller builds the installer of capabilities.install: its grant, and a finder over the stores
+// and, when the grant names sources, project's sources fetched into the runtime directory.
+func (sa *Set) newInstaller(stores []artifact.Store, project string, declared artifact.Declared) (*artifact.Installer, error) {
+	c, cfg := sa.cfg.Capsule, sa.cfg
+	inst := c.Capabilities.Install
+	g, err := artifact.NewGrant(inst.Tool, inst.Skill, inst.From)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", c.Path, err)
+	}
+	finder := &artifact.Finder{Stores: stores}
+	if g.Sources {
+		srcs, err := artifact.ReadSources(artifact.SourcesPath(project))
 		if err != nil {
-			return fail(fmt.Errorf("%s: %w", c.Path, err))
+			return nil, err
 		}
-		finder := &artifact.Finder{Stores: stores}
-		if g.Sources {
-			srcs, err := artifact.ReadSources(artifact.SourcesPath(project))
-			if err != nil {
-				return fail(err)
-			}
-			finder.Sources = srcs
-			fetchDir := filepath.Join(cfg.RuntimeDir, "fetch")
-			if err := os.MkdirAll(fetchDir, 0o700); err != nil {
-				return fail(err)
-			}
-			finder.Fetcher = &artifact.Fetcher{Base: artifact.GitHubBase(cfg.Getenv), Client: cfg.HTTPClient, TempDir: fetchDir}
+		finder.Sources = srcs
+		fetchDir := filepath.Join(cfg.RuntimeDir, "fetch")
+		if err := os.MkdirAll(fetchDir, 0o700); err != nil {
+			return nil, err
 		}
-		sa.installer = artifact.NewInstaller(artifact.InstallConfig{Grant: g, Finder: finder, LockPath: artifact.LockPath(c.Dir),
-			ToolsDir: filepath.Join(cfg.RuntimeDir, "tools"), SkillsDir: filepath.Join(cfg.RuntimeDir, "skills"),
-			Allowlist: sa.allow, Declared: declared.Names(),
-			Check: func(ctx context.Context, a *artifact.Artifact) error { return sa.compile(ctx, a) }})
+		finder.Fetcher = &artifact.Fetcher{Base: artifact.GitHubBase(cfg.Getenv), Client: cfg.HTTPClient, TempDir: fetchDir}
 	}
-	return sa, nil
+	return artifact.NewInstaller(artifact.InstallConfig{Grant: g, Finder: finder, LockPath: artifact.LockPath(c.Dir),
+		ToolsDir: filepath.Join(cfg.RuntimeDir, "tools"), SkillsDir: filepath.Join(cfg.RuntimeDir, "skills"),
+		Allowlist: sa.allow, Declared: declared.Names(),
+		Check: func(ctx context.Context, a *artifact.Artifact) error { return sa.compile(ctx, a) }}), nil
 }
 
 // Close frees the compiled modules and the command hooks' copies.

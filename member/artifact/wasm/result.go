@@ -10,6 +10,78 @@ import (
 	"unicode/utf8"
 )
 
+// Status values of a result.
+const (
+	StatusOK    = "ok"
+	StatusError = "error"
+)
+
+// Stop is the limit that stopped a module.
+type Stop string
+
+// The limits that stop a module.
+const (
+	StopNone   Stop = ""
+	StopTime   Stop = "time"
+	StopMemory Stop = "memory"
+)
+
+// Result is what the module did.
+type Result struct {
+	// Status is the module's status when it answered; StatusError when it failed (Failure says how).
+	Status string
+	// Output is the last Call.OutputLimit bytes of the result's output, cut at a character boundary;
+	// OutputBytes its whole length.
+	Output      string
+	OutputBytes int64
+	// Data is the result's data as the module wrote it; nil when absent or null.
+	Data json.RawMessage
+	// Failure is "" when the module answered; otherwise sentences saying what it did wrong, ending with
+	// the tail of its stderr when it wrote any.
+	Failure string
+	// Stopped is the limit that stopped the module, and Limit says it in words for a note:
+	// "its time limit of 5s", "its memory limit of 64 MB".
+	Stopped Stop
+	Limit   string
+	// ExitCode is the module's exit code (0 when it returned from main).
+	ExitCode uint32
+	// Stderr is the module's stderr, its first and last 2 KiB when longer (a runtime's fatal error is at
+	// the top, its stack at the bottom); StderrBytes all it wrote there.
+	Stderr      string
+	StderrBytes int64
+	// Cold is true when this call compiled the module (no compiled copy was in this Runner's memory).
+	Cold bool
+}
+
+// stop records the limit that stopped the module; msg is the failure's first sentence, "" for the plain one.
+func (res *Result) stop(s Stop, call Call, msg string) {
+	res.Stopped = s
+	switch s {
+	case StopTime:
+		res.Limit = fmt.Sprintf("its time limit of %s", call.Timeout)
+	case StopMemory:
+		res.Limit = fmt.Sprintf("its memory limit of %d MB", call.MemoryMB)
+	}
+	if msg == "" {
+		msg = fmt.Sprintf("The module was stopped by %s.", res.Limit)
+	}
+	res.fail(msg)
+}
+
+// fail makes the result a failure: msg, then the tail of stderr.
+func (res *Result) fail(msg string) {
+	res.Status = StatusError
+	res.Output, res.OutputBytes, res.Data = "", 0, nil
+	if res.StderrBytes > 0 {
+		shown := "all"
+		if res.StderrBytes > diagTail {
+			shown = fmt.Sprintf("the first and last %d of %d bytes", diagTail/2, res.StderrBytes)
+		}
+		msg += fmt.Sprintf("\nIts stderr (%s):\n%s", shown, res.Stderr)
+	}
+	res.Failure = msg
+}
+
 // resultShape is the answer a tool writes, as its failures quote it.
 const resultShape = `{"status": "ok"|"error", "output": "…", "data": …}`
 

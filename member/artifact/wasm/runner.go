@@ -4,9 +4,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -23,7 +20,6 @@ import (
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
 	"github.com/tetratelabs/wazero/sys"
 	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/murmur-run/murmur/internal/telemetry/conv"
@@ -64,22 +60,6 @@ const (
 	closeWait = 5 * time.Second
 )
 
-// Status values of a result.
-const (
-	StatusOK    = "ok"
-	StatusError = "error"
-)
-
-// Stop is the limit that stopped a module.
-type Stop string
-
-// The limits that stop a module.
-const (
-	StopNone   Stop = ""
-	StopTime   Stop = "time"
-	StopMemory Stop = "memory"
-)
-
 // Config is what a Runner is built from.
 type Config struct {
 	// CacheDir keeps compiled machine code across Runners and processes (wazero's compilation cache; the
@@ -90,58 +70,6 @@ type Config struct {
 	ResultLimit int
 	// Logger is told of a call Run stopped waiting for (see Run) and of its end; nil discards.
 	Logger *slog.Logger
-}
-
-// Call is one run of a tool module.
-type Call struct {
-	// Name is the tool's name: the module's argv[0] and the name in errors.
-	Name string
-	// Module holds the module's bytes; when nil they are read from Path, and only on a cold call.
-	Module []byte
-	Path   string
-	// Digest is "sha256:<hex>" of the module's bytes, the key of the compiled-module cache; "" has the
-	// Runner hash the bytes, which then reads them on every call.
-	Digest string
-	// Input is written to the module's stdin.
-	Input []byte
-	// Workdir is the directory the module sees as "/", read-write; it must exist.
-	Workdir string
-	// Timeout stops the module after this long; 0: no limit but the context's.
-	Timeout time.Duration
-	// MemoryMB bounds the module's linear memory; 0: WebAssembly's own 4 GiB.
-	MemoryMB int
-	// OutputLimit keeps the last OutputLimit bytes of the result's output; 0 keeps it whole.
-	OutputLimit int
-	// Host answers the module's calls of the host module "murmur" (WIT level 2); nil refuses every one
-	// not-granted:, as wit.Functions{} does.
-	Host Host
-}
-
-// Result is what the module did.
-type Result struct {
-	// Status is the module's status when it answered; StatusError when it failed (Failure says how).
-	Status string
-	// Output is the last Call.OutputLimit bytes of the result's output, cut at a character boundary;
-	// OutputBytes its whole length.
-	Output      string
-	OutputBytes int64
-	// Data is the result's data as the module wrote it; nil when absent or null.
-	Data json.RawMessage
-	// Failure is "" when the module answered; otherwise sentences saying what it did wrong, ending with
-	// the tail of its stderr when it wrote any.
-	Failure string
-	// Stopped is the limit that stopped the module, and Limit says it in words for a note:
-	// "its time limit of 5s", "its memory limit of 64 MB".
-	Stopped Stop
-	Limit   string
-	// ExitCode is the module's exit code (0 when it returned from main).
-	ExitCode uint32
-	// Stderr is the module's stderr, its first and last 2 KiB when longer (a runtime's fatal error is at
-	// the top, its stack at the bottom); StderrBytes all it wrote there.
-	Stderr      string
-	StderrBytes int64
-	// Cold is true when this call compiled the module (no compiled copy was in this Runner's memory).
-	Cold bool
 }
 
 // Runner runs tool modules; see the package documentation for its contract.
@@ -163,14 +91,6 @@ type Runner struct {
 	closed bool
 	calls  sync.WaitGroup
 	mods   map[string]*compiled // by digest
-}
-
-// compiled is one module's compilation, shared by the calls of its digest; ready is closed once mod or
-// err is set.
-type compiled struct {
-	ready chan struct{}
-	mod   wazero.CompiledModule
-	err   error
 }
 
 // New builds a Runner: the wazero runtime, with WASI preview 1, the host module "murmur" and the
@@ -268,13 +188,9 @@ func (r *Runner) free() error {
 // Path and Digest are used. Staging and a pull call it so that a module that cannot run (ErrInvalidModule,
 // ErrDigest) is refused then, and the first call is warm.
 func (r *Runner) Compile(ctx context.Context, call Call) error {
-	r.mu.Lock()
-	if r.closed {
-		r.mu.Unlock()
+	if !r.enter() {
 		return ErrClosed
 	}
-	r.calls.Add(1)
-	r.mu.Unlock()
 	defer r.calls.Done()
 	_, _, err := r.module(ctx, call)
 	return err
@@ -297,47 +213,21 @@ func (r *Runner) Run(ctx context.Context, call Call) (Result, error) {
 	return res, err
 }
 
-// endSpan ends a run's span with how the module ended: its result's status, its exit code, the limit
-// that stopped it, whether the run compiled it; a run that did not end in a result (Run's error) or
-// whose module failed sets the span's status to an error.
-func endSpan(span trace.Span, res Result, err error) {
-	defer span.End()
-	if !span.IsRecording() {
-		return
+// enter counts a call in unless the Runner is closed; a call counted in ends with r.calls.Done.
+func (r *Runner) enter() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return false
 	}
-	if err != nil {
-		kind := "_OTHER"
-		switch {
-		case errors.Is(err, ErrClosed):
-			kind = "closed"
-		case errors.Is(err, ErrDigest):
-			kind = "digest"
-		case errors.Is(err, ErrInvalidModule):
-			kind = "invalid_module"
-		case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-			kind = "canceled"
-		}
-		span.SetAttributes(conv.ErrorType.String(kind))
-		span.SetStatus(codes.Error, firstLine(err.Error()))
-		return
-	}
-	span.SetAttributes(conv.WasmStatus.String(res.Status), conv.WasmExitCode.Int64(int64(res.ExitCode)), conv.WasmCold.Bool(res.Cold))
-	if res.Stopped != StopNone {
-		span.SetAttributes(conv.WasmStopped.String(string(res.Stopped)))
-	}
-	if res.Failure != "" {
-		span.SetStatus(codes.Error, firstLine(res.Failure))
-	}
+	r.calls.Add(1)
+	return true
 }
 
 func (r *Runner) run(ctx context.Context, call Call) (Result, error) {
-	r.mu.Lock()
-	if r.closed {
-		r.mu.Unlock()
+	if !r.enter() {
 		return Result{}, ErrClosed
 	}
-	r.calls.Add(1)
-	r.mu.Unlock()
 	defer r.calls.Done()
 
 	if call.Workdir == "" {
@@ -352,14 +242,9 @@ func (r *Runner) run(ctx context.Context, call Call) (Result, error) {
 		return Result{}, err
 	}
 	res := Result{Cold: cold}
-	if call.MemoryMB > 0 {
-		for _, m := range cm.ExportedMemories() {
-			if need := uint64(m.Min()) * pageBytes; need > uint64(call.MemoryMB)<<20 {
-				res.stop(StopMemory, call, fmt.Sprintf("The module needs %d MB of memory to start, more than its memory limit of %d MB.",
-					(need+(1<<20)-1)>>20, call.MemoryMB))
-				return res, nil
-			}
-		}
+	if msg := startMemory(cm, call); msg != "" {
+		res.stop(StopMemory, call, msg)
+		return res, nil
 	}
 	root, err := os.OpenRoot(call.Workdir)
 	if err != nil {
@@ -378,11 +263,42 @@ func (r *Runner) run(ctx context.Context, call Call) (Result, error) {
 	}
 	stdout := &capture{keep: r.resultLimit, tail: tail{max: diagTail}}
 	stderr := &capture{keep: diagTail / 2, tail: tail{max: diagTail / 2}}
+	ended, err := r.instantiate(runCtx, call, cm, r.moduleConfig(runCtx, call, root, stdout, stderr), mem, root)
+	if !ended {
+		// The module is blocked in a host call past its stop: answer as if it had stopped.
+		if ctx.Err() != nil {
+			return Result{}, fmt.Errorf("wasm tool %s: %w", call.label(), context.Cause(ctx))
+		}
+		res.Stderr, res.StderrBytes = stderr.text()
+		res.stop(StopTime, call, "")
+		return res, nil
+	}
+	return r.outcome(ctx, runCtx, call, res, err, stdout, stderr, mem)
+}
+
+// startMemory says why the module cannot start within the call's memory limit, "" when it can: the
+// memory it exports needs more pages to start with than the limit holds.
+func startMemory(cm wazero.CompiledModule, call Call) string {
+	if call.MemoryMB <= 0 {
+		return ""
+	}
+	for _, m := range cm.ExportedMemories() {
+		if need := uint64(m.Min()) * pageBytes; need > uint64(call.MemoryMB)<<20 {
+			return fmt.Sprintf("The module needs %d MB of memory to start, more than its memory limit of %d MB.",
+				(need+(1<<20)-1)>>20, call.MemoryMB)
+		}
+	}
+	return ""
+}
+
+// moduleConfig is the module's view of the call: the tool's name as argv[0], the input on stdin, stdout
+// and stderr captured, the workdir (root) as "/", the clocks, and sleeps that end once runCtx does.
+func (r *Runner) moduleConfig(runCtx context.Context, call Call, root *os.Root, stdout, stderr *capture) wazero.ModuleConfig {
 	name := call.Name
 	if name == "" {
 		name = "tool"
 	}
-	mc := wazero.NewModuleConfig().
+	return wazero.NewModuleConfig().
 		WithName(""). // anonymous, so instances of one module can run at once
 		WithArgs(name).
 		WithStdin(bytes.NewReader(call.Input)).
@@ -393,17 +309,12 @@ func (r *Runner) run(ctx context.Context, call Call) (Result, error) {
 		WithSysNanotime().
 		WithNanosleep(func(ns int64) { sleep(runCtx, time.Duration(ns)) }).
 		WithRandSource(rand.Reader)
-	ended, err := r.instantiate(runCtx, call, cm, mc, mem, root)
-	if !ended {
-		// The module is blocked in a host call past its stop: answer as if it had stopped.
-		if ctx.Err() != nil {
-			return Result{}, fmt.Errorf("wasm tool %s: %w", call.label(), context.Cause(ctx))
-		}
-		res.Stderr, res.StderrBytes = stderr.text()
-		res.stop(StopTime, call, "")
-		return res, nil
-	}
+}
 
+// outcome reads into res how the module ended, err being what its run returned: the result it wrote, the
+// limit that stopped it, or how it failed. A context that ended is the caller's when ctx has ended (no
+// result of the module's), else the call's time limit when runCtx's cause says so.
+func (r *Runner) outcome(ctx, runCtx context.Context, call Call, res Result, err error, stdout, stderr *capture, mem *memory) (Result, error) {
 	var exit *sys.ExitError
 	trapped := false
 	switch {
@@ -497,153 +408,6 @@ func (r *Runner) instantiate(ctx context.Context, call Call, cm wazero.CompiledM
 	return false, nil
 }
 
-// module returns the call's compiled module, compiling it if this Runner has no copy; cold is true for
-// the call that compiled it.
-func (r *Runner) module(ctx context.Context, call Call) (cm wazero.CompiledModule, cold bool, err error) {
-	var code []byte
-	digest := call.Digest
-	if digest == "" {
-		if code, err = call.bytes(); err != nil {
-			return nil, false, err
-		}
-		digest = digestOf(code)
-	}
-	r.mu.Lock()
-	c, ok := r.mods[digest]
-	if !ok {
-		c = &compiled{ready: make(chan struct{})}
-		r.mods[digest] = c
-	}
-	r.mu.Unlock()
-	if ok {
-		select {
-		case <-c.ready:
-			return c.mod, false, c.err
-		case <-ctx.Done():
-			return nil, false, fmt.Errorf("wasm tool %s: %w", call.label(), context.Cause(ctx))
-		}
-	}
-	// The compilation outlives a caller that gives up: the calls waiting for it still want it.
-	c.mod, c.err = r.compile(context.WithoutCancel(ctx), call, code, digest)
-	if c.err != nil {
-		r.mu.Lock()
-		delete(r.mods, digest) // a later call tries again (the file may have been fixed)
-		r.mu.Unlock()
-	}
-	close(c.ready)
-	return c.mod, true, c.err
-}
-
-func (r *Runner) compile(ctx context.Context, call Call, code []byte, digest string) (wazero.CompiledModule, error) {
-	if code == nil {
-		var err error
-		if code, err = call.bytes(); err != nil {
-			return nil, err
-		}
-		if got := digestOf(code); got != digest {
-			return nil, fmt.Errorf("wasm tool %s: %w: the call names %s, the module's bytes are %s", call.label(), ErrDigest, digest, got)
-		}
-	}
-	cm, err := r.rt.CompileModule(ctx, code)
-	if err != nil {
-		return nil, fmt.Errorf("wasm tool %s: %w: %v", call.label(), ErrInvalidModule, err)
-	}
-	if err := commandModule(cm); err != nil {
-		cm.Close(ctx)
-		return nil, fmt.Errorf("wasm tool %s: %w: %v", call.label(), ErrInvalidModule, err)
-	}
-	return cm, nil
-}
-
-// commandModule checks that a compiled module can run here: it imports only WASI preview 1 and the host
-// module's functions with their signatures, exports _start, and exports the memory WASI reads and writes.
-func commandModule(cm wazero.CompiledModule) error {
-	for _, f := range cm.ImportedFunctions() {
-		switch mod, name, _ := f.Import(); mod {
-		case wasi_snapshot_preview1.ModuleName:
-		case wit.Module:
-			if err := checkHostImport(f); err != nil {
-				return err
-			}
-		default:
-			return fmt.Errorf("it imports %s.%s; a tool module may import only %s, and at WIT level 2 %s",
-				mod, name, wasi_snapshot_preview1.ModuleName, hostList)
-		}
-	}
-	if len(cm.ImportedMemories()) > 0 {
-		return errors.New("it imports its memory; a tool module defines and exports its own")
-	}
-	if _, ok := cm.ExportedFunctions()["_start"]; !ok {
-		return errors.New("it exports no _start function: build it as a command (package main, GOOS=wasip1 GOARCH=wasm), not a library or reactor")
-	}
-	if len(cm.ExportedMemories()) == 0 {
-		return errors.New("it exports no memory, which WASI needs")
-	}
-	return nil
-}
-
-// bytes reads the module: its bytes if given, else its file.
-func (c Call) bytes() ([]byte, error) {
-	if c.Module != nil {
-		return c.Module, nil
-	}
-	if c.Path == "" {
-		return nil, fmt.Errorf("wasm tool %s: neither the module's bytes nor its path given", c.label())
-	}
-	b, err := os.ReadFile(c.Path)
-	if err != nil {
-		return nil, fmt.Errorf("wasm tool %s: reading its module: %w", c.label(), err)
-	}
-	return b, nil
-}
-
-// label names the call in errors: its tool name, else its module.
-func (c Call) label() string {
-	switch {
-	case c.Name != "":
-		return c.Name
-	case c.Path != "":
-		return c.Path
-	case c.Digest != "":
-		return c.Digest
-	}
-	return "(unnamed)"
-}
-
-func digestOf(b []byte) string {
-	sum := sha256.Sum256(b)
-	return "sha256:" + hex.EncodeToString(sum[:])
-}
-
-// stop records the limit that stopped the module; msg is the failure's first sentence, "" for the plain one.
-func (res *Result) stop(s Stop, call Call, msg string) {
-	res.Stopped = s
-	switch s {
-	case StopTime:
-		res.Limit = fmt.Sprintf("its time limit of %s", call.Timeout)
-	case StopMemory:
-		res.Limit = fmt.Sprintf("its memory limit of %d MB", call.MemoryMB)
-	}
-	if msg == "" {
-		msg = fmt.Sprintf("The module was stopped by %s.", res.Limit)
-	}
-	res.fail(msg)
-}
-
-// fail makes the result a failure: msg, then the tail of stderr.
-func (res *Result) fail(msg string) {
-	res.Status = StatusError
-	res.Output, res.OutputBytes, res.Data = "", 0, nil
-	if res.StderrBytes > 0 {
-		shown := "all"
-		if res.StderrBytes > diagTail {
-			shown = fmt.Sprintf("the first and last %d of %d bytes", diagTail/2, res.StderrBytes)
-		}
-		msg += fmt.Sprintf("\nIts stderr (%s):\n%s", shown, res.Stderr)
-	}
-	res.Failure = msg
-}
-
 // sleep is a WASI sleep that ends early when the call is stopped, so the module reaches a point where
 // wazero closes it.
 func sleep(ctx context.Context, d time.Duration) {
@@ -653,12 +417,6 @@ func sleep(ctx context.Context, d time.Duration) {
 	case <-t.C:
 	case <-ctx.Done():
 	}
-}
-
-// firstLine is a failure's first line, which says what went wrong (stderr's tail follows it).
-func firstLine(s string) string {
-	line, _, _ := strings.Cut(s, "\n")
-	return line
 }
 
 // firstLines keeps an error's first n lines: a trap carries a long stack trace.
