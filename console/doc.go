@@ -17,6 +17,7 @@
 // per member and one records tailer; Close stops them and waits for them. Each server-sent-events stream
 // ends when its request's context ends (the browser went away) or the console closes.
 //
-// Imports: a2a and roster of ours, the standard library. It must not import member or server, and
-// nothing below cmd/mur may import it (it is HTTP, and member/ must stay free of it).
+// Imports: a2a, roster and member/records (the record types it reads; a leaf of the standard library) of
+// ours, the standard library. It must not import member or server, and nothing below cmd/mur may import
+// it (it is HTTP, and member/ must stay free of it).
 package console

@@ -10,12 +10,14 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/murmur-run/murmur/member/records"
 )
 
 // Record is one line of a session's trace.jsonl.
 type Record struct {
 	TS      time.Time
-	Type    string
+	Type    records.Type
 	Session string
 	Task    string
 	Member  string
@@ -245,7 +247,8 @@ func (x *index) parse(f *traceFile, line []byte, n int, ch *change) {
 		return
 	}
 	rec := Record{Line: n, Fields: m}
-	rec.Type, _ = m["type"].(string)
+	typ, _ := m["type"].(string)
+	rec.Type = records.Type(typ)
 	rec.Session, _ = m["session"].(string)
 	rec.Task, _ = m["task"].(string)
 	if ts, ok := m["ts"].(string); ok {
@@ -259,7 +262,7 @@ func (x *index) parse(f *traceFile, line []byte, n int, ch *change) {
 		ch.other = true
 		return
 	}
-	if rec.Type == "session_start" {
+	if rec.Type == records.TypeSessionStart {
 		if fm, _ := m["formation"].(string); fm != "" && x.formation != "" && fm != x.formation {
 			f.other = true
 			return
@@ -269,7 +272,7 @@ func (x *index) parse(f *traceFile, line []byte, n int, ch *change) {
 	}
 	rec.Member = f.member
 	switch rec.Type {
-	case "inference":
+	case records.TypeInference:
 		t := x.tokens[f.member]
 		if t == nil {
 			t = &Tokens{}
@@ -277,11 +280,11 @@ func (x *index) parse(f *traceFile, line []byte, n int, ch *change) {
 		}
 		t.add(rec)
 		ch.other = true
-	case "member_call_start":
+	case records.TypeMemberCallStart:
 		c := x.call(rec.Str("call_id"))
 		c.From, c.FromTask, c.To, c.ToTask, c.Started, c.Offers = f.member, rec.Task, rec.Str("member"), rec.Str("member_task"), rec.TS, rec.Num("offers")
 		ch.calls = true
-	case "member_call":
+	case records.TypeMemberCall:
 		c := x.call(rec.Str("call_id"))
 		c.From, c.FromTask, c.To, c.Ended, c.Status = f.member, rec.Task, rec.Str("member"), true, rec.Str("status")
 		if c.ToTask == "" {
@@ -290,11 +293,11 @@ func (x *index) parse(f *traceFile, line []byte, n int, ch *change) {
 		c.DurationS = rec.Num("duration_secs")
 		c.Delivered, _ = m["delivered"].(bool)
 		ch.calls = true
-	case "member_call_busy":
+	case records.TypeMemberCallBusy:
 		c := x.call(rec.Str("call_id"))
 		c.From, c.FromTask, c.To = f.member, rec.Task, rec.Str("member")
 		c.BusyOffers++
-	case "delegation_start", "delegation":
+	case records.TypeDelegationStart, records.TypeDelegation:
 		x.delegation(f, rec)
 		ch.calls = true
 	}

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/murmur-run/murmur/a2a"
+	"github.com/murmur-run/murmur/member/records"
 )
 
 // TaskView is the task page.
@@ -111,7 +112,7 @@ type Notice struct {
 type TimelineRow struct {
 	At     time.Time
 	Offset string
-	Type   string
+	Type   records.Type
 	Detail string
 	Line   int
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/murmur-run/murmur/a2a"
+	"github.com/murmur-run/murmur/member/records"
 )
 
 // A task's page as its records (trace.jsonl) tell it: the turns of its agent loop, the member calls it
@@ -52,19 +53,19 @@ func (t *taskReading) add(r Record) {
 	v := t.v
 	v.Timeline = append(v.Timeline, TimelineRow{At: r.TS, Offset: offset(v.Started, r.TS), Type: r.Type, Detail: detail(r), Line: r.Line})
 	switch r.Type {
-	case "inference":
+	case records.TypeInference:
 		v.Turns = append(v.Turns, Turn{N: r.Num("turn"), At: r.TS, Driver: r.Str("driver"), Model: r.Str("model"),
 			Tokens: tokensText(r), Measure: r.Str("measured_by")})
 		t.cur = &v.Turns[len(v.Turns)-1]
-	case "tool_call":
+	case records.TypeToolCall:
 		t.toolCall(r)
-	case "member_call_start", "member_call", "member_call_busy":
+	case records.TypeMemberCallStart, records.TypeMemberCall, records.TypeMemberCallBusy:
 		t.memberCall(r)
-	case "background_command":
+	case records.TypeBackgroundCommand:
 		t.command(r)
-	case "task_failed":
+	case records.TypeTaskFailed:
 		v.Failure = r.Str("reason")
-	case "task_end":
+	case records.TypeTaskEnd:
 		if r.Str("exit_status") == "no_answer" {
 			v.NoAnswer = r.Str("reason")
 		}
@@ -105,7 +106,7 @@ func (t *taskReading) memberCall(r Record) {
 	if cv == nil {
 		cv = &CallView{Call: Call{ID: id, From: t.v.Member, FromTask: t.v.ID}}
 		t.calls[id] = cv
-		if r.Type == "member_call_start" {
+		if r.Type == records.TypeMemberCallStart {
 			t.pending = append(t.pending, cv)
 		}
 	}
@@ -114,12 +115,12 @@ func (t *taskReading) memberCall(r Record) {
 		cv.ToTask = task
 	}
 	switch r.Type {
-	case "member_call_start":
+	case records.TypeMemberCallStart:
 		cv.Started, cv.Offers = r.TS, r.Num("offers")
-	case "member_call":
+	case records.TypeMemberCall:
 		cv.Ended, cv.Status, cv.DurationS = true, r.Str("status"), r.Num("duration_secs")
 		cv.Delivered, _ = r.Fields["delivered"].(bool)
-	case "member_call_busy":
+	case records.TypeMemberCallBusy:
 		cv.BusyOffers++
 	}
 	if cv.ToTask != "" {
@@ -147,18 +148,18 @@ func (t *taskReading) command(r Record) {
 // reopening…
 func noticeOf(r Record) (Notice, bool) {
 	switch r.Type {
-	case "deadline_notice":
+	case records.TypeDeadlineNotice:
 		return Notice{At: r.TS, Kind: "deadline notice", Text: fmt.Sprintf("the session's deadline is %s; %s s left when the notice went out", r.Str("at"), r.Str("left_secs"))}, true
-	case "task_continued":
+	case records.TypeTaskContinued:
 		return Notice{At: r.TS, Kind: "continuation", Text: fmt.Sprintf("the task went on with %s member answer(s)", r.Str("answers"))}, true
-	case "task_reopened":
+	case records.TypeTaskReopened:
 		return Notice{At: r.TS, Kind: "reopened", Text: "done_check reopened the task: " + detail(r)}, true
-	case "keep_working":
+	case records.TypeKeepWorking:
 		return Notice{At: r.TS, Kind: "keep working", Text: fmt.Sprintf("keep_working: %s used, %s left", r.Str("used"), r.Str("left"))}, true
-	case "compaction":
+	case records.TypeCompaction:
 		return Notice{At: r.TS, Kind: "compaction", Text: fmt.Sprintf("%s earlier message(s) removed: %s tokens became %s", r.Str("removed_messages"), r.Str("tokens_before"), r.Str("tokens_after"))}, true
-	case "control_change", "control_applied", "control_refused":
-		return Notice{At: r.TS, Kind: strings.ReplaceAll(r.Type, "_", " "), Text: detail(r)}, true
+	case records.TypeControlChange, records.TypeControlApplied, records.TypeControlRefused:
+		return Notice{At: r.TS, Kind: strings.ReplaceAll(string(r.Type), "_", " "), Text: detail(r)}, true
 	}
 	return Notice{}, false
 }

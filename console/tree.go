@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/murmur-run/murmur/a2a"
+	"github.com/murmur-run/murmur/member/records"
 )
 
 // traceIDForm is a W3C trace id in hex, as records and metadata.murmur.trace_id carry it.
@@ -36,7 +37,7 @@ func (x *index) delegation(f *traceFile, rec Record) {
 	if s := rec.Str("sub_session"); s != "" {
 		d.SubSession, d.SubTask = s, rec.Str("sub_task")
 	}
-	if rec.Type == "delegation" {
+	if rec.Type == records.TypeDelegation {
 		d.Status = rec.Str("status")
 	}
 }
@@ -129,9 +130,9 @@ func (x *index) tree(task, member string) []TreeNode {
 		}
 		for _, r := range x.byTask[id] {
 			switch r.Type {
-			case "inference":
+			case records.TypeInference:
 				n.Tokens.add(r)
-			case "task_end":
+			case records.TypeTaskEnd:
 				n.State = shortStateWord(r.Str("state"))
 			}
 		}

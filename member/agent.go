@@ -9,7 +9,6 @@ import (
 	"github.com/murmur-run/murmur/a2a"
 	"github.com/murmur-run/murmur/internal/ids"
 	"github.com/murmur-run/murmur/member/artifact"
-	"github.com/murmur-run/murmur/member/calls"
 	"github.com/murmur-run/murmur/member/converse"
 	"github.com/murmur-run/murmur/member/driver"
 	"github.com/murmur-run/murmur/member/events"
@@ -25,7 +24,6 @@ import (
 // until the model ends a turn with no tool call. That turn's text is the answer, once keep_working and
 // done_check (when the capsule sets them) have had their say.
 func (s *Session) runAgent(ctx context.Context, t *a2a.Task, text string) (string, error) {
-	inf := s.cfg.Capsule.Inference
 	text = fenceUntrusted(t, "task", text)
 	// A task in an existing context starts with that conversation (DESIGN §15); hist counts its messages,
 	// which compaction removes first.
@@ -38,37 +36,14 @@ func (s *Session) runAgent(ctx context.Context, t *a2a.Task, text string) (strin
 		Task:     t.History[0].Text(),
 	}
 	task := string(t.ID)
-	tc, dt, endCalls := s.beginCalls(ctx, t)
-	defer endCalls()
+	a, endAttempt := s.begin(ctx, t)
+	defer endAttempt()
 	defer s.noteTurns(ctx)
 	for {
-		turns, spend := s.meter.Used()
-		choice, applied := s.choice.Next()
-		if inf.MaxTurns > 0 && turns >= inf.MaxTurns {
-			return "", fmt.Errorf("%s without an answer", meter.TurnsUsedUp(inf.MaxTurns))
-		}
-		if inf.MaxSessionTokens > 0 && spend >= inf.MaxSessionTokens {
-			return "", fmt.Errorf("%s; the task ends without an answer", meter.SpendReached(spend, inf.MaxSessionTokens))
-		}
-		if applied {
-			// A record the trace cannot take is lost; the work it records goes on without it.
-			_ = s.records.Write("control_applied", task, map[string]any{"setting": string(ids.SettingInferenceDriver), "value": choice})
-		}
-		s.art.Refresh(task, s.tools.Manifests(), &req, s.systemPrompt)
-		s.meter.Compact(task, &req, &hist)
-		d := s.drivers[choice]
-		req.Turn = turns + 1
-		ictx, span := s.trc.StartChat(ctx, s.cfg.Member, choice, s.cfg.Capsule.Inference.Choices[choice])
-		resp, err := d.Infer(ictx, req)
-		spans.EndChat(span, resp.Usage, err)
+		resp, err := s.infer(ctx, task, &req, &hist)
 		if err != nil {
-			if ctx.Err() != nil {
-				return "", ctx.Err()
-			}
-			return "", fmt.Errorf("inference (driver choice %s): %w", choice, err)
+			return "", err
 		}
-		s.meter.Account(task, choice, req, resp)
-
 		if resp.Ask != "" {
 			req.Messages = append(req.Messages, driver.ChatMessage{Role: driver.RoleAssistant, Text: resp.Ask})
 			reply, err := s.askSender(ctx, task, converse.Question{Text: resp.Ask})
@@ -89,9 +64,9 @@ func (s *Session) runAgent(ctx context.Context, t *a2a.Task, text string) (strin
 				results = append(results, s.dispatch(ctx, task, call))
 			}
 			req.Messages = append(req.Messages, driver.ChatMessage{Role: driver.RoleTool, Results: results})
-			if err := noAnswer(tc); err != nil {
+			if err := a.NoAnswer(); err != nil {
 				// An on-task-end hook may reopen an attempt that ends without an answer (SPEC).
-				if msg, ok := s.noAnswerHooks(ctx, task, tc); ok {
+				if msg, ok := a.Reopen(ctx); ok {
 					req.Messages = append(req.Messages, driver.ChatMessage{Role: driver.RoleUser, Text: msg})
 					continue
 				}
@@ -104,8 +79,8 @@ func (s *Session) runAgent(ctx context.Context, t *a2a.Task, text string) (strin
 		req.Messages = append(req.Messages, driver.ChatMessage{Role: driver.RoleAssistant, Text: answer})
 		// Calls or delegations still out, or ended and not yet delivered: with a turn left, wait for all
 		// of them and continue once, answers first (SPEC "How the answer arrives").
-		if calls.Outstanding(tc, dt) && s.meter.TurnsLeft() {
-			text, answers, err := s.resume(ctx, t, tc, dt)
+		if a.Outstanding() && s.meter.TurnsLeft() {
+			text, answers, err := a.Resume(ctx, func(text string) { s.workingStatus(t, text) })
 			if err != nil {
 				return "", err
 			}
@@ -129,11 +104,11 @@ func (s *Session) runAgent(ctx context.Context, t *a2a.Task, text string) (strin
 		}
 		// SPEC: a task that answers in text while a member it called gave no answer completes, and names
 		// those members in metadata.murmur.noAnswerBelow, so its caller reads the answer with a gap line.
-		if msg, ok := s.taskEndHooks(ctx, task, "completed", answer); ok {
+		if msg, ok := a.Completed(ctx, answer); ok {
 			req.Messages = append(req.Messages, driver.ChatMessage{Role: driver.RoleUser, Text: msg})
 			continue
 		}
-		markNoAnswerBelow(t, tc)
+		a.MarkNoAnswerBelow(t)
 		if resp.Data != nil {
 			s.meter.SetData(resp.Data)
 		}
@@ -141,26 +116,46 @@ func (s *Session) runAgent(ctx context.Context, t *a2a.Task, text string) (strin
 	}
 }
 
+// infer makes the inference call of one turn of task: within the turn and spend limits, on the driver
+// choice of the next call (control_applied when it is a new one), with the tool array and skills
+// refreshed and the conversation compacted (hist counts the messages of its context's earlier tasks,
+// which go first), in its chat span; the answer is counted in the session's numbers.
+func (s *Session) infer(ctx context.Context, task string, req *driver.InferRequest, hist *int) (driver.InferResponse, error) {
+	inf := s.cfg.Capsule.Inference
+	turns, spend := s.meter.Used()
+	choice, applied := s.choice.Next()
+	if inf.MaxTurns > 0 && turns >= inf.MaxTurns {
+		return driver.InferResponse{}, fmt.Errorf("%s without an answer", meter.TurnsUsedUp(inf.MaxTurns))
+	}
+	if inf.MaxSessionTokens > 0 && spend >= inf.MaxSessionTokens {
+		return driver.InferResponse{}, fmt.Errorf("%s; the task ends without an answer", meter.SpendReached(spend, inf.MaxSessionTokens))
+	}
+	if applied {
+		// A record the trace cannot take is lost; the work it records goes on without it.
+		_ = s.records.Write(records.TypeControlApplied, task, map[string]any{"setting": string(ids.SettingInferenceDriver), "value": choice})
+	}
+	s.art.Refresh(task, s.tools.Manifests(), req, s.systemPrompt)
+	s.meter.Compact(task, req, hist)
+	req.Turn = turns + 1
+	ictx, span := s.trc.StartChat(ctx, s.cfg.Member, choice, inf.Choices[choice])
+	resp, err := s.drivers[choice].Infer(ictx, *req)
+	spans.EndChat(span, resp.Usage, err)
+	if err != nil {
+		if ctx.Err() != nil {
+			return resp, ctx.Err()
+		}
+		return resp, fmt.Errorf("inference (driver choice %s): %w", choice, err)
+	}
+	s.meter.Account(task, choice, *req, resp)
+	return resp, nil
+}
+
 // workingStatus stores a WORKING status message for the running task, as its stream would show it.
 func (s *Session) workingStatus(t *a2a.Task, text string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.setStatus(t, a2a.TaskStateWorking, text, s.cfg.Now())
-	if err := s.cfg.Store.Update(context.Background(), t); err != nil {
-		s.log.Error("storing a working status", "task", t.ID, "err", err)
-	}
-	s.changedLocked(t)
-}
-
-// originOf reads back who sent a task: its trust class, origin and calling member, as the session
-// stored them when it took the task (for a peer, from its credential, never from what its message says).
-func originOf(t *a2a.Task) Origin {
-	m := murmurMeta(t)
-	o := Origin{}
-	o.Trust, _ = m["trust"].(string)
-	o.Origin, _ = m["origin"].(string)
-	o.Caller, _ = m["caller"].(string)
-	return o
+	s.storeLocked(t)
 }
 
 // systemPrompt is the capsule's instructions, then its skills (the operator's, then those the agent
@@ -230,7 +225,7 @@ func (s *Session) dispatchCall(ctx context.Context, task string, call driver.Too
 		fields["result"] = records.Clip(driver.Fence("tool:"+call.Name, res.Output, res.Note), records.ClipMax)
 		spans.Fields(ctx, fields) // the record joins its tool call's span
 		// A record the trace cannot take is lost; the work it records goes on without it.
-		_ = s.records.Write("tool_call", task, fields)
+		_ = s.records.Write(records.TypeToolCall, task, fields)
 		s.log.Debug("tool call", "task", task, "tool", call.Name, "status", res.Status, "summary", res.Summary)
 	}
 	s.trc.EndCall(ctx, span, call.Name, res, why) // a command moved to the background gets its own span

@@ -3,18 +3,18 @@ package member
 import (
 	"context"
 
-	"github.com/murmur-run/murmur/member/calls"
+	"github.com/murmur-run/murmur/internal/ids"
 	"github.com/murmur-run/murmur/member/converse"
 	"github.com/murmur-run/murmur/member/driver"
 	"github.com/murmur-run/murmur/member/hooks"
 )
 
 // trustNow is the trust class of the running agent task, for the hooks; "" outside one.
-func (s *Session) trustNow() string {
+func (s *Session) trustNow() ids.Trust {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.calls != nil {
-		return s.calls.Trust()
+	if r := s.tasks.Running(); r != nil && r.Attempt != nil {
+		return r.Attempt.Trust()
 	}
 	return ""
 }
@@ -40,38 +40,3 @@ func (s *Session) toolSpecsNow() []driver.ToolSpec { return s.art.ToolSpecs(s.to
 
 // inventory names every tool the model may call.
 func (s *Session) inventory() []string { return s.art.Inventory(s.tools.Manifests()) }
-
-// taskEndHooks asks the on-task-end hooks whether a task that answered should be reopened; the message
-// to continue with when one asks, the reopen counted.
-func (s *Session) taskEndHooks(ctx context.Context, task, status, answer string) (string, bool) {
-	return s.askTaskEnd(ctx, hooks.TaskEnd{Task: task, Status: status, Answer: answer})
-}
-
-// noAnswerHooks asks the on-task-end hooks about an attempt of task that ended without an answer (its
-// model called end-without-answer, which tc accepted): the hooks are told exit status no_answer and the
-// reason. When one reopens the task, tc withdraws the end-without-answer, so the reopened attempt may
-// answer or end without an answer again, and the message to continue with is returned, the reopen
-// counted. Every transport calls it where an attempt ends no_answer, before the task ends.
-func (s *Session) noAnswerHooks(ctx context.Context, task string, tc *calls.Tracker) (string, bool) {
-	reason, ended := tc.NoAnswer()
-	if !ended {
-		return "", false
-	}
-	msg, ok := s.askTaskEnd(ctx, hooks.TaskEnd{Task: task, Status: "no_answer", Reason: reason})
-	if ok {
-		tc.ReopenNoAnswer()
-	}
-	return msg, ok
-}
-
-// askTaskEnd asks the on-task-end hooks about end, filled in with the task's trust and reopens so far;
-// the reopen counted when one asks (package staged writes task_reopened, or hook_reopen_refused past
-// lifecycle.max_task_reopens).
-func (s *Session) askTaskEnd(ctx context.Context, end hooks.TaskEnd) (string, bool) {
-	end.Trust, end.Reopens = s.trustNow(), s.meter.Reopens()
-	msg, ok := s.art.CheckTaskEnd(ctx, end)
-	if ok {
-		s.meter.Reopened()
-	}
-	return msg, ok
-}

@@ -326,7 +326,7 @@ func TestAnExitArrivesAsACompletionTask(t *testing.T) {
 		page, _ := s.List(ctx, store.ListQuery{PageSize: 10}, store.OperatorScope())
 		if page.Total == 2 {
 			done, _ := s.Wait(ctx, page.Tasks[0].ID)
-			if murmurMeta(done)["origin"] != OriginCompletion || !strings.HasPrefix(answer(done), "noted: Background command wrk_") ||
+			if murmurMeta(done)["origin"] != string(OriginCompletion) || !strings.HasPrefix(answer(done), "noted: Background command wrk_") ||
 				!strings.Contains(answer(done), "exited with exit code 0") {
 				t.Errorf("completion task %v %q", murmurMeta(done), answer(done))
 			}

@@ -10,8 +10,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/murmur-run/murmur/a2a"
+	"github.com/murmur-run/murmur/member/attempt"
 	"github.com/murmur-run/murmur/member/capsule"
 	"github.com/murmur-run/murmur/member/metrics"
+	"github.com/murmur-run/murmur/member/queue"
 	"github.com/murmur-run/murmur/member/records"
 	"github.com/murmur-run/murmur/roster"
 )
@@ -53,11 +55,14 @@ func TestCallToolsNeedTheRunningTask(t *testing.T) {
 	c := &capsule.Capsule{Name: "lead"}
 	c.Capabilities.Network.Allow = []string{"localhost"}
 	s := &Session{cfg: Config{Member: "lead", Capsule: c, Roster: r, Metrics: m, Getenv: func(string) string { return "" }},
-		records: rec, peers: noPeers{t}}
+		records: rec, peers: noPeers{t}, tasks: queue.New()}
 	ctx, cancel := context.WithCancel(context.Background())
 	task := &a2a.Task{ID: "tsk_caller", Metadata: map[string]any{}}
-	s.calls, s.callsTask = s.startCalls(ctx, task), "tsk_caller"
-	defer s.calls.Finish(cancel)
+	s.tasks.Add(task.ID, false, true)
+	_, running, _ := s.tasks.Next(ctx)
+	running.Attempt = attempt.Start(ctx, s.attemptConfig(task), string(task.ID))
+	defer running.Attempt.End()
+	defer cancel()
 
 	if _, err := s.CallMember(ctx, "tsk_other", "worker", "x"); err == nil || err.Error() != "'call-member' is answered only while a task runs; this session is running none" {
 		t.Errorf("no task: %v", err)

@@ -3,7 +3,6 @@ package member
 import (
 	"context"
 	"errors"
-	"path/filepath"
 
 	"github.com/murmur-run/murmur/a2a"
 	"github.com/murmur-run/murmur/member/converse"
@@ -19,32 +18,16 @@ func scopeOf(origin Origin) store.Scope {
 	return store.OperatorScope()
 }
 
-// conv is the session as member/converse sees it. Files too large to carry inline are kept under
-// Config.ArtifactsDir, else the records directory's artifacts/.
-func (s *Session) conv() converse.Config {
-	root := s.cfg.ArtifactsDir
-	if root == "" {
-		root = filepath.Join(s.records.Dir(), "artifacts")
-	}
-	c := converse.Config{Member: s.cfg.Member, DoorURL: s.cfg.DoorURL, Get: s.get, List: store.ListAll(s.cfg.Store),
-		Caller: store.TaskCaller, Record: s.records.Write, Waiter: s.waiter, Workdir: s.workdir(), ArtifactsRoot: root}
-	if s.cfg.Replicas != nil {
-		c.Forward = s.cfg.Replicas.Forward
-		c.Files, _ = s.cfg.Store.(converse.ArtifactKeeper) // the PostgreSQL store the replicas share
-	}
-	return c
-}
-
 // history is the earlier conversation of t's context: every earlier task of it that ended; none for a
 // task that started its context.
 func (s *Session) history(ctx context.Context, t *a2a.Task) []driver.ChatMessage {
 	s.mu.Lock()
-	continuing := s.continuing[t.ID]
+	continuing := s.tasks.Continues(t.ID)
 	s.mu.Unlock()
 	if !continuing {
 		return nil
 	}
-	hist, err := s.conv().Earlier(ctx, t)
+	hist, err := s.talk.Earlier(ctx, t)
 	if err != nil {
 		s.log.Warn("reading the context's earlier tasks", "task", t.ID, "context", t.ContextID, "err", err)
 	}
@@ -54,13 +37,16 @@ func (s *Session) history(ctx context.Context, t *a2a.Task) []driver.ChatMessage
 // askSender asks the running task's sender q and waits for the answer (converse.Config.Ask).
 func (s *Session) askSender(ctx context.Context, task string, q converse.Question) (converse.Reply, error) {
 	s.mu.Lock()
-	r := s.running
+	r := s.tasks.Running()
+	var t *a2a.Task
+	if r != nil && string(r.ID) == task {
+		t = r.Task // read under the lock that execute sets it under
+	}
 	s.mu.Unlock()
-	if r == nil || string(r.id) != task || r.task == nil {
+	if t == nil {
 		return converse.Reply{}, errors.New("no running task to ask for")
 	}
-	t := r.task
-	reply, err := s.conv().Ask(ctx, converse.Asking{Task: t, Limit: converse.InputWait(s.cfg.Capsule.Lifecycle.InputWaitSecs), TimedOut: r.cancel,
+	reply, err := s.talk.Ask(ctx, converse.Asking{Task: t, Limit: converse.InputWait(s.cfg.Capsule.Lifecycle.InputWaitSecs), TimedOut: r.Cancel,
 		Waiting: func(msg *a2a.Message) {
 			s.trc.InputAsked(task, q.Approval(), q.Tool, q.Hook)
 			s.mu.Lock()
@@ -92,7 +78,7 @@ func (s *Session) storeLocked(t *a2a.Task) {
 // member's replicas the large ones are kept in the shared store, also once ctx, the task's, has ended
 // (a shutdown keeps the artifacts of the task it stopped).
 func (s *Session) collectFiles(ctx context.Context, t *a2a.Task, before map[string]converse.Stamp) []a2a.Artifact {
-	out, err := s.conv().Artifacts(context.WithoutCancel(ctx), t, before)
+	out, err := s.talk.Artifacts(context.WithoutCancel(ctx), t, before)
 	if err != nil {
 		s.log.Warn("collecting the task's files under "+converse.ArtifactsDir, "task", t.ID, "err", err)
 	}
@@ -102,5 +88,5 @@ func (s *Session) collectFiles(ctx context.Context, t *a2a.Task, before map[stri
 // ArtifactFile is the kept file of a task's artifact named name, for the door's
 // GET /tasks/{id}/artifacts/{name}: its path and media type (converse.Config.KeptFile).
 func (s *Session) ArtifactFile(ctx context.Context, id a2a.TaskID, name string, scope store.Scope) (string, string, error) {
-	return s.conv().KeptFile(ctx, id, name, scope)
+	return s.talk.KeptFile(ctx, id, name, scope)
 }

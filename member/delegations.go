@@ -8,7 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/murmur-run/murmur/a2a"
-	"github.com/murmur-run/murmur/member/calls"
+	"github.com/murmur-run/murmur/internal/ids"
 	"github.com/murmur-run/murmur/member/delegate"
 	"github.com/murmur-run/murmur/member/metrics"
 	"github.com/murmur-run/murmur/member/spans"
@@ -17,7 +17,7 @@ import (
 )
 
 // OriginDelegation is the origin of a sub-session's task: its parent's delegate-task handed it over.
-const OriginDelegation = "delegation"
+const OriginDelegation = ids.OriginDelegation
 
 // SubSession is set in the Config of a sub-session (DESIGN §11): whose delegation it serves, how deep
 // it is, and the deadline it inherits.
@@ -36,26 +36,16 @@ func (s *Session) depth() int {
 	return s.cfg.Sub.Depth
 }
 
-// startDelegations returns the delegation tracker of one attempt of the agent task t; ctx ends with
-// the attempt.
-func (s *Session) startDelegations(ctx context.Context, t *a2a.Task) *delegate.Tracker {
-	return delegate.Start(ctx, delegate.Config{
-		Entries: s.spawn, Depth: s.depth(), DeadlineSecs: calls.DeadlineSecs(s.cfg.Capsule.Lifecycle.DelegationDeadlineSecs, s.cfg.Getenv), Workdir: s.workdir(),
-		Trust: originOf(t).Trust, Start: s.startSub, Record: s.records.Write, Caused: s.meter.Caused,
-		Ended: func(capsule, status string) { s.cfg.Metrics.Delegations.WithLabelValues(capsule, status).Inc() },
-	}, string(t.ID))
-}
-
 // Capsules returns the bare names of capabilities.spawn.allow (runtimetools.Delegator).
 func (s *Session) Capsules() []string { return delegate.Names(s.spawn) }
 
 // Delegate starts one delegation for the running task (runtimetools.Delegator).
 func (s *Session) Delegate(ctx context.Context, task, capsule, text string) (runtimetools.DelegationStart, error) {
-	_, dt := s.current(task)
-	if dt == nil {
+	a := s.current(task)
+	if a == nil {
 		return runtimetools.DelegationStart{}, fmt.Errorf("'delegate-task' is answered only while a task runs; this session is running none")
 	}
-	return dt.Delegate(ctx, capsule, text)
+	return a.Delegations.Delegate(ctx, capsule, text)
 }
 
 // startSub starts the sub-session of one delegation: in this process, no door, its own ses_ id and
@@ -83,7 +73,7 @@ func (s *Session) startSub(spec delegate.StartSpec) (delegate.Sub, error) {
 		}
 		sub.trc.Delegated(spans.Delegation{ID: spec.Delegation, Capsule: spec.Entry.Name, Depth: spec.Depth})
 		return &delegate.Session{SessionID: sub.id, WaitTask: sub.Wait, CloseAll: sub.Close,
-			SendTask: func(ctx context.Context, msg *a2a.Message, trust string) (*a2a.Task, error) {
+			SendTask: func(ctx context.Context, msg *a2a.Message, trust ids.Trust) (*a2a.Task, error) {
 				return sub.Send(ctx, msg, Origin{Trust: trust, Origin: OriginDelegation})
 			},
 			CancelTask: func(ctx context.Context, id a2a.TaskID) error {

@@ -8,8 +8,9 @@
 // artifact/staged (a session's artifacts, tool runs and hooks), harness (the process transport), admit
 // (the admission gate), events (streams and waiters' signals), control (the control surface's change),
 // setup (what Start builds and the session_start record), delegate (sub-sessions), meter (session-status
-// accounting), lifecycle (keep_working, done_check, the deadline notice), metrics (the Prometheus series);
-// none of them imports member.
+// accounting), lifecycle (keep_working, done_check, the deadline notice), metrics (the Prometheus series),
+// queue (the state of the session's tasks, which its lock guards), attempt (an agent task's member calls,
+// delegations and end hooks), replica (a session's side of its member's replicas); none imports member.
 //
 // Contract: a Session acknowledges a state change only after the store has committed it; tasks run one
 // at a time in submission order, the next one starting while the previous one's end is committed (the

@@ -28,9 +28,9 @@ import (
 //     it leaves the session (its duration observed), its records are gathered and its answer (or its
 //     lack of one) handed to out/result.txt; then the tasks are counted (mur_tasks_active,
 //     mur_tasks_total) and their task_failed and task_end records written in one write. For a task
-//     execute ran, settle then closes r.done, which Cancel and awaitSettled wait for.
+//     execute ran, settle then closes r.Done, which Cancel and awaitSettled wait for.
 //
-// Durable when: finishLocked's and endQueuedLocked's ends when they return; execute's when r.done
+// Durable when: finishLocked's and endQueuedLocked's ends when they return; execute's when r.Done
 // closes (execute returns before, so the next task starts while the end is committed). A task whose end
 // the store did not write is neither told nor counted nor recorded: its error is returned (settle logs
 // it), and the store's next start ends the task failed. The callers hold s.mu.
@@ -80,7 +80,7 @@ func (s *Session) endQueuedLocked(ctx context.Context, state a2a.TaskState, text
 		queued, err := s.queuedLocked(ctx)
 		return errors.Join(err, s.finishLocked(ctx, e, queued...))
 	}
-	queued := s.queuedIDsLocked()
+	queued := s.tasks.Queued()
 	ended, err := s.cfg.Store.EndAll(ctx, queued, e.State, e.Text, e.At)
 	if err != nil {
 		for range queued {
@@ -122,10 +122,8 @@ func (s *Session) settleLocked(ctx context.Context, e end.End, ids []a2a.TaskID,
 				}
 			}
 		}
-		delete(s.continuing, id)
-		if at, ok := s.submitted[id]; ok {
+		if at, held := s.tasks.Forget(id); held {
 			s.cfg.Metrics.TaskDuration.WithLabelValues(string(e.State)).Observe(e.At.Sub(at).Seconds())
-			delete(s.submitted, id)
 		}
 		recs = e.Records(recs, id, noAnswer)
 		if exit := e.Exit(noAnswer); exit != "" {

@@ -8,39 +8,93 @@ import (
 
 	"github.com/murmur-run/murmur/a2a"
 	"github.com/murmur-run/murmur/internal/ids"
-	"github.com/murmur-run/murmur/member/calls"
+	"github.com/murmur-run/murmur/member/attempt"
 	"github.com/murmur-run/murmur/member/converse"
 	"github.com/murmur-run/murmur/member/end"
 	"github.com/murmur-run/murmur/member/events"
+	"github.com/murmur-run/murmur/member/queue"
+	"github.com/murmur-run/murmur/member/records"
 )
+
+// maxEnding bounds the ends that wait for their commit while the executor goes on: past it, the executor
+// waits for the disk.
+const maxEnding = 256
+
+// loop is the executor, from Start until Close ends the base context: each time it is kicked, it runs
+// the queued tasks that are stored, in order, one at a time. It returns once settle has settled every
+// end it handed over.
+func (s *Session) loop() {
+	defer func() {
+		close(s.ends)
+		<-s.settled
+		close(s.done)
+	}()
+	for {
+		select {
+		case <-s.base.Done():
+			return
+		case <-s.kick:
+		}
+		for {
+			ctx, r, ok := s.next()
+			if !ok {
+				break
+			}
+			s.run(ctx, r) // execute, within the task's span
+		}
+	}
+}
+
+// kickLocked wakes the executor. s.mu is held.
+func (s *Session) kickLocked() {
+	select {
+	case s.kick <- struct{}{}:
+	default:
+	}
+}
+
+// next takes the head of the queue and marks it running; the context it returns is the task's, ended by
+// Cancel or Close.
+func (s *Session) next() (context.Context, *queue.Run, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.base.Err() != nil || s.expired {
+		return nil, nil, false
+	}
+	ctx, r, ok := s.tasks.Next(s.base)
+	if !ok {
+		return nil, nil, false
+	}
+	return s.trc.Take(ctx, r.ID), r, true // the trace context of the request that sent it
+}
 
 // execute runs one task to its end and stores every step. Its end is handed to the store and to the
 // settler (settle), and execute returns without waiting for the disk: the next task starts while the
-// end is committed. It owns r until it hands r to the settler, which closes r.done once the end is
+// end is committed. It owns r until it hands r to the settler, which closes r.Done once the end is
 // durable.
-func (s *Session) execute(ctx context.Context, r *runningTask) {
-	defer r.cancel(nil)
+func (s *Session) execute(ctx context.Context, r *queue.Run) {
+	defer r.Cancel(nil)
 	// Store writes use a context of their own: a canceled task must still be recorded as canceled.
 	store := context.WithoutCancel(ctx)
-	t, err := s.cfg.Store.Get(store, r.id)
+	t, err := s.cfg.Store.Get(store, r.ID)
 	if err != nil {
-		s.log.Error("task vanished from the store before it ran", "task", r.id, "err", err)
+		s.log.Error("task vanished from the store before it ran", "task", r.ID, "err", err)
 		s.admit.Release()
 		s.mu.Lock()
-		s.running = nil
+		s.tasks.Hand(r, false)
 		s.mu.Unlock()
-		close(r.done)
+		close(r.Done)
 		return
 	}
 	s.mu.Lock()
-	r.task = t
+	r.Task = t
 	s.setStatus(t, a2a.TaskStateWorking, "", s.meter.BeginTask(ctx, t))
 	// Working need not be durable before it is visible: a crash before its commit leaves the task
 	// submitted, which the restart ends failed just the same. It rides the store's next group commit.
 	s.cfg.Store.UpdateSoon(t)
 	s.changedLocked(t)
 	s.mu.Unlock()
-	s.records.Write("task_start", string(t.ID), map[string]any{"origin": ids.Get(murmurMeta(t), ids.MetaOrigin), "trust": ids.Get(murmurMeta(t), ids.MetaTrust)})
+	s.records.Write(records.TypeTaskStart, string(t.ID), map[string]any{"origin": ids.Get(murmurMeta(t), ids.MetaOrigin), "trust": ids.Get(murmurMeta(t), ids.MetaTrust)})
 
 	before := converse.Snapshot(s.workdir())
 	text := t.History[0].Text()
@@ -57,18 +111,17 @@ func (s *Session) execute(ctx context.Context, r *runningTask) {
 	files := s.collectFiles(ctx, t, before)
 	s.mu.Lock()
 	p := s.meter.EndTask(t) // t gets its metadata.murmur.usage
-	callsLeft := s.callsLeft[string(t.ID)]
-	delete(s.callsLeft, string(t.ID))
-	if !r.canceled {
+	if !r.Canceled {
 		t.Artifacts = append(t.Artifacts, files...)
 	}
 	var timedOut *converse.InputTimeout
+	var noAnswer *attempt.NoAnswerError
 	state, msg, ans := a2a.TaskStateFailed, "", (*end.Answer)(nil)
 	switch {
-	case r.canceled:
+	case r.Canceled:
 		state, msg = a2a.TaskStateCanceled, CanceledMessage
-		if callsLeft > 0 {
-			msg = fmt.Sprintf(CanceledCallsRunning, callsLeft)
+		if r.CallsLeft > 0 {
+			msg = fmt.Sprintf(CanceledCallsRunning, r.CallsLeft)
 		}
 	case errors.As(context.Cause(ctx), &timedOut):
 		msg = timedOut.Error()
@@ -76,13 +129,9 @@ func (s *Session) execute(ctx context.Context, r *runningTask) {
 		msg = fmt.Sprintf(DeadlineFail, s.deadline.UTC().Format(time.RFC3339))
 	case s.base.Err() != nil:
 		state, msg = a2a.TaskStateCanceled, ShutdownCancel
-	case errors.As(err, new(*errNoAnswer)):
-		var na *errNoAnswer
-		errors.As(err, &na)
-		meta := murmurMeta(t)
-		ids.Set(meta, ids.MetaNoAnswer, true)
-		ids.Set(meta, ids.MetaNoAnswerBelow, calls.NoAnswerBelowMeta(na.below))
-		msg = na.reason
+	case errors.As(err, &noAnswer):
+		noAnswer.Mark(t)
+		msg = noAnswer.Reason
 	case err != nil:
 		msg = err.Error()
 	default:
@@ -98,8 +147,7 @@ func (s *Session) execute(ctx context.Context, r *runningTask) {
 	// task's place in the admission gate: a client that reads the end (once it is durable) and sends at
 	// once is never refused for a task that has ended. The end is visible, and its waiters told, only once
 	// it is durable (settle).
-	s.running = nil
-	s.ending[t.ID] = r
+	s.tasks.Hand(r, true)
 	s.admit.Release()
 	s.mu.Unlock()
 	s.ends <- e
@@ -107,7 +155,7 @@ func (s *Session) execute(ctx context.Context, r *runningTask) {
 
 // ending is the end of a task that ran, handed to the store and waiting for its commit (settle).
 type ending struct {
-	r    *runningTask
+	r    *queue.Run
 	t    *a2a.Task
 	end  end.End
 	wait func() error // UpdateLater's: returns once the end is durable
@@ -115,7 +163,7 @@ type ending struct {
 
 // settle runs from Start until the executor's loop ends, taking the ends execute hands it in order: once
 // an end is durable, it is settled (settleLocked: the task's waiters, streams, duration, records) and
-// r.done closes, which Cancel waits for. A session that reached its deadline writes its session_end once
+// r.Done closes, which Cancel waits for. A session that reached its deadline writes its session_end once
 // the last end is settled.
 func (s *Session) settle() {
 	defer close(s.settled)
@@ -125,12 +173,12 @@ func (s *Session) settle() {
 		if err := s.settleLocked(context.Background(), e.end, []a2a.TaskID{e.t.ID}, []*a2a.Task{e.t}, []error{stored}); err != nil {
 			s.log.Error("storing the task's end", "task", e.t.ID, "err", err)
 		}
-		delete(s.ending, e.t.ID)
-		if s.running == nil && len(s.ending) == 0 {
+		s.tasks.Settled(e.t.ID)
+		if s.tasks.Quiet() {
 			s.writeDeadlineEndLocked()
 		}
 		s.mu.Unlock()
-		close(e.r.done)
+		close(e.r.Done)
 	}
 }
 

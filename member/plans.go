@@ -7,6 +7,7 @@ import (
 
 	"github.com/murmur-run/murmur/member/driver"
 	"github.com/murmur-run/murmur/member/plan"
+	"github.com/murmur-run/murmur/member/records"
 	"github.com/murmur-run/murmur/runtimetools"
 )
 
@@ -24,7 +25,7 @@ func (s *Session) RunPlan(ctx context.Context, call runtimetools.Call) runtimeto
 		Record: func(fields map[string]any) {
 			fields["call_id"] = call.ID
 			// A record the trace cannot take is lost; the work it records goes on without it.
-			_ = s.records.Write("plan", call.Task, fields)
+			_ = s.records.Write(records.TypePlan, call.Task, fields)
 		},
 	}, call.Input)
 }

@@ -7,7 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
-	"slices"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -29,7 +29,9 @@ import (
 	"github.com/murmur-run/murmur/member/lifecycle"
 	"github.com/murmur-run/murmur/member/meter"
 	"github.com/murmur-run/murmur/member/metrics"
+	"github.com/murmur-run/murmur/member/queue"
 	"github.com/murmur-run/murmur/member/records"
+	"github.com/murmur-run/murmur/member/replica"
 	"github.com/murmur-run/murmur/member/retry"
 	"github.com/murmur-run/murmur/member/sandbox"
 	"github.com/murmur-run/murmur/member/setup"
@@ -41,19 +43,20 @@ import (
 	"github.com/murmur-run/murmur/runtimetools"
 )
 
-// The trust classes and origins a task carries (DESIGN §2, §5).
+// The trust classes and origins a task carries (DESIGN §2, §5): those of ids, which every package that
+// reads metadata.murmur shares.
 const (
-	TrustTrusted   = "trusted"
-	TrustUntrusted = "untrusted"
+	TrustTrusted   = ids.TrustTrusted
+	TrustUntrusted = ids.TrustUntrusted
 
-	OriginOperator   = "operator"
-	OriginPeer       = "peer"
-	OriginCompletion = "completion"
+	OriginOperator   = ids.OriginOperator
+	OriginPeer       = ids.OriginPeer
+	OriginCompletion = ids.OriginCompletion
 )
 
 // The status texts a session gives tasks it does not run to an answer.
 const (
-	BusyMessage     = "task rejected: capsule is busy"
+	BusyMessage     = runtimetools.BusyRefusal
 	ShutdownReject  = "task rejected: the member is shutting down"
 	CanceledMessage = "task canceled"
 	// CanceledCallsRunning is CanceledMessage for a task that had member calls outstanding: a cancel does
@@ -66,9 +69,9 @@ const (
 
 // Origin says who sent a task and with which trust class.
 type Origin struct {
-	Trust        string // TrustTrusted or TrustUntrusted
-	Origin       string // OriginOperator, OriginPeer or OriginCompletion
-	Caller       string // the calling member, for OriginPeer
+	Trust        ids.Trust  // TrustTrusted or TrustUntrusted
+	Origin       ids.Origin // OriginOperator, OriginPeer, OriginCompletion or OriginDelegation
+	Caller       string     // the calling member, for OriginPeer
 	CallID       string
 	CallerTaskID string
 	// Stored, when set, is called with a new task once it is stored and before the executor may start
@@ -138,8 +141,9 @@ type Config struct {
 	ArtifactsDir string
 	// Sub is set for a sub-session that delegate-task started (member/delegate); nil for a member.
 	Sub *SubSession
-	// Replicas is the member's other replicas (DESIGN §16); nil for a member of one process.
-	Replicas Replicas
+	// Replicas is the member's other replicas (DESIGN §16): the replica.Coordinator; nil for a member of
+	// one process.
+	Replicas replica.Peers
 	// TracerProvider is what the session's spans start on (DESIGN §17); nil means the global provider.
 	TracerProvider trace.TracerProvider
 	// Isolate finds what the host allows around commands; nil probes it (sandbox.Probe). The members
@@ -153,71 +157,61 @@ type Config struct {
 // All methods are safe for concurrent use. Close ends the session: queued tasks end canceled, the running
 // one is canceled and awaited.
 type Session struct {
+	// Set once, in Start, before the executor's goroutines start, and never changed: read without a lock.
 	cfg      Config
 	id       string
 	started  time.Time
-	records  *records.Writer
-	drivers  map[string]driver.Driver
+	deadline time.Time // zero: none
 	log      *slog.Logger
+	drivers  map[string]driver.Driver
 	files    *share.Files      // share-file and fetch-peer-file
 	runner   *sandbox.Runner   // starts every command, confined
 	commands *sandbox.Commands // shell calls and background commands
+	tools    *runtimetools.Registry
+	hosts    *hostcall.Config // what a WIT level 2 artifact may ask
+	rules    *lifecycle.Rules // keep_working, done_check, the deadline notice
+	spawn    []delegate.Entry // capabilities.spawn.allow, resolved
+	peers    calls.Peers
+	hostIso  func() sandbox.Isolation // what this host puts around commands, for sub-sessions
+	proc     *harness.Transport       // transport: process; nil under http
+	talk     converse.Config          // the session as member/converse sees it: its conversations (§15)
+	side     *replica.Side            // what the session does on a member's replicas (DESIGN §16)
+	timer    *time.Timer              // the deadline's; nil without one
+	base     context.Context          // every task's context derives from it; Close ends it
+	stopAll  context.CancelFunc
 
-	// admit decides, without mu, whether a new task enters; a rejection never waits for mu or the disk.
-	admit *admit.Gate
+	// Set once too, each safe for concurrent use by its own lock (or atomics): used with mu held or not.
+	admit   *admit.Gate      // whether a new task enters; a rejection never waits for mu or the disk
+	retries *retry.Book      // a message sent again is answered with its task
+	choice  *control.Choice  // the driver choice of the next inference call
+	meter   *meter.Meter     // what session-status reports
+	art     *staged.Set      // declared and pulled artifacts, hooks
+	records *records.Writer  // trace.jsonl
+	waiter  *converse.Waiter // the running task's question to its sender, while it waits
+	waiters events.Signals   // wakes a task's Waits when it changes
+	trc     *spans.Tracing   // its tracer, and the trace context each task carries to its run
+	// storing counts the Sends between admission and the end of their Create; Close waits for them. A
+	// Send adds itself holding mu while the session is open, so the Wait of Close, which closes it under
+	// mu, misses none.
+	storing sync.WaitGroup
 
-	mu        sync.Mutex
-	running   *runningTask
-	ending    map[a2a.TaskID]*runningTask // tasks that ran, whose ends wait for their commit (settle)
-	queue     []a2a.TaskID                // in order of admission, including tasks still being stored
-	unstored  map[a2a.TaskID]bool         // admitted tasks whose Create has not returned; the executor waits for them
-	retries   *retry.Book                 // a message sent again is answered with its task; its own lock
-	hosts     *hostcall.Config            // what a WIT level 2 artifact may ask; filled in at Start
-	storing   sync.WaitGroup              // Sends between admission and the end of their Create; Close waits for them
-	waiters   events.Signals              // wakes a task's Waits when it changes
-	closed    bool
-	submitted map[a2a.TaskID]time.Time // when each unfinished task arrived, for mur_task_duration_seconds
-	tools     *runtimetools.Registry
-	choice    *control.Choice  // the driver choice of the next inference call; its own lock
-	rules     *lifecycle.Rules // keep_working, done_check, the deadline notice; set at Start
-	art       *staged.Set      // declared and pulled artifacts, hooks; set at Start
-	waiter    *converse.Waiter // the running task's question to its sender, while it waits
-	// continuing holds the unfinished tasks sent into an existing context: only they read its history.
-	continuing map[a2a.TaskID]bool
-	deadline   time.Time // zero: none
-	expired    bool      // the deadline has passed: the session has ended
-
-	meter    *meter.Meter // what session-status reports; it has its own lock
-	lastExit string       // the exit_status of the latest task that decides session_end's; "" before one
-	// endAtDeadline is the session_end the deadline writes once the task it stopped has ended.
-	endAtDeadline map[string]any
-	timer         *time.Timer
-	calls         *calls.Tracker    // the running agent task's member calls
-	delegations   *delegate.Tracker // the running agent task's delegations
-	callsTask     string            // the task calls and delegations belong to
-	// callsLeft counts, for a task whose attempt ended with member calls outstanding, the member tasks
-	// still running, for its cancel's status message; the executor takes it out.
-	callsLeft map[string]int
-	spawn     []delegate.Entry // capabilities.spawn.allow, resolved at Start
-	peers     calls.Peers
-	hostIso   func() sandbox.Isolation // what this host puts around commands, for sub-sessions
-	proc      *harness.Transport       // transport: process; nil under http
-	trc       *spans.Tracing           // its tracer, and the trace context each task carries to its run
-
-	base    context.Context
-	stopAll context.CancelFunc
-	kick    chan struct{}
+	// The executor's channels, made once in Start.
+	kick    chan struct{} // wakes the executor's loop; capacity 1
 	ends    chan *ending  // execute hands each end to settle, in order
 	settled chan struct{} // closed when settle returns
-	done    chan struct{}
-}
+	done    chan struct{} // closed when the loop has returned and settle with it
 
-type runningTask struct {
-	id       a2a.TaskID
-	task     *a2a.Task // the running task as the executor holds it; set once it runs
-	cancel   context.CancelCauseFunc
-	canceled bool
-	done     chan struct{}
+	// mu guards the fields below it: the state of the session's tasks (tasks, and the fields of the
+	// queue.Runs it holds) and the session's own (closed, expired, lastExit, endAtDeadline). It also
+	// orders the changes of the tasks: one is stored, recorded and told to the task's waiters and
+	// streams with mu held (the …Locked methods), so none interleaves with another. Send's Create, a
+	// rejection and a task's run hold no lock.
+	mu            sync.Mutex
+	tasks         *queue.Tasks
+	closed        bool
+	expired       bool           // the deadline has passed: the session has ended
+	lastExit      string         // the exit_status of the latest task that decides session_end's; "" before one
+	endAtDeadline map[string]any // the session_end the deadline writes once the task it stopped has ended
 }
 
 // Start stages nothing new on disk beyond the records directory: it recovers the store (tasks that were
@@ -238,26 +232,7 @@ func Start(cfg Config) (*Session, error) {
 	if cfg.Metrics == nil {
 		return nil, errors.New("member: a session needs its metrics")
 	}
-	s := &Session{
-		cfg:        cfg,
-		id:         ids.New(ids.PrefixSession),
-		started:    cfg.Now(),
-		log:        cfg.Logger.With("member", cfg.Member),
-		submitted:  map[a2a.TaskID]time.Time{},
-		unstored:   map[a2a.TaskID]bool{},
-		retries:    &retry.Book{Lookup: cfg.Store.GetByMessage},
-		hosts:      &hostcall.Config{},
-		admit:      admit.New(cfg.Capsule, BusyMessage),
-		kick:       make(chan struct{}, 1),
-		ends:       make(chan *ending, maxEnding),
-		settled:    make(chan struct{}),
-		ending:     map[a2a.TaskID]*runningTask{},
-		done:       make(chan struct{}),
-		waiter:     converse.NewWaiter(),
-		continuing: map[a2a.TaskID]bool{},
-		callsLeft:  map[string]int{},
-		trc:        spans.New(cfg.TracerProvider),
-	}
+	s := blankSession(cfg)
 	parts, err := setup.Build(setup.Config{Capsule: cfg.Capsule, Store: cfg.Store, Member: cfg.Member, Formation: cfg.Formation,
 		Session: s.id, RecordsRoot: cfg.RecordsRoot, DataDir: cfg.DataDir, WorkDir: cfg.WorkDir, Workdir: s.workdir(),
 		RuntimeRoot: cfg.RuntimeRoot, WasmCacheDir: cfg.WasmCacheDir, ProjectDir: cfg.ProjectDir, ConfineHelper: cfg.ConfineHelper,
@@ -268,19 +243,19 @@ func Start(cfg Config) (*Session, error) {
 			cfg.Metrics.TasksTotal.WithLabelValues(string(a2a.TaskStateFailed)).Inc()
 		},
 		Moved: func() { cfg.Metrics.BackgroundCommands.WithLabelValues("running").Inc() }, Ended: s.backgroundEnded,
-		ToolHost: s.hosts.Tool, HookHost: s.hosts.Hook, PeerFileKeeper: peerFileKeeper(cfg)})
+		ToolHost: s.hosts.Tool, HookHost: s.hosts.Hook, PeerFileKeeper: s.side.PeerFiles()})
 	if err != nil {
 		return nil, err
 	}
 	s.drivers, s.hostIso, s.runner, s.commands, s.records = parts.Drivers, parts.HostIsolation, parts.Runner, parts.Commands, parts.Records
 	s.art, s.files, s.spawn, s.peers = parts.Art, parts.Files, parts.Spawn, parts.Peers
-	initial := ""
-	if cfg.Capsule.IsAgent() && cfg.Capsule.Harness == nil {
-		initial = cfg.Capsule.Inference.Driver
+	artifacts := cfg.ArtifactsDir // where files too large to carry inline are kept
+	if artifacts == "" {
+		artifacts = filepath.Join(s.records.Dir(), "artifacts")
 	}
-	s.choice = control.NewChoice(initial, cfg.Capsule.Inference, func(name string) error {
-		return driver.CheckChoice(cfg.Capsule.Inference, s.drivers, name, cfg.Getenv)
-	})
+	s.talk = s.side.Converse(converse.Config{Member: cfg.Member, DoorURL: cfg.DoorURL, Get: s.get, List: store.ListAll(cfg.Store),
+		Caller: store.TaskCaller, Record: s.records.Write, Waiter: s.waiter, Workdir: s.workdir(), ArtifactsRoot: artifacts})
+	s.choice = control.ChoiceFor(cfg.Capsule, s.drivers, cfg.Getenv)
 	s.meter = meter.New(meter.Config{Capsule: cfg.Capsule, Now: cfg.Now, Started: s.started, Record: s.records.Write,
 		Calls: cfg.Metrics.InferenceCalls, Tokens: cfg.Metrics.InferenceTokens})
 	pulls := cfg.Metrics.ArtifactPulls
@@ -296,7 +271,7 @@ func Start(cfg Config) (*Session, error) {
 		}
 	}
 	start := setup.Start{Member: cfg.Member, Formation: cfg.Formation, Capsule: cfg.Capsule.Name, Tools: s.inventory(),
-		Driver: initial, Recovered: parts.Recovered}
+		Driver: s.choice.Current(), Recovered: parts.Recovered}
 	var inherited time.Time
 	if sub := cfg.Sub; sub != nil {
 		inherited = sub.Deadline
@@ -309,7 +284,7 @@ func Start(cfg Config) (*Session, error) {
 		start.Harness, start.ToolServer = cfg.Capsule.Harness, s.proc.URL()
 	}
 	start.Deadline = s.deadline
-	if err := s.records.Write("session_start", "", start.Fields()); err != nil {
+	if err := s.records.Write(records.TypeSessionStart, "", start.Fields()); err != nil {
 		s.proc.Close(context.Background())
 		parts.Close()
 		return nil, err
@@ -323,6 +298,30 @@ func Start(cfg Config) (*Session, error) {
 	return s, nil
 }
 
+// blankSession is the session of cfg before Start builds its parts: its state, its gate, its channels and
+// its side of the member's replicas.
+func blankSession(cfg Config) *Session {
+	s := &Session{
+		cfg:     cfg,
+		id:      ids.New(ids.PrefixSession),
+		started: cfg.Now(),
+		log:     cfg.Logger.With("member", cfg.Member),
+		tasks:   queue.New(),
+		retries: &retry.Book{Lookup: cfg.Store.GetByMessage},
+		hosts:   &hostcall.Config{},
+		admit:   admit.New(cfg.Capsule, BusyMessage),
+		kick:    make(chan struct{}, 1),
+		ends:    make(chan *ending, maxEnding),
+		settled: make(chan struct{}),
+		done:    make(chan struct{}),
+		waiter:  converse.NewWaiter(),
+		trc:     spans.New(cfg.TracerProvider),
+	}
+	s.side = replica.NewSide(replica.SideConfig{Peers: cfg.Replicas, Store: cfg.Store, Gate: s.admit, Waiter: s.waiter,
+		Waits: &s.waiters, Events: cfg.Events, Log: s.log, Idle: s.idle, Queue: s.adopt, Changed: s.changed, Cancel: s.Cancel})
+	return s
+}
+
 // ExportRoot is the directory exports.peer_files names, below the workdir; zero when the capsule exports
 // nothing. The door serves peer files from it.
 func (s *Session) ExportRoot() peerfile.Root { return s.files.ExportRoot() }
@@ -333,7 +332,7 @@ func (s *Session) PeerFiles() *share.Files { return s.files }
 // RecordRefusal writes a peer_refused record: a peer's request the door refused because what the
 // request claimed (its caller or trust class) did not match its credential.
 func (s *Session) RecordRefusal(fields map[string]any) {
-	if err := s.records.Write("peer_refused", "", fields); err != nil {
+	if err := s.records.Write(records.TypePeerRefused, "", fields); err != nil {
 		s.log.Warn("writing a peer_refused record", "err", err)
 	}
 }
@@ -356,170 +355,6 @@ func (s *Session) Ping(ctx context.Context) error {
 		return errors.New("session closed")
 	}
 	return s.cfg.Store.Ping(ctx)
-}
-
-// Send takes a message. Without a taskId it creates a task and returns it as acknowledged:
-// TASK_STATE_SUBMITTED, stored with an fsync before Send returns (it runs as soon as the session is
-// free, in order of admission), or TASK_STATE_REJECTED when the session is busy (and does not queue, or
-// its queue is full), closed or past its deadline. A rejection is decided without the session's lock
-// and waits for no disk: the store keeps it later, in a batch (Store.CreateBatched), or not at all when
-// the batch writer's buffer is full. A contextId continues that conversation of the sender's (DESIGN
-// §15). A message naming an existing task answers its question when it waits for its sender
-// (TASK_STATE_INPUT_REQUIRED) and is refused otherwise. A message whose messageId the same caller
-// already sent is answered with the task it created, as it stands (a retry is safe); one that was
-// rejected is offered again.
-func (s *Session) Send(ctx context.Context, msg *a2a.Message, origin Origin) (*a2a.Task, error) {
-	if msg.TaskID != "" {
-		return s.conv().FollowUp(ctx, msg, scopeOf(origin))
-	}
-	if origin.Trust == "" {
-		origin.Trust = TrustTrusted
-	}
-	if origin.Origin == "" {
-		origin.Origin = OriginOperator
-	}
-	now := s.cfg.Now()
-	id := a2a.TaskID(ids.New(ids.PrefixTask))
-	contextID := msg.ContextID
-	if contextID == "" {
-		contextID = ids.New(ids.PrefixContext)
-	} else if err := s.conv().CheckContext(ctx, contextID, origin.Caller); err != nil {
-		return nil, err
-	}
-	in := *msg
-	in.TaskID, in.ContextID = id, contextID
-	meta := ids.NewMeta(map[ids.MetaKey]any{ids.MetaMember: s.cfg.Member, ids.MetaTrust: origin.Trust, ids.MetaOrigin: origin.Origin})
-	if origin.Origin == OriginPeer {
-		ids.Set(meta, ids.MetaCaller, origin.Caller)
-	}
-	t := &a2a.Task{
-		ID:        id,
-		ContextID: contextID,
-		Status:    a2a.TaskStatus{State: a2a.TaskStateSubmitted, Timestamp: a2a.NewTimestamp(now)},
-		History:   []a2a.Message{in},
-		Metadata:  map[string]any{ids.Meta: meta},
-	}
-	if sent, ok, err := s.retries.Find(ctx, t, msg); ok || err != nil { // a retry, answered as Send says
-		if ok && origin.Retried != nil {
-			origin.Retried(sent)
-		}
-		return sent, err
-	}
-	refusal, ok := s.admit.Take()
-	if ok && s.cfg.Replicas != nil && !s.Idle() {
-		// A place here is a wait behind this replica's tasks: offered, the task is claimed by the first
-		// replica that is idle (this one too, once it is). Kept here when no replica has room.
-		s.admit.Release()
-		if offered, err := s.cfg.Replicas.Offer(ctx, t, s.admit.Limit()); offered || err != nil {
-			return s.offered(ctx, t, err, origin)
-		}
-		refusal, ok = s.admit.Take()
-	}
-	if !ok && !s.admit.Refused() && s.cfg.Replicas != nil {
-		// Busy here: another replica may have a place; it claims the task from the store.
-		if offered, err := s.cfg.Replicas.Offer(ctx, t, s.admit.Limit()); offered || err != nil {
-			return s.offered(ctx, t, err, origin)
-		}
-	}
-	if !ok {
-		return s.reject(t, refusal, now), nil
-	}
-	s.mu.Lock()
-	if s.closed || s.expired {
-		// Close or the deadline came between take and here; the refusal they set says which.
-		s.mu.Unlock()
-		s.admit.Release()
-		refusal, _ := s.admit.Take()
-		return s.reject(t, refusal, now), nil
-	}
-	held, release, heldErr := s.retries.Hold(t, msg)
-	if release == nil {
-		// A copy of the same message arrived while its first copy was being stored.
-		s.mu.Unlock()
-		s.admit.Release()
-		if heldErr == nil && origin.Retried != nil {
-			origin.Retried(held)
-		}
-		return held, heldErr
-	}
-	defer release()
-	// The task takes its place in the queue now, so the queue stays in order of admission; the executor
-	// starts it once it is stored.
-	s.queue = append(s.queue, id)
-	s.trc.Keep(ctx, id, s.queue) // its run continues the trace of the request that sent it
-	if msg.ContextID != "" {
-		s.continuing[id] = true
-	}
-	s.unstored[id] = true
-	s.submitted[id] = now
-	s.cfg.Metrics.TasksActive.Inc()
-	s.storing.Add(1)
-	s.mu.Unlock()
-	defer s.storing.Done()
-
-	err := s.cfg.Store.Create(ctx, t)
-	sentBefore := s.sentBefore(ctx, t, err)
-	var storedErr error
-	if err == nil && origin.Stored != nil {
-		storedErr = origin.Stored(t) // the task is still unstored to the executor: it cannot start yet
-	}
-
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	delete(s.unstored, id)
-	i := slices.Index(s.queue, id)
-	if err != nil {
-		if i >= 0 {
-			s.queue = slices.Delete(s.queue, i, i+1)
-		}
-		delete(s.submitted, id)
-		delete(s.continuing, id)
-		s.cfg.Metrics.TasksActive.Dec()
-		s.admit.Release()
-		s.kickLocked()
-		if sentBefore != nil {
-			if origin.Retried != nil {
-				origin.Retried(sentBefore)
-			}
-			return sentBefore, nil
-		}
-		return nil, err
-	}
-	if i < 0 {
-		// Close or the deadline emptied the queue while the task was being stored: it ends as the tasks
-		// that were queued then did.
-		var ferr error
-		if s.expired {
-			ferr = s.finishLocked(context.WithoutCancel(ctx), s.endOf(a2a.TaskStateFailed, fmt.Sprintf(DeadlineFail, s.deadline.UTC().Format(time.RFC3339)), nil), t)
-		} else {
-			ferr = s.finishLocked(context.WithoutCancel(ctx), s.endOf(a2a.TaskStateCanceled, ShutdownCancel, nil), t)
-		}
-		if ferr != nil {
-			s.log.Error("storing the end of a task the session ended while it was stored", "task", id, "err", ferr)
-		}
-		return t, nil
-	}
-	s.changedLocked(t)
-	s.kickLocked()
-	return t, storedErr
-}
-
-// reject ends t rejected with text and hands it to the store's batch writer: a rejection takes no lock
-// and waits for no disk. When the writer's buffer is full the rejection is answered but not kept.
-func (s *Session) reject(t *a2a.Task, text string, now time.Time) *a2a.Task {
-	s.setStatus(t, a2a.TaskStateRejected, text, now)
-	s.cfg.Store.CreateBatched(t)
-	s.cfg.Metrics.TasksTotal.WithLabelValues(string(a2a.TaskStateRejected)).Inc()
-	s.cfg.Metrics.TaskDuration.WithLabelValues(string(a2a.TaskStateRejected)).Observe(0)
-	return t
-}
-
-// kickLocked wakes the executor. s.mu is held.
-func (s *Session) kickLocked() {
-	select {
-	case s.kick <- struct{}{}:
-	default:
-	}
 }
 
 // Get returns a stored task in scope with at most historyLength of its most recent messages (nil: all;
@@ -582,11 +417,11 @@ func (s *Session) Wait(ctx context.Context, id a2a.TaskID) (*a2a.Task, error) {
 // holds the task.
 func (s *Session) awaitSettled(ctx context.Context, id a2a.TaskID) {
 	s.mu.Lock()
-	r := s.ending[id]
+	r := s.tasks.Handed(id)
 	s.mu.Unlock()
 	if r != nil {
 		select {
-		case <-r.done:
+		case <-r.Done:
 		case <-ctx.Done():
 		}
 	}
@@ -600,8 +435,7 @@ func (s *Session) Cancel(ctx context.Context, id a2a.TaskID, scope store.Scope) 
 		return nil, err
 	}
 	s.mu.Lock()
-	if i := slices.Index(s.queue, id); i >= 0 && !s.unstored[id] {
-		s.queue = slices.Delete(s.queue, i, i+1)
+	if s.tasks.Dequeue(id) {
 		t, err := s.cfg.Store.Get(ctx, id)
 		if err == nil {
 			err = s.finishLocked(ctx, s.endOf(a2a.TaskStateCanceled, CanceledMessage, nil), t)
@@ -612,15 +446,8 @@ func (s *Session) Cancel(ctx context.Context, id a2a.TaskID, scope store.Scope) 
 		}
 		return t, nil
 	}
-	r := s.running
-	if r != nil && r.id == id {
-		r.canceled = true
-		r.cancel(context.Canceled)
-	} else {
-		r = s.ending[id] // it ran; its end is on its way to the disk
-	}
-	if r != nil && r.id == id {
-		done := r.done
+	if r := s.tasks.Cancel(id); r != nil { // running, or its end is on its way to the disk
+		done := r.Done
 		s.mu.Unlock()
 		select {
 		case <-done:
@@ -645,10 +472,8 @@ func (s *Session) Cancel(ctx context.Context, id a2a.TaskID, scope store.Scope) 
 	case t.Status.State.Terminal():
 		return nil, notCancelable(t)
 	}
-	if s.cfg.Replicas != nil { // another replica's, or nobody's
-		if t, done, err := s.cfg.Replicas.Cancel(ctx, id); done || err != nil {
-			return t, err
-		}
+	if t, done, err := s.side.CancelElsewhere(ctx, id); done || err != nil { // another replica's, or nobody's
+		return t, err
 	}
 	// Not queued, not running, not terminal: the worker is just taking it (or another replica runs it,
 	// asked to stop). Ask again once it has.
@@ -676,7 +501,7 @@ func (s *Session) Close(ctx context.Context) error {
 	var errs []error
 	errs = append(errs, s.releaseQueuedLocked(ctx))
 	errs = append(errs, s.endQueuedLocked(ctx, a2a.TaskStateCanceled, ShutdownCancel))
-	s.queue = nil
+	s.tasks.Clear()
 	s.mu.Unlock()
 	s.storing.Wait()
 	s.stopAll()
@@ -694,7 +519,7 @@ func (s *Session) Close(ctx context.Context) error {
 		s.mu.Lock()
 		exit := s.exitStatusLocked()
 		s.mu.Unlock()
-		errs = append(errs, s.records.Write("session_end", "", map[string]any{
+		errs = append(errs, s.records.Write(records.TypeSessionEnd, "", map[string]any{
 			"reason": "closed", "exit_status": exit, "elapsed_secs": int64(s.cfg.Now().Sub(s.started) / time.Second),
 		}))
 	}
@@ -706,18 +531,7 @@ func (s *Session) Close(ctx context.Context) error {
 // is left to that Send, which ends it once it is stored. A task it cannot read stays submitted in the
 // store, which the next start ends failed. s.mu is held.
 func (s *Session) queuedLocked(ctx context.Context) ([]*a2a.Task, error) {
-	return s.cfg.Store.GetAll(ctx, s.queuedIDsLocked())
-}
-
-// queuedIDsLocked returns the ids of the queued tasks that are stored. s.mu is held.
-func (s *Session) queuedIDsLocked() []a2a.TaskID {
-	queued := make([]a2a.TaskID, 0, len(s.queue))
-	for _, id := range s.queue {
-		if !s.unstored[id] {
-			queued = append(queued, id)
-		}
-	}
-	return queued
+	return s.cfg.Store.GetAll(ctx, s.tasks.Queued())
 }
 
 // expire ends the session at its deadline: no new task is taken, queued tasks and the running one fail
@@ -735,14 +549,14 @@ func (s *Session) expire() {
 	if err := s.endQueuedLocked(ctx, a2a.TaskStateFailed, fmt.Sprintf(DeadlineFail, at)); err != nil {
 		s.log.Error("storing the ends of the queued tasks at the deadline", "err", err)
 	}
-	s.queue = nil
+	s.tasks.Clear()
 	s.endAtDeadline = map[string]any{"reason": "deadline", "deadline": at}
-	if r := s.running; r != nil {
+	if r := s.tasks.Running(); r != nil {
 		// The running task's end decides the exit status: session_end follows it (settle).
-		r.cancel(errSessionDeadline)
+		r.Cancel(errSessionDeadline)
 		return
 	}
-	if len(s.ending) == 0 {
+	if s.tasks.Quiet() {
 		s.writeDeadlineEndLocked() // else settle writes it after the last end
 	}
 }
@@ -757,7 +571,7 @@ func (s *Session) writeDeadlineEndLocked() {
 	s.endAtDeadline = nil
 	fields["exit_status"] = s.exitStatusLocked()
 	fields["elapsed_secs"] = int64(s.cfg.Now().Sub(s.started) / time.Second)
-	s.records.Write("session_end", "", fields)
+	s.records.Write(records.TypeSessionEnd, "", fields)
 }
 
 // exitStatusLocked is session_end's exit_status: the exit_status of the latest task that ended
@@ -768,46 +582,4 @@ func (s *Session) exitStatusLocked() string {
 		return "none"
 	}
 	return s.lastExit
-}
-
-// maxEnding bounds the ends that wait for their commit while the executor goes on: past it, the executor
-// waits for the disk.
-const maxEnding = 256
-
-func (s *Session) loop() {
-	defer func() {
-		close(s.ends)
-		<-s.settled
-		close(s.done)
-	}()
-	for {
-		select {
-		case <-s.base.Done():
-			return
-		case <-s.kick:
-		}
-		for {
-			ctx, r, ok := s.next()
-			if !ok {
-				break
-			}
-			s.run(ctx, r) // execute, within the task's span
-		}
-	}
-}
-
-// next takes the head of the queue and marks it running; the context it returns is the task's, ended by
-// Cancel or Close.
-func (s *Session) next() (context.Context, *runningTask, bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if len(s.queue) == 0 || s.unstored[s.queue[0]] || s.base.Err() != nil || s.expired {
-		return nil, nil, false
-	}
-	ctx, cancel := context.WithCancelCause(s.base)
-	r := &runningTask{id: s.queue[0], cancel: cancel, done: make(chan struct{})}
-	ctx = s.trc.Take(ctx, r.id) // the trace context of the request that sent it
-	s.queue = s.queue[1:]
-	s.running = r
-	return ctx, r, true
 }

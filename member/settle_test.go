@@ -117,7 +117,7 @@ func TestPlaceIsFreeOnceTheEndIsHandedOver(t *testing.T) {
 	}
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(5 * time.Millisecond) {
 		s.mu.Lock()
-		handed := s.ending[first.ID] != nil
+		handed := s.tasks.Handed(first.ID) != nil
 		s.mu.Unlock()
 		if handed {
 			break

@@ -3,6 +3,7 @@ package member
 import (
 	"context"
 
+	"github.com/murmur-run/murmur/member/queue"
 	"github.com/murmur-run/murmur/member/spans"
 )
 
@@ -10,20 +11,20 @@ import (
 // sent it, which ctx carries (next takes it with the task from the queue): one request to the entry
 // member is one trace across every member it reaches. The task's records carry the span while it runs
 // and up to its task_end.
-func (s *Session) run(ctx context.Context, r *runningTask) {
-	ctx, span := s.trc.StartAgent(ctx, s.cfg.Member, r.id)
+func (s *Session) run(ctx context.Context, r *queue.Run) {
+	ctx, span := s.trc.StartAgent(ctx, s.cfg.Member, r.ID)
 	defer span.End()
 	if !span.IsRecording() {
 		s.execute(ctx, r)
 		return
 	}
 	sc := span.SpanContext()
-	s.records.Bind(string(r.id), sc.TraceID().String(), sc.SpanID().String())
-	s.trc.SetRunning(r.id, span)
+	s.records.Bind(string(r.ID), sc.TraceID().String(), sc.SpanID().String())
+	s.trc.SetRunning(r.ID, span)
 	s.execute(ctx, r)
 	s.trc.SetRunning("", nil)
 	s.mu.Lock()
-	spans.EndAgent(span, r.task) // the task's fields are written under the lock
+	spans.EndAgent(span, r.Task) // the task's fields are written under the lock
 	s.mu.Unlock()
 }
 

@@ -9,6 +9,8 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+
+	"github.com/murmur-run/murmur/member/records"
 )
 
 // BackgroundState is what background-command reports of one command (SPEC "background-command").
@@ -125,7 +127,7 @@ func (t *BackgroundCommand) Run(ctx context.Context, call Call) (Result, error) 
 		rec["phase"], rec["canceled"] = "background_wait", true
 	}
 	// The one record of the call, whatever ended it: Wait writes none of its own.
-	if err := t.Recorder.Write("background_command", call.Task, rec); err != nil {
+	if err := t.Recorder.Write(records.TypeBackgroundCommand, call.Task, rec); err != nil {
 		return Result{}, err
 	}
 	return Result{Status: StatusOK, Output: text, Note: BackgroundNote(st, "background-command"), Data: rec}, nil

@@ -11,9 +11,9 @@ import (
 type CallStart struct {
 	CallID string
 	Member string
-	Status string // started, busy, rejected, failed
-	TaskID string // the member's task, when started
-	Output string // for busy, rejected and failed: SPEC's sentence
+	Status CallStatus // started, busy, rejected, failed
+	TaskID string     // the member's task, when started
+	Output string     // for busy, rejected and failed: SPEC's sentence
 	// Caller is the formation member that sent the calling task, "" for none.
 	Caller string
 	// DeadlineSecs is the call's deadline, lifecycle.delegation_deadline_secs.
@@ -60,20 +60,20 @@ func (t *CallMember) Run(ctx context.Context, call Call) (Result, error) {
 		// SPEC's four refused calls: nothing was sent.
 		return Refused(err.Error()), nil
 	}
-	data := map[string]any{"call_id": st.CallID, "member": st.Member, "status": st.Status}
-	if st.Status == "started" {
+	data := map[string]any{"call_id": st.CallID, "member": st.Member, "status": string(st.Status)}
+	if st.Status == CallStatusStarted {
 		data["task_id"] = st.TaskID
 	} else {
 		data["output"] = st.Output
 	}
-	body, _ := json.Marshal(orderedObject{{"call_id", st.CallID}, {"member", st.Member}, {"status", st.Status}, lastField(st)})
-	res := Result{Output: string(body), Data: data, Summary: "Called " + st.Member + ": " + st.Status}
+	body, _ := json.Marshal(orderedObject{{"call_id", st.CallID}, {"member", st.Member}, {"status", string(st.Status)}, lastField(st)})
+	res := Result{Output: string(body), Data: data, Summary: "Called " + st.Member + ": " + string(st.Status)}
 	m, id := st.Member, st.CallID
 	switch st.Status {
-	case "started":
+	case CallStatusStarted:
 		res.Status = StatusOK
 		res.Note = fmt.Sprintf("[call-member] %s is now working on call %s. Its answer is not in this result and no tool fetches it: the runtime adds it to this conversation after you end your turn. Unless you still have work to hand to a different member, end your turn now by replying without calling a tool. Calling %s again before its answer arrives is refused.", m, id, m)
-	case "busy":
+	case CallStatusBusy:
 		res.Status = StatusOK
 		res.Note = fmt.Sprintf("[call-member] %s is busy with other work and has not taken call %s yet. The runtime keeps offering it the task for up to %ds and adds %s's answer, or word that it stayed busy, to this conversation after you end your turn. Unless you still have work to hand to a different member, end your turn now by replying without calling a tool. Calling %s again before then is refused.", m, id, st.DeadlineSecs, m, m)
 	default:
@@ -87,7 +87,7 @@ func (t *CallMember) Run(ctx context.Context, call Call) (Result, error) {
 }
 
 func lastField(st CallStart) kv {
-	if st.Status == "started" {
+	if st.Status == CallStatusStarted {
 		return kv{"task_id", st.TaskID}
 	}
 	return kv{"output", st.Output}

@@ -46,7 +46,7 @@ func TestCallMemberResults(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if res.Status != tc.status || res.Summary != "Called worker: "+tc.start.Status {
+			if res.Status != tc.status || res.Summary != "Called worker: "+string(tc.start.Status) {
 				t.Errorf("status %s summary %q", res.Status, res.Summary)
 			}
 			if diff := cmp.Diff(tc.output, res.Output); diff != "" {

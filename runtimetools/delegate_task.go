@@ -9,10 +9,10 @@ import (
 // DelegationStart is how the tool call of delegate-task ended: started, or failed when the sub-session
 // could not be started or did not take the task.
 type DelegationStart struct {
-	ID      string // dlg_…
-	Capsule string // the bare name
-	Status  string // started, failed
-	Output  string // for failed: why
+	ID      string     // dlg_…
+	Capsule string     // the bare name
+	Status  CallStatus // started, failed
+	Output  string     // for failed: why
 }
 
 // Delegator is what delegate-task needs of the session.
@@ -52,14 +52,14 @@ func (t *DelegateTask) Run(ctx context.Context, call Call) (Result, error) {
 	if err != nil {
 		return Refused(err.Error()), nil
 	}
-	if st.Status != "started" {
-		body, _ := json.Marshal(orderedObject{{"delegation_id", st.ID}, {"capsule", st.Capsule}, {"status", st.Status}, {"output", st.Output}})
-		return Result{Status: StatusError, Output: string(body), Summary: "Delegated to " + st.Capsule + ": " + st.Status,
-			Data: map[string]any{"delegation_id": st.ID, "capsule": st.Capsule, "status": st.Status, "output": st.Output},
+	if st.Status != CallStatusStarted {
+		body, _ := json.Marshal(orderedObject{{"delegation_id", st.ID}, {"capsule", st.Capsule}, {"status", string(st.Status)}, {"output", st.Output}})
+		return Result{Status: StatusError, Output: string(body), Summary: "Delegated to " + st.Capsule + ": " + string(st.Status),
+			Data: map[string]any{"delegation_id": st.ID, "capsule": st.Capsule, "status": string(st.Status), "output": st.Output},
 			Note: fmt.Sprintf("[delegate-task] Delegation %s to %s ended %s: %s", st.ID, st.Capsule, st.Status, st.Output)}, nil
 	}
-	body, _ := json.Marshal(orderedObject{{"delegation_id", st.ID}, {"capsule", st.Capsule}, {"status", "started"}})
+	body, _ := json.Marshal(orderedObject{{"delegation_id", st.ID}, {"capsule", st.Capsule}, {"status", string(CallStatusStarted)}})
 	return Result{Status: StatusOK, Output: string(body), Summary: "Delegated to " + st.Capsule + ": started",
-		Data: map[string]any{"delegation_id": st.ID, "capsule": st.Capsule, "status": "started"},
+		Data: map[string]any{"delegation_id": st.ID, "capsule": st.Capsule, "status": string(CallStatusStarted)},
 		Note: fmt.Sprintf("[delegate-task] %s is now working on delegation %s. Its outcome is not in this result: the runtime adds it to this conversation after you end your turn. End your turn now unless you have other work to hand out.", st.Capsule, st.ID)}, nil
 }

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+
+	"github.com/murmur-run/murmur/member/records"
 )
 
 // FetchRequest is one fetch-peer-file call.
@@ -57,14 +59,14 @@ func (t *FetchPeerFile) Run(ctx context.Context, call Call) (Result, error) {
 		Overwrite bool    `json:"overwrite"`
 	}
 	if err := json.Unmarshal(call.Input, &in); err != nil || in.Handle == nil {
-		return refusedResult("peer_file_fetch", t.Recorder, call, &Refusal{Reason: "bad_input",
+		return refusedResult(records.TypePeerFileFetch, t.Recorder, call, &Refusal{Reason: "bad_input",
 			Text: `'fetch-peer-file' needs {"handle": "pf1.…"}, with "as": "<name>" and "overwrite": true optional.`}, map[string]any{})
 	}
 	f, err := t.Fetcher.FetchPeerFile(ctx, FetchRequest{Handle: strings.TrimSpace(*in.Handle), As: in.As, Overwrite: in.Overwrite})
 	if err != nil {
-		return refusedResult("peer_file_fetch", t.Recorder, call, err, map[string]any{})
+		return refusedResult(records.TypePeerFileFetch, t.Recorder, call, err, map[string]any{})
 	}
-	if err := t.Recorder.Write("peer_file_fetch", call.Task, map[string]any{"status": StatusOK, "from": f.From, "path": f.Name,
+	if err := t.Recorder.Write(records.TypePeerFileFetch, call.Task, map[string]any{"status": StatusOK, "from": f.From, "path": f.Name,
 		"stored": f.Stored, "size": f.Size, "sha256": f.SHA256, "handle_id": f.ID, "replaced": f.Replaced}); err != nil {
 		return Result{}, err
 	}

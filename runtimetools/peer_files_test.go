@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/murmur-run/murmur/member/records"
 )
 
 type fakeSharer struct {
@@ -41,8 +43,8 @@ type recorded struct {
 
 type fakeRecorder struct{ recs []recorded }
 
-func (r *fakeRecorder) Write(typ, _ string, fields map[string]any) error {
-	r.recs = append(r.recs, recorded{typ, fields})
+func (r *fakeRecorder) Write(typ records.Type, _ string, fields map[string]any) error {
+	r.recs = append(r.recs, recorded{string(typ), fields})
 	return nil
 }
 

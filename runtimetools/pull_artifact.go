@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/murmur-run/murmur/member/records"
 )
 
 // InstallGrant is capabilities.install as pull-artifact's description names it.
@@ -154,7 +156,7 @@ func (t *PullArtifact) pull(ctx context.Context, task, value, via string) (Resul
 	if len(p.Notes) > 0 {
 		data["notes"] = p.Notes
 	}
-	if err := t.Recorder.Write("artifact_pulled", task, map[string]any{"artifact": p.Artifact, "version": p.Version,
+	if err := t.Recorder.Write(records.TypeArtifactPulled, task, map[string]any{"artifact": p.Artifact, "version": p.Version,
 		"runtime": p.Runtime, "tool_name": p.ToolName, "fetched_from": p.FetchedFrom, "digest": p.Digest, "origin": "agent", "via": via}); err != nil {
 		return Result{}, err
 	}

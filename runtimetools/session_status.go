@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"time"
+
+	"github.com/murmur-run/murmur/member/records"
 )
 
 // StatusSnapshot is what a session knows of itself at one moment; SessionStatus renders it as SPEC's
@@ -104,7 +106,7 @@ func (t *SessionStatus) Run(_ context.Context, call Call) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	if err := t.Recorder.Write("session_status", call.Task, map[string]any{"status": obj}); err != nil {
+	if err := t.Recorder.Write(records.TypeSessionStatus, call.Task, map[string]any{"status": obj}); err != nil {
 		return Result{}, err
 	}
 	return Result{Status: StatusOK, Output: string(out), Data: obj}, nil

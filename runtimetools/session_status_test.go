@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/murmur-run/murmur/member/records"
 )
 
 type fixedSource StatusSnapshot
@@ -15,8 +17,8 @@ func (f fixedSource) StatusSnapshot() StatusSnapshot { return StatusSnapshot(f) 
 
 type memRecorder struct{ recs []map[string]any }
 
-func (m *memRecorder) Write(typ, task string, fields map[string]any) error {
-	rec := map[string]any{"type": typ, "task": task}
+func (m *memRecorder) Write(typ records.Type, task string, fields map[string]any) error {
+	rec := map[string]any{"type": string(typ), "task": task}
 	for k, v := range fields {
 		rec[k] = v
 	}

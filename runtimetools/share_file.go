@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/murmur-run/murmur/member/records"
 )
 
 // Refusal is a peer-file call the session turned down. Reason names why in the trace record ("expired",
@@ -74,7 +76,7 @@ func (t *ShareFile) Run(ctx context.Context, call Call) (Result, error) {
 		return t.refused(call, *in.Path, err)
 	}
 	expires := sf.Expires.UTC().Format(time.RFC3339)
-	if err := t.Recorder.Write("peer_file_share", call.Task, map[string]any{"status": StatusOK, "path": sf.Name,
+	if err := t.Recorder.Write(records.TypePeerFileShare, call.Task, map[string]any{"status": StatusOK, "path": sf.Name,
 		"size": sf.Size, "sha256": sf.SHA256, "handle_id": sf.ID, "expires": expires}); err != nil {
 		return Result{}, err
 	}
@@ -86,11 +88,11 @@ func (t *ShareFile) Run(ctx context.Context, call Call) (Result, error) {
 }
 
 func (t *ShareFile) refused(call Call, path string, err error) (Result, error) {
-	return refusedResult("peer_file_share", t.Recorder, call, err, map[string]any{"path": path})
+	return refusedResult(records.TypePeerFileShare, t.Recorder, call, err, map[string]any{"path": path})
 }
 
 // refusedResult records a refused peer-file call and returns its tool error.
-func refusedResult(record string, rec Recorder, call Call, err error, fields map[string]any) (Result, error) {
+func refusedResult(record records.Type, rec Recorder, call Call, err error, fields map[string]any) (Result, error) {
 	reason, text, status := "internal", err.Error(), StatusRefused
 	var r *Refusal
 	if errors.As(err, &r) {

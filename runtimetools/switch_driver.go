@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/murmur-run/murmur/internal/ids"
+	"github.com/murmur-run/murmur/member/records"
 )
 
 // ChoiceInfo describes one declared driver choice.
@@ -70,17 +71,17 @@ func (t *SwitchDriver) Run(_ context.Context, call Call) (Result, error) {
 	if err := json.Unmarshal(call.Input, &in); err != nil || in.Driver == nil {
 		msg := `switch-driver needs {"driver": "<choice name>"}`
 		// A record the trace cannot take is lost; the work it records goes on without it.
-		_ = t.Recorder.Write("control_refused", call.Task, map[string]any{"principal": "agent", "setting": string(ids.SettingInferenceDriver), "reason": msg})
+		_ = t.Recorder.Write(records.TypeControlRefused, call.Task, map[string]any{"principal": "agent", "setting": string(ids.SettingInferenceDriver), "reason": msg})
 		return Refused(msg), nil
 	}
 	prev := t.Control.Current()
 	if err := t.Control.Switch(*in.Driver); err != nil {
 		// A record the trace cannot take is lost; the work it records goes on without it.
-		_ = t.Recorder.Write("control_refused", call.Task, map[string]any{
+		_ = t.Recorder.Write(records.TypeControlRefused, call.Task, map[string]any{
 			"principal": "agent", "setting": string(ids.SettingInferenceDriver), "value": *in.Driver, "reason": err.Error()})
 		return Refused("switch-driver refused: " + err.Error() + "; the driver choice is still " + prev + "."), nil
 	}
-	if err := t.Recorder.Write("control_change", call.Task, map[string]any{
+	if err := t.Recorder.Write(records.TypeControlChange, call.Task, map[string]any{
 		"principal": "agent", "setting": string(ids.SettingInferenceDriver), "from": prev, "value": *in.Driver}); err != nil {
 		return Result{}, err
 	}

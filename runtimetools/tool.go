@@ -7,6 +7,8 @@ import (
 	"slices"
 	"sort"
 	"strings"
+
+	"github.com/murmur-run/murmur/member/records"
 )
 
 // Manifest is what staging writes to tools/<name>/murmur.yaml for a runtime-provided tool.
@@ -36,7 +38,7 @@ type Call struct {
 
 // Recorder writes one record to the session's trace.jsonl.
 type Recorder interface {
-	Write(typ, task string, fields map[string]any) error
+	Write(typ records.Type, task string, fields map[string]any) error
 }
 
 // The statuses a result can have.

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/murmur-run/murmur/internal/ids"
 	"github.com/murmur-run/murmur/internal/peercred"
 )
 
@@ -46,8 +47,8 @@ func (p Principal) String() string {
 // class its credential carries (never what the request's metadata says).
 type Caller struct {
 	Principal Principal
-	Member    string // a peer's member name
-	Trust     string // a peer's trust class: peercred.Trusted or peercred.Untrusted
+	Member    string    // a peer's member name
+	Trust     ids.Trust // a peer's trust class: peercred.Trusted or peercred.Untrusted
 }
 
 // authenticator checks a request's bearer token: the operator token, or a peer credential derived from

@@ -17,11 +17,12 @@ import (
 	a2ago "github.com/a2aproject/a2a-go/v2/a2a"
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/murmur-run/murmur/internal/ids"
 	"github.com/murmur-run/murmur/internal/peercred"
 )
 
 // peerToken is the credential the member name presents to the fixture's door for tasks of trust.
-func peerToken(name, trust string) string {
+func peerToken(name string, trust ids.Trust) string {
 	return peercred.NewKey(testFormationToken, "test").Credential(name, trust)
 }
 
@@ -32,13 +33,13 @@ func TestPeerIdentityFromCredential(t *testing.T) {
 	f := startDoor(t, map[string]string{"murmur.yaml": echoAgent})
 	ctx := context.Background()
 
-	for _, trust := range []string{peercred.Trusted, peercred.Untrusted} {
+	for _, trust := range []ids.Trust{peercred.Trusted, peercred.Untrusted} {
 		res, err := f.client(peerToken("caller", trust)).SendMessage(ctx, &a2ago.SendMessageRequest{Message: userMessage("from a peer")})
 		if err != nil {
 			t.Fatal(err)
 		}
 		task := res.(*a2ago.Task)
-		want := map[string]any{"member": "solo", "trust": trust, "origin": "peer", "caller": "caller"}
+		want := map[string]any{"member": "solo", "trust": string(trust), "origin": "peer", "caller": "caller"}
 		if diff := cmp.Diff(want, withoutUsage(t, task.Metadata)); diff != "" {
 			t.Errorf("peer task metadata (-want +got):\n%s", diff)
 		}

@@ -100,6 +100,7 @@ type Formation struct {
 	cfg     FormationConfig
 	isolate func() sandbox.Isolation // what the host allows around commands, probed once for every member
 	process []prometheus.Collector   // the Go and process collectors every door's registry shares
+	loaded  *capsules                // the capsules the members run, each loaded once
 	Members []*RunningMember
 	errc    chan error
 	wg      sync.WaitGroup
@@ -120,7 +121,7 @@ func StartFormation(cfg FormationConfig) (*Formation, error) {
 		names = cfg.Roster.Names()
 	}
 	f := &Formation{cfg: cfg, errc: make(chan error, len(names)), isolate: sync.OnceValue(sandbox.Probe),
-		process: processCollectors()}
+		process: processCollectors(), loaded: &capsules{byDir: map[string]func() (*capsule.Capsule, error){}}}
 	// Every door listens first, so a member on port 0 has its real URL before any session (whose
 	// call-member reaches peers by URL) starts. The formation works on its own copy of the roster.
 	r := *cfg.Roster
@@ -199,58 +200,53 @@ func StartFormation(cfg FormationConfig) (*Formation, error) {
 // startParallel is how many members StartFormation starts at once.
 const startParallel = 8
 
-func (f *Formation) start(m roster.Member, ln net.Listener) (*RunningMember, error) {
+// start starts member m behind the listener its door serves on: its store, its session, its push
+// notifier and its door. On an error what it opened is closed again, ln included.
+func (f *Formation) start(m roster.Member, ln net.Listener) (_ *RunningMember, err error) {
 	cfg := f.cfg
-	caps, err := capsule.Load(m.Capsule)
+	var (
+		st       store.Tasks
+		sess     *member.Session
+		notifier pushNotifier
+	)
+	defer func() {
+		if err == nil {
+			return
+		}
+		ln.Close()
+		if sess != nil {
+			sess.Close(context.Background())
+		}
+		if notifier != nil {
+			notifier.Close()
+		}
+		if st != nil {
+			st.Close()
+		}
+	}()
+	p, err := f.place(m)
 	if err != nil {
-		ln.Close()
 		return nil, err
-	}
-	replicaName, err := replicaName(m, cfg)
-	if err != nil {
-		ln.Close()
-		return nil, err
-	}
-	dir := filepath.Join(cfg.DataDir, "members", m.Name)
-	log := cfg.Logger.With("member", m.Name)
-	if replicaName != "" {
-		// Replicas sharing a data directory keep their workdirs and runtime directories apart.
-		dir = filepath.Join(dir, "replicas", replicaName)
-		log = log.With("replica", replicaName)
-	}
-	// Nothing of an earlier process is live: what its sessions left in the runtime root (a killed one's
-	// tool copies, its MCP config) goes before this member's first session starts.
-	runtimeRoot := filepath.Join(dir, "run")
-	if left, err := setup.ClearRuntimeRoot(runtimeRoot); err != nil {
-		ln.Close()
-		return nil, err
-	} else if len(left) > 0 {
-		log.Info("removed the runtime directories an earlier process left", "count", len(left), "dir", runtimeRoot)
 	}
 	// The capsule's store.retention overrides the roster's, key by key; the store fills in the defaults.
 	// The files kept for the artifacts of the tasks retention removes go with them.
-	artifacts := filepath.Join(dir, "artifacts")
-	st, sqlite, created, err := openStore(context.Background(), m, replicaName, caps, cfg, dir, log, func(ids []a2a.TaskID) {
-		if err := converse.RemoveKept(artifacts, ids); err != nil {
-			log.Warn("deleting the kept artifact files of tasks retention removed", "err", err)
+	opened, sqlite, created, err := openStore(context.Background(), m, p.replica, p.caps, cfg, p.dir, p.log, func(ids []a2a.TaskID) {
+		if err := converse.RemoveKept(p.artifacts(), ids); err != nil {
+			p.log.Warn("deleting the kept artifact files of tasks retention removed", "err", err)
 		}
 	})
 	if err != nil {
-		ln.Close()
 		return nil, err
 	}
-	control, err := LoadControlTokens(caps, cfg.ControlToken)
+	st = opened
+	control, err := LoadControlTokens(p.caps, cfg.ControlToken)
 	if err != nil {
-		ln.Close()
-		st.Close()
 		return nil, err
 	}
 	reg, wrapped := memberRegistry(m.Name, f.process)
-	wrapped = replicaRegisterer(wrapped, replicaName)
+	wrapped = replicaRegisterer(wrapped, p.replica)
 	series, err := metrics.New(wrapped)
 	if err != nil {
-		ln.Close()
-		st.Close()
 		return nil, err
 	}
 	hub := events.New(events.Config{Now: cfg.Now})
@@ -258,89 +254,144 @@ func (f *Formation) start(m roster.Member, ln net.Listener) (*RunningMember, err
 	// streams follow the shared store's numbered events instead, whichever replica runs the task.
 	var publisher events.Publisher = hub
 	var streams Streams = hub
-	feed := replicaFeed(st, replicaName, hub, log)
+	feed := replicaFeed(st, p.replica, hub, p.log)
 	if feed != nil {
 		publisher, streams = feed, feed
 	}
-	coord, err := startReplica(m, replicaName, st, cfg, feed, func(err error) {
+	coord, err := startReplica(m, p.replica, st, cfg, feed, func(err error) {
 		select {
 		case f.errc <- fmt.Errorf("member %s: %w", m.Name, err):
 		default:
 		}
 	})
 	if err != nil {
-		ln.Close()
-		st.Close()
 		return nil, err
 	}
-	sess, err := member.Start(member.Config{
-		Member: m.Name, Formation: cfg.Roster.Formation, Capsule: caps, Store: st,
-		RecordsRoot: cfg.RecordsRoot, DataDir: cfg.DataDir, WorkDir: filepath.Join(dir, "work"), RuntimeRoot: runtimeRoot,
-		ProjectDir: cfg.Roster.Dir, DoorURL: m.URL, ArtifactsDir: artifacts,
-		Metrics: series, Logger: cfg.Logger, Now: cfg.Now,
-		Roster: cfg.Roster, FormationToken: cfg.Tokens.Formation, Secrets: memberSecrets(cfg.Tokens, control), ConfineHelper: cfg.ConfineHelper,
-		Events: publisher, Replicas: sessionReplicas(coord), TracerProvider: cfg.TracerProvider, Isolate: f.isolate,
-		StartToolServer: func(ts harness.ToolSet) (harness.ToolServer, error) { return StartToolServer(ts, log) },
-	})
-	if err != nil {
-		ln.Close()
-		st.Close()
+	if sess, err = f.startSession(p, st, series, publisher, coord, control); err != nil {
 		return nil, err
 	}
 	if err := bindReplica(coord, sess); err != nil {
-		ln.Close()
-		sess.Close(context.Background())
-		st.Close()
 		return nil, err
 	}
 	// The notifier opens once the session has recovered the store, so its first round finds the tasks
 	// a restart ended too; no task arrives before the door opens.
 	// Push configs live beside the tasks: in the SQLite file, or in the PostgreSQL database every
 	// replica shares (where a trigger queues the changes, so the notifier observes none).
-	notifier, err := openPush(m.Name, sqlite, created, st, caps, cfg, wrapped, log)
+	pn, err := openPush(m.Name, sqlite, created, st, p.caps, cfg, wrapped, p.log)
 	if err != nil {
-		ln.Close()
-		sess.Close(context.Background())
-		st.Close()
 		return nil, err
 	}
-	var pushConfigs PushConfigs = notifier
+	notifier = pn // only now: a failed open may return a nil pointer in the interface
 	if n, ok := notifier.(taskObserver); ok {
 		hub.ObserveTasks(n.Changed, n.Watches)
 	}
-	url := m.URL
-	// GET /replicas reads a replica's shared store; a member of one process has no replicas to list.
-	var replicas ReplicaSet
-	if rs, ok := st.(ReplicaSet); ok && replicaName != "" {
-		replicas = rs
-	}
-	door, err := NewDoor(DoorConfig{
-		Member: m.Name, Roster: cfg.Roster, Executor: sess, Tokens: cfg.Tokens,
-		Card:    NewCard(m.Name, caps.Description, cfg.Version, url, cfg.Roster.Formation),
-		MaxBody: cfg.MaxBody, MaxStreams: cfg.MaxStreams, Gatherer: reg, Registerer: wrapped, Logger: log,
-		ExportRoot: sess.ExportRoot(), AnswersMessage: caps.AnswersWithMessage(), Now: cfg.Now, Events: streams, Push: pushConfigs,
-		Control: sess, ControlTokens: control, Replicas: replicas, TracerProvider: cfg.TracerProvider,
-		Files: replicaFiles(st, replicaName), // peer and artifact files at any replica (DESIGN §16)
-	})
+	door, err := f.newDoor(p, sess, st, reg, wrapped, control, streams, notifier)
 	if err != nil {
-		ln.Close()
-		sess.Close(context.Background())
-		if notifier != nil {
-			notifier.Close()
-		}
-		st.Close()
 		return nil, err
 	}
-	srv := NewHTTPServer(door, log)
+	srv := NewHTTPServer(door, p.log)
 	srv.RegisterOnShutdown(door.CloseStreams)
-	rm := &RunningMember{Name: m.Name, URL: url, Session: sess, Replica: replicaName, replica: coord, feed: feed, store: st, push: notifier, server: srv, ln: ln}
+	rm := &RunningMember{Name: m.Name, URL: m.URL, Session: sess, Replica: p.replica, replica: coord, feed: feed, store: st, push: notifier, server: srv, ln: ln}
 	f.wg.Go(func() {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			f.errc <- fmt.Errorf("member %s: door: %w", m.Name, err)
 		}
 	})
-	log.Info("door open", "session", sess.ID(), "records", sess.RecordsDir())
+	p.log.Info("door open", "session", sess.ID(), "records", sess.RecordsDir())
 	return rm, nil
+}
+
+// newDoor makes the door of the member at p, in front of its session sess.
+func (f *Formation) newDoor(p place, sess *member.Session, st store.Tasks, reg *prometheus.Registry, wrapped prometheus.Registerer,
+	control []ControlToken, streams Streams, push PushConfigs) (*Door, error) {
+	cfg := f.cfg
+	// GET /replicas reads a replica's shared store; a member of one process has no replicas to list.
+	var replicas ReplicaSet
+	if rs, ok := st.(ReplicaSet); ok && p.replica != "" {
+		replicas = rs
+	}
+	return NewDoor(DoorConfig{
+		Member: p.m.Name, Roster: cfg.Roster, Executor: sess, Tokens: cfg.Tokens,
+		Card:    NewCard(p.m.Name, p.caps.Description, cfg.Version, p.m.URL, cfg.Roster.Formation),
+		MaxBody: cfg.MaxBody, MaxStreams: cfg.MaxStreams, Gatherer: reg, Registerer: wrapped, Logger: p.log,
+		ExportRoot: sess.ExportRoot(), AnswersMessage: p.caps.AnswersWithMessage(), Now: cfg.Now, Events: streams, Push: push,
+		Control: sess, ControlTokens: control, Replicas: replicas, TracerProvider: cfg.TracerProvider,
+		Files: replicaFiles(st, p.replica), // peer and artifact files at any replica (DESIGN §16)
+	})
+}
+
+// place is where a member started on this host keeps its state, what it runs, and what it logs as.
+type place struct {
+	m       roster.Member
+	caps    *capsule.Capsule
+	replica string // this process's replica of the member; "" for a member of one process
+	dir     string // the member's data directory (its replica's, for a replica)
+	log     *slog.Logger
+}
+
+func (p place) runtimeRoot() string { return filepath.Join(p.dir, "run") }
+func (p place) artifacts() string   { return filepath.Join(p.dir, "artifacts") }
+
+// place loads m's capsule and finds its data directory, whose runtime root it clears: nothing of an
+// earlier process is live, so what its sessions left there (a killed one's tool copies, its MCP config)
+// goes before this member's first session starts.
+func (f *Formation) place(m roster.Member) (place, error) {
+	caps, err := f.loaded.load(m.Capsule)
+	if err != nil {
+		return place{}, err
+	}
+	replica, err := replicaName(m, f.cfg)
+	if err != nil {
+		return place{}, err
+	}
+	p := place{m: m, caps: caps, replica: replica, dir: filepath.Join(f.cfg.DataDir, "members", m.Name),
+		log: f.cfg.Logger.With("member", m.Name)}
+	if replica != "" {
+		// Replicas sharing a data directory keep their workdirs and runtime directories apart.
+		p.dir = filepath.Join(p.dir, "replicas", replica)
+		p.log = p.log.With("replica", replica)
+	}
+	if left, err := setup.ClearRuntimeRoot(p.runtimeRoot()); err != nil {
+		return place{}, err
+	} else if len(left) > 0 {
+		p.log.Info("removed the runtime directories an earlier process left", "count", len(left), "dir", p.runtimeRoot())
+	}
+	return p, nil
+}
+
+// capsules loads each capsule directory once for a formation: the members that run the same capsule
+// share its parse, which nothing changes once it is loaded.
+type capsules struct {
+	mu    sync.Mutex // guards byDir
+	byDir map[string]func() (*capsule.Capsule, error)
+}
+
+// load returns the capsule in dir, loading it at the first call for dir; a concurrent call for the same
+// dir waits for that load.
+func (c *capsules) load(dir string) (*capsule.Capsule, error) {
+	c.mu.Lock()
+	load, ok := c.byDir[dir]
+	if !ok {
+		load = sync.OnceValues(func() (*capsule.Capsule, error) { return capsule.Load(dir) })
+		c.byDir[dir] = load
+	}
+	c.mu.Unlock()
+	return load()
+}
+
+// startSession starts the session of the member at p on its store st.
+func (f *Formation) startSession(p place, st store.Tasks, series *metrics.Series, publisher events.Publisher,
+	coord *replica.Coordinator, control []ControlToken) (*member.Session, error) {
+	cfg := f.cfg
+	return member.Start(member.Config{
+		Member: p.m.Name, Formation: cfg.Roster.Formation, Capsule: p.caps, Store: st,
+		RecordsRoot: cfg.RecordsRoot, DataDir: cfg.DataDir, WorkDir: filepath.Join(p.dir, "work"), RuntimeRoot: p.runtimeRoot(),
+		ProjectDir: cfg.Roster.Dir, DoorURL: p.m.URL, ArtifactsDir: p.artifacts(),
+		Metrics: series, Logger: cfg.Logger, Now: cfg.Now,
+		Roster: cfg.Roster, FormationToken: cfg.Tokens.Formation, Secrets: memberSecrets(cfg.Tokens, control), ConfineHelper: cfg.ConfineHelper,
+		Events: publisher, Replicas: sessionReplicas(coord), TracerProvider: cfg.TracerProvider, Isolate: f.isolate,
+		StartToolServer: func(ts harness.ToolSet) (harness.ToolServer, error) { return StartToolServer(ts, p.log) },
+	})
 }
 
 // NewHTTPServer returns an http.Server for a door with timeouts that keep slow clients from holding it.

@@ -47,8 +47,14 @@ func (d *Door) dispatch(ctx context.Context, method a2a.Method, c call) (any, er
 		return d.onCancelTask(ctx, c)
 	case a2a.MethodSubscribeToTask:
 		return d.onSubscribeToTask(ctx, c)
-	case a2a.MethodCreatePushConfig, a2a.MethodGetPushConfig, a2a.MethodListPushConfigs, a2a.MethodDeletePushConfig:
-		return d.onPushConfig(ctx, method, c)
+	case a2a.MethodCreatePushConfig:
+		return d.onCreatePushConfig(ctx, c)
+	case a2a.MethodGetPushConfig:
+		return d.onGetPushConfig(ctx, c)
+	case a2a.MethodListPushConfigs:
+		return d.onListPushConfigs(ctx, c)
+	case a2a.MethodDeletePushConfig:
+		return d.onDeletePushConfig(ctx, c)
 	case a2a.MethodGetExtendedAgentCard:
 		return nil, a2a.ErrUnsupportedOperation.With(
 			"GetExtendedAgentCard needs an extended agent card, which this door's agent card does not declare; read /.well-known/agent-card.json")
@@ -166,16 +172,6 @@ func (d *Door) onSubscribeToTask(ctx context.Context, c call) (any, error) {
 func errNoStreaming(method a2a.Method) error {
 	return a2a.ErrUnsupportedOperation.With(fmt.Sprintf(
 		"%s needs streaming, which this door's agent card does not declare; use SendMessage and GetTask", method))
-}
-
-// onPushConfig runs the four push notification config methods (push.go), or refuses them when the
-// door keeps no configs.
-func (d *Door) onPushConfig(ctx context.Context, method a2a.Method, c call) (any, error) {
-	if d.cfg.Push == nil {
-		return nil, a2a.ErrPushNotificationNotSupp.With(fmt.Sprintf(
-			"%s needs push notifications, which this door's agent card does not declare; poll GetTask instead", method))
-	}
-	return d.pushCall(ctx, c.caller, method, c.params, c.scope)
 }
 
 // decodeParams decodes params into v. Every field may be named by its JSON name (taskId) or by its proto

@@ -2,13 +2,11 @@ package server
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 
 	"github.com/murmur-run/murmur/a2a"
 	"github.com/murmur-run/murmur/member/push"
-	"github.com/murmur-run/murmur/member/store"
 )
 
 // PushConfigs is what a door needs of a member's push notifier.
@@ -26,70 +24,108 @@ type PushConfigs interface {
 
 var _ PushConfigs = (*push.Notifier)(nil)
 
-// pushCall runs the four push notification config methods. Each names a task the caller must be able
-// to see; a task outside the caller's scope is not found, as everywhere.
-func (d *Door) pushCall(ctx context.Context, caller Caller, method a2a.Method, params json.RawMessage, scope store.Scope) (any, error) {
-	switch method {
-	case a2a.MethodCreatePushConfig:
-		var c a2a.TaskPushNotificationConfig
-		if err := decodeParams(params, &c); err != nil {
-			return nil, err
-		}
-		if err := d.checkPushConfig("", &c); err != nil {
-			return nil, err
-		}
-		if err := checkTaskID("taskId", c.TaskID, "the id of the task whose changes the webhook receives"); err != nil {
-			return nil, err
-		}
-		if _, err := d.cfg.Executor.GetJSON(ctx, c.TaskID, scope); err != nil {
-			return nil, err
-		}
-		return d.createPushConfig(ctx, caller, "", c)
-	case a2a.MethodGetPushConfig, a2a.MethodDeletePushConfig:
-		var req a2a.GetTaskPushNotificationConfigRequest
-		if err := decodeParams(params, &req); err != nil {
-			return nil, err
-		}
-		if err := checkTaskID("taskId", req.TaskID, "the id of the task the config belongs to"); err != nil {
-			return nil, err
-		}
-		if req.ID == "" {
-			return nil, a2a.InvalidParams(a2a.FieldViolation{Field: "id", Description: "required: the id of the push notification config (ListTaskPushNotificationConfigs lists them)"})
-		}
-		if _, err := d.cfg.Executor.GetJSON(ctx, req.TaskID, scope); err != nil {
-			return nil, err
-		}
-		if method == a2a.MethodDeletePushConfig {
-			if err := d.cfg.Push.Delete(ctx, req.TaskID, req.ID); err != nil {
-				return nil, err
-			}
-			return struct{}{}, nil
-		}
-		c, err := d.cfg.Push.Get(ctx, req.TaskID, req.ID)
-		if errors.Is(err, push.ErrNotFound) {
-			return nil, a2a.InvalidParams(a2a.FieldViolation{Field: "id", Description: fmt.Sprintf(
-				"task %s has no push notification config %q; ListTaskPushNotificationConfigs lists its configs", req.TaskID, a2a.CutID(req.ID))})
-		}
-		return c, err
-	case a2a.MethodListPushConfigs:
-		var req a2a.ListTaskPushNotificationConfigsRequest
-		if err := decodeParams(params, &req); err != nil {
-			return nil, err
-		}
-		if err := checkTaskID("taskId", req.TaskID, "the id of the task whose configs to list"); err != nil {
-			return nil, err
-		}
-		if _, err := d.cfg.Executor.GetJSON(ctx, req.TaskID, scope); err != nil {
-			return nil, err
-		}
-		list, err := d.cfg.Push.List(ctx, req.TaskID)
-		if err != nil {
-			return nil, err
-		}
-		// A task has at most push.max_configs_per_task configs: one page holds them all.
-		return a2a.ListTaskPushNotificationConfigsResponse{Configs: list}, nil
+// The four push notification config methods, one handler each, as dispatch names them. Each names a
+// task the caller must be able to see; a task outside the caller's scope is not found, as everywhere.
+
+// onCreatePushConfig stores a webhook for a task's changes.
+func (d *Door) onCreatePushConfig(ctx context.Context, c call) (any, error) {
+	if err := d.pushSupported(a2a.MethodCreatePushConfig); err != nil {
+		return nil, err
 	}
-	return nil, a2a.ErrMethodNotFound
+	var cfg a2a.TaskPushNotificationConfig
+	if err := decodeParams(c.params, &cfg); err != nil {
+		return nil, err
+	}
+	if err := d.checkPushConfig("", &cfg); err != nil {
+		return nil, err
+	}
+	if err := checkTaskID("taskId", cfg.TaskID, "the id of the task whose changes the webhook receives"); err != nil {
+		return nil, err
+	}
+	if _, err := d.cfg.Executor.GetJSON(ctx, cfg.TaskID, c.scope); err != nil {
+		return nil, err
+	}
+	return d.createPushConfig(ctx, c.caller, "", cfg)
+}
+
+// onGetPushConfig answers one config of a task.
+func (d *Door) onGetPushConfig(ctx context.Context, c call) (any, error) {
+	req, err := d.pushConfigRequest(ctx, a2a.MethodGetPushConfig, c)
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := d.cfg.Push.Get(ctx, req.TaskID, req.ID)
+	if errors.Is(err, push.ErrNotFound) {
+		return nil, a2a.InvalidParams(a2a.FieldViolation{Field: "id", Description: fmt.Sprintf(
+			"task %s has no push notification config %q; ListTaskPushNotificationConfigs lists its configs", req.TaskID, a2a.CutID(req.ID))})
+	}
+	return cfg, err
+}
+
+// onDeletePushConfig removes one config of a task; one it does not have is deleted already.
+func (d *Door) onDeletePushConfig(ctx context.Context, c call) (any, error) {
+	req, err := d.pushConfigRequest(ctx, a2a.MethodDeletePushConfig, c)
+	if err != nil {
+		return nil, err
+	}
+	if err := d.cfg.Push.Delete(ctx, req.TaskID, req.ID); err != nil {
+		return nil, err
+	}
+	return struct{}{}, nil
+}
+
+// onListPushConfigs answers a task's configs.
+func (d *Door) onListPushConfigs(ctx context.Context, c call) (any, error) {
+	if err := d.pushSupported(a2a.MethodListPushConfigs); err != nil {
+		return nil, err
+	}
+	var req a2a.ListTaskPushNotificationConfigsRequest
+	if err := decodeParams(c.params, &req); err != nil {
+		return nil, err
+	}
+	if err := checkTaskID("taskId", req.TaskID, "the id of the task whose configs to list"); err != nil {
+		return nil, err
+	}
+	if _, err := d.cfg.Executor.GetJSON(ctx, req.TaskID, c.scope); err != nil {
+		return nil, err
+	}
+	list, err := d.cfg.Push.List(ctx, req.TaskID)
+	if err != nil {
+		return nil, err
+	}
+	// A task has at most push.max_configs_per_task configs: one page holds them all.
+	return a2a.ListTaskPushNotificationConfigsResponse{Configs: list}, nil
+}
+
+// pushSupported refuses method when the door keeps no push notification configs.
+func (d *Door) pushSupported(method a2a.Method) error {
+	if d.cfg.Push == nil {
+		return a2a.ErrPushNotificationNotSupp.With(fmt.Sprintf(
+			"%s needs push notifications, which this door's agent card does not declare; poll GetTask instead", method))
+	}
+	return nil
+}
+
+// pushConfigRequest decodes and checks the params of method, Get or Delete: a task the caller may see
+// and the id of one of its configs.
+func (d *Door) pushConfigRequest(ctx context.Context, method a2a.Method, c call) (a2a.GetTaskPushNotificationConfigRequest, error) {
+	var req a2a.GetTaskPushNotificationConfigRequest
+	if err := d.pushSupported(method); err != nil {
+		return req, err
+	}
+	if err := decodeParams(c.params, &req); err != nil {
+		return req, err
+	}
+	if err := checkTaskID("taskId", req.TaskID, "the id of the task the config belongs to"); err != nil {
+		return req, err
+	}
+	if req.ID == "" {
+		return req, a2a.InvalidParams(a2a.FieldViolation{Field: "id", Description: "required: the id of the push notification config (ListTaskPushNotificationConfigs lists them)"})
+	}
+	if _, err := d.cfg.Executor.GetJSON(ctx, req.TaskID, c.scope); err != nil {
+		return req, err
+	}
+	return req, nil
 }
 
 // checkPushConfig checks a config's fields (prefix names where it sits in the params).

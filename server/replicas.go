@@ -79,17 +79,17 @@ func replicaRegisterer(reg prometheus.Registerer, name string) prometheus.Regist
 }
 
 // sessionReplicas is coord as the session's Replicas: nil (not a nil *Coordinator) without one.
-func sessionReplicas(coord *replica.Coordinator) member.Replicas {
+func sessionReplicas(coord *replica.Coordinator) replica.Peers {
 	if coord == nil {
 		return nil
 	}
 	return coord
 }
 
-// bindReplica starts coord's work for sess.
+// bindReplica starts coord's work for sess, through the session's side of the member's replicas.
 func bindReplica(coord *replica.Coordinator, sess *member.Session) error {
 	if coord == nil {
 		return nil
 	}
-	return coord.Start(context.Background(), sess)
+	return coord.Start(context.Background(), sess.Replica())
 }

@@ -102,16 +102,17 @@ func (d *Door) origin(caller Caller, msg *a2a.Message) (member.Origin, error) {
 	meta := ids.Murmur(msg.Metadata)
 	claimed, hasCaller := ids.Lookup(meta, ids.MetaCaller)
 	claimedTrust, hasTrust := ids.Lookup(meta, ids.MetaTrust)
-	if (hasCaller && claimed != caller.Member) || (hasTrust && claimedTrust != caller.Trust) {
+	// The claims are JSON values, strings when they are any: compared with the credential's as strings.
+	if (hasCaller && claimed != caller.Member) || (hasTrust && claimedTrust != string(caller.Trust)) {
 		d.cfg.Executor.RecordRefusal(map[string]any{
-			"reason": "metadata_mismatch", "caller": caller.Member, "trust": caller.Trust,
+			"reason": "metadata_mismatch", "caller": caller.Member, "trust": string(caller.Trust),
 			"claimed_caller": claimed, "claimed_trust": claimedTrust,
 		})
 		d.cfg.Logger.Warn("peer request refused: its metadata claims another identity than its credential",
 			"caller", caller.Member, "trust", caller.Trust)
 		return member.Origin{}, a2a.ErrUnauthorized.WithMeta("caller", caller.Member).With(fmt.Sprintf(
 			"message.metadata.murmur claims caller %v with trust %v, but the request's credential is %s's for %s tasks: a peer's identity and trust class come from its credential",
-			shortAny(claimed, caller.Member), shortAny(claimedTrust, caller.Trust), caller.Member, caller.Trust))
+			shortAny(claimed, caller.Member), shortAny(claimedTrust, string(caller.Trust)), caller.Member, caller.Trust))
 	}
 	o := member.Origin{Trust: caller.Trust, Origin: member.OriginPeer, Caller: caller.Member}
 	o.CallID, _ = ids.Get(meta, ids.MetaCallID).(string)

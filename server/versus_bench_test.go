@@ -22,13 +22,15 @@ import (
 	"github.com/murmur-run/murmur/a2a"
 )
 
-// BenchmarkVersus runs, in one process and one run, the same JSON-RPC requests against three servers on
+// BenchmarkVersus runs, in one process and one run, the same JSON-RPC requests against four servers on
 // loopback: a bare net/http handler that answers fixed bytes (the floor any server pays: HTTP and the
-// loopback socket), a2a-go v2.3.1's a2asrv with its in-memory task store and a trivial agent, and a
-// murmur door in front of a member whose agent is the script driver. Each call is measured at 1, 16 and
-// 64 closed-loop clients, the three targets alternating over versusRounds rounds so that the machine's
-// noise falls on all three alike; it reports each target's requests per second and the door's ratios
-// against the other two. It never fails for slowness:
+// loopback socket), a2a-go v2.3.1's a2asrv with its in-memory task store and a trivial agent, a murmur
+// door in front of a member whose agent is the script driver, its tasks in SQLite, and the same door with
+// its tasks in PostgreSQL (left out, in one line of the log, where PostgreSQL is not installed). Each call
+// is measured at 1, 16 and 64 closed-loop clients, the targets alternating over versusRounds rounds so
+// that the machine's noise falls on all alike; it reports each target's requests per second and the
+// doors' ratios: door/bare and door/a2asrv for the door on SQLite, door-pg/a2asrv and door-pg/door (÷ the
+// door on SQLite) for the one on PostgreSQL. It never fails for slowness:
 //
 //	go test -run '^$' -bench Versus -benchtime 3000x ./server/
 //
@@ -40,16 +42,29 @@ func BenchmarkVersus(b *testing.B) {
 	agent := startA2ASrv(b)
 	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
 	defer hc.CloseIdleConnections()
+	pg := benchPG(b)
 
 	doorTask := sendForID(b, hc, door.url+"/a2a", false)
 	agentTask := sendForID(b, hc, agent.url, false)
 	// GetTask of a task written before 10,000 others, past the store's cache of recent tasks: its first
 	// read is the file's (issue 34). Its member keeps more than the default 10,000 ended tasks.
-	old := startDoor(b, map[string]string{"murmur.yaml": benchAgent + "store: {retention: {max_tasks: 100000}}\n"})
+	oldAgent := benchAgent + "store: {retention: {max_tasks: 100000}}\n"
+	old := startDoor(b, map[string]string{"murmur.yaml": oldAgent})
 	oldDoorTask := sendForID(b, hc, old.url+"/a2a", false)
 	oldAgentTask := sendForID(b, hc, agent.url, false)
 	drive(b, hc, old.url+"/a2a", 16, 10000, func(i int) []byte { return sendBody(i, true) }, nil)
 	drainDoor(b, hc, old)
+	// The same two doors on PostgreSQL.
+	var pgDoor, pgOld *fixture
+	var pgTask, pgOldTask string
+	if pg != nil {
+		pgDoor = startDoorPG(b, pg, map[string]string{"murmur.yaml": benchAgent})
+		pgTask = sendForID(b, hc, pgDoor.url+"/a2a", false)
+		pgOld = startDoorPG(b, pg, map[string]string{"murmur.yaml": oldAgent})
+		pgOldTask = sendForID(b, hc, pgOld.url+"/a2a", false)
+		drive(b, hc, pgOld.url+"/a2a", 16, 10000, func(i int) []byte { return sendBody(i, true) }, nil)
+		drainDoor(b, hc, pgOld)
+	}
 	getTask := func(id string) func(int) []byte {
 		return func(int) []byte {
 			return fmt.Appendf(nil, `{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{"id":%q}}`, id)
@@ -63,20 +78,22 @@ func BenchmarkVersus(b *testing.B) {
 		door        *fixture
 		doorBody    func(int) []byte
 		agentBody   func(int) []byte
+		pgDoor      *fixture // nil without PostgreSQL
+		pgBody      func(int) []byte
 		immediately bool
 	}{
-		{"GetTask", door, getTask(doorTask), getTask(agentTask), false},
-		{"GetTaskAfter10kWrites", old, getTask(oldDoorTask), getTask(oldAgentTask), false},
-		{"SendBlocking", door, send(false), send(false), false},
-		{"SendImmediateDrained", door, send(true), send(true), true},
+		{"GetTask", door, getTask(doorTask), getTask(agentTask), pgDoor, getTask(pgTask), false},
+		{"GetTaskAfter10kWrites", old, getTask(oldDoorTask), getTask(oldAgentTask), pgOld, getTask(pgOldTask), false},
+		{"SendBlocking", door, send(false), send(false), pgDoor, send(false), false},
+		{"SendImmediateDrained", door, send(true), send(true), pgDoor, send(true), true},
 	}
 	for _, call := range calls {
 		door := call.door
 		bare := bareHandler(b, hc, door.url+"/a2a", call.doorBody(0))
 		for _, clients := range []int{1, 16, 64} {
 			b.Run(fmt.Sprintf("%s/clients=%d", call.name, clients), func(b *testing.B) {
-				var bareT, agentT, doorT time.Duration
-				var lat []time.Duration
+				var bareT, agentT, doorT, pgT time.Duration
+				var lat, pgLat []time.Duration
 				per := max(1, b.N/versusRounds)
 				for range versusRounds {
 					bareT += drive(b, hc, bare.URL, clients, per, call.doorBody, nil)
@@ -87,6 +104,12 @@ func BenchmarkVersus(b *testing.B) {
 					doorT += drive(b, hc, door.url+"/a2a", clients, per, call.doorBody, &lat)
 					if call.immediately {
 						doorT += drainDoor(b, hc, door)
+					}
+					if call.pgDoor != nil {
+						pgT += drive(b, hc, call.pgDoor.url+"/a2a", clients, per, call.pgBody, &pgLat)
+						if call.immediately {
+							pgT += drainDoor(b, hc, call.pgDoor)
+						}
 					}
 				}
 				n := float64(per * versusRounds)
@@ -99,6 +122,14 @@ func BenchmarkVersus(b *testing.B) {
 				b.ReportMetric(doorRPS/agentRPS, "door/a2asrv")
 				b.ReportMetric(pct(lat, 0.50), "door-p50-µs")
 				b.ReportMetric(pct(lat, 0.99), "door-p99-µs")
+				if call.pgDoor != nil {
+					pgRPS := n / pgT.Seconds()
+					slices.Sort(pgLat)
+					b.ReportMetric(pgRPS, "door-pg-req/s")
+					b.ReportMetric(pgRPS/agentRPS, "door-pg/a2asrv")
+					b.ReportMetric(pgRPS/doorRPS, "door-pg/door")
+					b.ReportMetric(pct(pgLat, 0.50), "door-pg-p50-µs")
+				}
 				b.ReportMetric(0, "ns/op")
 			})
 		}
@@ -298,43 +329,65 @@ func (a *a2aSrv) drain(b *testing.B) time.Duration {
 
 // BenchmarkFormationSend sends blocking SendMessages to a formation of 4 members (4 doors, each with its
 // own store, in one process), spread evenly over them, from 1 closed-loop client and then from 16, and
-// reports both rates and their ratio (the goal: at least 2):
+// reports both rates and their ratio (the goal: at least 2). The same 4 doors on PostgreSQL (each member a
+// database of its own) take turns with them, round by round, and their rates, 16/1 and ratios to the
+// doors on SQLite are reported beside (left out where PostgreSQL is not installed):
 //
 //	go test -run '^$' -bench FormationSend -benchtime 2000x ./server/
 func BenchmarkFormationSend(b *testing.B) {
-	var urls []string
+	pg := benchPG(b)
+	var urls, pgURLs []string
 	for range 4 {
 		urls = append(urls, startDoor(b, map[string]string{"murmur.yaml": benchAgent}).url+"/a2a")
+		if pg != nil {
+			pgURLs = append(pgURLs, startDoorPG(b, pg, map[string]string{"murmur.yaml": benchAgent}).url+"/a2a")
+		}
 	}
 	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 16}}
 	defer hc.CloseIdleConnections()
-	rate := func(clients int) float64 {
-		per := max(1, b.N/len(urls)/versusRounds)
-		var total time.Duration
-		for range versusRounds {
-			var wg sync.WaitGroup
-			start := time.Now()
-			for i, url := range urls {
-				// clients spread over the members: 1 client visits them in turn, 16 give each 4.
-				n := max(1, clients/len(urls))
-				if clients < len(urls) && i > 0 {
-					continue
-				}
-				wg.Go(func() {
-					drive(b, hc, url, n, per*max(1, len(urls)/clients), func(i int) []byte { return sendBody(i, false) }, nil)
-				})
+	per := max(1, b.N/len(urls)/versusRounds)
+	// round sends per*len(urls) messages to urls from clients and returns the time they took.
+	round := func(urls []string, clients int) time.Duration {
+		var wg sync.WaitGroup
+		start := time.Now()
+		for i, url := range urls {
+			// clients spread over the members: 1 client visits them in turn, 16 give each 4.
+			n := max(1, clients/len(urls))
+			if clients < len(urls) && i > 0 {
+				continue
 			}
-			wg.Wait()
-			total += time.Since(start)
+			wg.Go(func() {
+				drive(b, hc, url, n, per*max(1, len(urls)/clients), func(i int) []byte { return sendBody(i, false) }, nil)
+			})
 		}
-		return float64(per*len(urls)*versusRounds) / total.Seconds()
+		wg.Wait()
+		return time.Since(start)
+	}
+	// rates alternates the two formations round by round and returns each one's messages a second.
+	rates := func(clients int) (sqlite, onPG float64) {
+		var took, pgTook time.Duration
+		for range versusRounds {
+			took += round(urls, clients)
+			if pgURLs != nil {
+				pgTook += round(pgURLs, clients)
+			}
+		}
+		n := float64(per * len(urls) * versusRounds)
+		return n / took.Seconds(), n / pgTook.Seconds()
 	}
 	b.ResetTimer()
-	one := rate(1)
-	sixteen := rate(16)
+	one, pgOne := rates(1)
+	sixteen, pgSixteen := rates(16)
 	b.StopTimer()
 	b.ReportMetric(one, "req/s-1-client")
 	b.ReportMetric(sixteen, "req/s-16-clients")
 	b.ReportMetric(sixteen/one, "16/1")
+	if pgURLs != nil {
+		b.ReportMetric(pgOne, "pg-req/s-1-client")
+		b.ReportMetric(pgSixteen, "pg-req/s-16-clients")
+		b.ReportMetric(pgSixteen/pgOne, "pg-16/1")
+		b.ReportMetric(pgOne/one, "pg/sqlite-1-client")
+		b.ReportMetric(pgSixteen/sixteen, "pg/sqlite-16-clients")
+	}
 	b.ReportMetric(0, "ns/op")
 }

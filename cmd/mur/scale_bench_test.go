@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"io/fs"
 	"net/http"
 	"os"
 	"os/exec"
@@ -201,6 +202,7 @@ func startScaleFormation(b *testing.B, n int) scaleResult {
 	ready := time.Since(start)
 	b.StopTimer()
 	rss, cpu := processRSS(b, pid), processCPU(b, pid)
+	logInodes(b, n, filepath.Join(dir, "data"), filepath.Join(dir, "records"))
 	if heap != "" {
 		runtime.GC()
 		f, err := os.Create(fmt.Sprintf("%s-%d", heap, n))
@@ -220,6 +222,31 @@ func startScaleFormation(b *testing.B, n int) scaleResult {
 	}
 	b.StartTimer()
 	return scaleResult{members: n, ready: ready, rssMB: rss, cpu: cpu}
+}
+
+// logInodes logs the files and directories a member's start made under roots, on average: each is an
+// inode the file system allocated, the most of a start's system time.
+func logInodes(b *testing.B, members int, roots ...string) {
+	b.Helper()
+	count := map[string]int{}
+	for _, root := range roots {
+		err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			kind := "files"
+			if d.IsDir() {
+				kind = "directories"
+			}
+			count[kind]++
+			return nil
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	per := func(k string) float64 { return float64(count[k]) / float64(members) }
+	b.Logf("a member's start left %.1f inodes: %.1f directories, %.1f files", per("directories")+per("files"), per("directories"), per("files"))
 }
 
 // waitReady polls every door's /readyz, 16 at a time, until each has answered 200.

@@ -19,6 +19,7 @@ const (
 	MetaNoAnswerBelow   MetaKey = "noAnswerBelow"   // the members below that ended without an answer
 	MetaRunningCommands MetaKey = "runningCommands" // background commands still running at the task's end
 	MetaOneTurn         MetaKey = "oneTurn"         // the task completed in one turn without tools (answers: message)
+	MetaBusy            MetaKey = "busy"            // true: the task was rejected because the member had no room for it
 )
 
 // Murmur returns metadata.murmur of md, nil when there is none.

@@ -22,12 +22,14 @@ import (
 	"encoding/base64"
 	"errors"
 	"strings"
+
+	"github.com/murmur-run/murmur/internal/ids"
 )
 
-// The trust classes a credential may carry (DESIGN §2).
+// The trust classes a credential may carry (DESIGN §2): those of ids, which tasks carry.
 const (
-	Trusted   = "trusted"
-	Untrusted = "untrusted"
+	Trusted   = ids.TrustTrusted
+	Untrusted = ids.TrustUntrusted
 )
 
 // prefix starts every credential; the version is in it so a later scheme can be told apart.
@@ -36,7 +38,7 @@ const prefix = "murp1."
 // Identity is what a valid credential says: the calling member and the trust class of its task.
 type Identity struct {
 	Member string
-	Trust  string
+	Trust  ids.Trust
 }
 
 // ErrMalformed is the error of a string that is not shaped like a credential; ErrForged is the error of
@@ -65,8 +67,8 @@ func NewKey(secret, formation string) Key {
 }
 
 // Credential returns the credential member presents for a task of the given trust class.
-func (k Key) Credential(member, trust string) string {
-	return prefix + member + "." + trust + "." + base64.RawURLEncoding.EncodeToString(k.mac(member, trust))
+func (k Key) Credential(member string, trust ids.Trust) string {
+	return prefix + member + "." + string(trust) + "." + base64.RawURLEncoding.EncodeToString(k.mac(member, trust))
 }
 
 // Verify checks a presented credential and returns the identity it carries.
@@ -79,17 +81,21 @@ func (k Key) Verify(cred string) (Identity, error) {
 		return Identity{}, ErrMalformed
 	}
 	parts := strings.Split(rest, ".")
-	if len(parts) != 3 || !validName(parts[0]) || (parts[1] != Trusted && parts[1] != Untrusted) {
+	if len(parts) != 3 || !validName(parts[0]) {
+		return Identity{}, ErrMalformed
+	}
+	trust := ids.Trust(parts[1])
+	if trust != Trusted && trust != Untrusted {
 		return Identity{}, ErrMalformed
 	}
 	got, err := base64.RawURLEncoding.Strict().DecodeString(parts[2])
 	if err != nil || len(got) != sha256.Size {
 		return Identity{}, ErrMalformed
 	}
-	if !hmac.Equal(got, k.mac(parts[0], parts[1])) {
+	if !hmac.Equal(got, k.mac(parts[0], trust)) {
 		return Identity{}, ErrForged
 	}
-	return Identity{Member: parts[0], Trust: parts[1]}, nil
+	return Identity{Member: parts[0], Trust: trust}, nil
 }
 
 // LooksLike reports whether a bearer token has the form of a peer credential (not whether it is valid).
@@ -118,8 +124,8 @@ func credentialRest(s string) bool {
 	if !ok || !validName(name) {
 		return false
 	}
-	trust, mac, ok := strings.Cut(rest, ".")
-	if !ok || (trust != Trusted && trust != Untrusted) {
+	class, mac, ok := strings.Cut(rest, ".")
+	if trust := ids.Trust(class); !ok || (trust != Trusted && trust != Untrusted) {
 		return false
 	}
 	n := base64.RawURLEncoding.EncodedLen(sha256.Size)
@@ -135,7 +141,7 @@ func credentialRest(s string) bool {
 	return true
 }
 
-func (k Key) mac(member, trust string) []byte {
+func (k Key) mac(member string, trust ids.Trust) []byte {
 	h := hmac.New(sha256.New, k[:])
 	h.Write([]byte(member))
 	h.Write([]byte{0})

@@ -4,11 +4,13 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/murmur-run/murmur/internal/ids"
 )
 
 func TestCredentialRoundTrip(t *testing.T) {
 	k := NewKey("mur_secret", "hello")
-	for _, trust := range []string{Trusted, Untrusted} {
+	for _, trust := range []ids.Trust{Trusted, Untrusted} {
 		cred := k.Credential("lead", trust)
 		id, err := k.Verify(cred)
 		if err != nil {
@@ -27,8 +29,9 @@ func TestCredentialsDiffer(t *testing.T) {
 	k := NewKey("mur_secret", "hello")
 	seen := map[string]string{}
 	for _, c := range []struct {
-		key           Key
-		member, trust string
+		key    Key
+		member string
+		trust  ids.Trust
 	}{
 		{k, "lead", Trusted}, {k, "lead", Untrusted}, {k, "worker", Trusted},
 		{NewKey("mur_other", "hello"), "lead", Trusted}, {NewKey("mur_secret", "other"), "lead", Trusted},

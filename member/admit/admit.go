@@ -20,6 +20,14 @@ type Gate struct {
 	refusal atomic.Pointer[string] // once set, the status text every new task is rejected with
 }
 
+// Refusal is why the gate turned a task away: the status text the task is rejected with, and whether
+// it was for want of a place (Busy), which a caller may offer the task again for, rather than because
+// the session refuses all work. Busy is what says so, never the text.
+type Refusal struct {
+	Text string
+	Busy bool
+}
+
 // New returns the gate of a session running c; busy is the status text of a task it has no place for.
 func New(c *capsule.Capsule, busy string) *Gate {
 	g := &Gate{limit: 1, busy: busy}
@@ -33,18 +41,18 @@ func New(c *capsule.Capsule, busy string) *Gate {
 	return g
 }
 
-// Take admits a task, or returns the status text of its rejection.
-func (g *Gate) Take() (refusal string, ok bool) {
+// Take admits a task, or returns why it is rejected.
+func (g *Gate) Take() (refusal Refusal, ok bool) {
 	for {
 		if r := g.refusal.Load(); r != nil {
-			return *r, false
+			return Refusal{Text: *r}, false
 		}
 		n := g.held.Load()
 		if n >= g.limit {
-			return g.busy, false
+			return Refusal{Text: g.busy, Busy: true}, false
 		}
 		if g.held.CompareAndSwap(n, n+1) {
-			return "", true
+			return Refusal{}, true
 		}
 	}
 }

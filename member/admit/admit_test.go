@@ -12,11 +12,11 @@ func TestGateLimitReleaseAndRefusal(t *testing.T) {
 	g := New(&capsule.Capsule{TaskAcceptance: capsule.AcceptQueue, QueueSize: 2}, "busy")
 	for i := range 3 {
 		if r, ok := g.Take(); !ok {
-			t.Fatalf("take %d refused: %q", i, r)
+			t.Fatalf("take %d refused: %+v", i, r)
 		}
 	}
-	if r, ok := g.Take(); ok || r != "busy" {
-		t.Fatalf("take past the limit: %q %v", r, ok)
+	if r, ok := g.Take(); ok || r != (Refusal{Text: "busy", Busy: true}) {
+		t.Fatalf("take past the limit: %+v %v", r, ok)
 	}
 	g.Release()
 	if _, ok := g.Take(); !ok {
@@ -25,10 +25,25 @@ func TestGateLimitReleaseAndRefusal(t *testing.T) {
 	g.Refuse("deadline")
 	g.Refuse("shutdown")
 	g.Release()
-	if r, ok := g.Take(); ok || r != "deadline" || !g.Refused() {
-		t.Fatalf("after refusals: %q %v", r, ok)
+	if r, ok := g.Take(); ok || r != (Refusal{Text: "deadline"}) || !g.Refused() {
+		t.Fatalf("after refusals: %+v %v", r, ok)
 	}
 	if d := New(&capsule.Capsule{TaskAcceptance: capsule.AcceptQueue}, "busy"); d.limit != 1+DefaultQueueSize {
 		t.Errorf("default queue: limit %d", d.limit)
+	}
+}
+
+// A refusal is busy because the gate was full, not because of its text: a session that refuses all work
+// with the busy text still does not say busy.
+func TestBusyIsNotItsText(t *testing.T) {
+	g := New(&capsule.Capsule{}, "task rejected: capsule is busy")
+	g.Refuse("task rejected: capsule is busy")
+	if r, ok := g.Take(); ok || r.Busy {
+		t.Errorf("a refusal of all work with the busy text: %+v %v, want not busy", r, ok)
+	}
+	full := New(&capsule.Capsule{}, "no room here")
+	full.Take()
+	if r, ok := full.Take(); ok || r != (Refusal{Text: "no room here", Busy: true}) {
+		t.Errorf("a full gate whose busy text is another: %+v %v, want busy", r, ok)
 	}
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/murmur-run/murmur/a2a"
 	"github.com/murmur-run/murmur/internal/ids"
+	"github.com/murmur-run/murmur/member/records"
 	"github.com/murmur-run/murmur/member/usage"
 	"github.com/murmur-run/murmur/roster"
 	"github.com/murmur-run/murmur/runtimetools"
@@ -38,25 +39,19 @@ type Config struct {
 	DeadlineSecs int            // how long one call may take
 	Peers        Peers
 	// Record writes one record of the task (member_call, member_call_start, member_call_busy).
-	Record func(typ, task string, fields map[string]any) error
+	Record records.WriteFunc
 	// Ended, when set, is told how each call ended and how long it took (metrics).
-	Ended func(member, status string, took time.Duration)
+	Ended func(member string, status runtimetools.CallStatus, took time.Duration)
 	// Tracer starts the client span of each request a call makes (DESIGN §17); nil traces none.
 	Tracer trace.Tracer
 	// Caused, when set, is told the usage the called member's task reports each time a poll reads it
 	// (metadata.murmur.usage, its own tree included), by call id: the calling task's caused tokens.
 	Caused func(task, call string, u usage.Usage)
 
-	// The calling task: who sent it and with what trust class.
+	// The calling task: who sent it and with what trust class ("" is trusted, as an operator's task).
 	Caller   string
-	Trust    string
+	Trust    ids.Trust
 	FromPeer bool // another formation member sent the task
-
-	// The vocabulary of the session the calls speak: the busy rejection's status text, the trust class
-	// of an operator's task and the origin of a peer's.
-	BusyMessage  string
-	TrustTrusted string
-	OriginPeer   string
 }
 
 // defaultDeadlineSecs is how long one member call may take when neither the capsule nor the environment
@@ -87,9 +82,9 @@ type Peers interface {
 // Start returns the tracker of one attempt of task; ctx ends with the attempt.
 func Start(ctx context.Context, cfg Config, task string) *Tracker {
 	tc := &Tracker{cfg: cfg, task: task, ctx: ctx}
-	tc.book = NewLedger(LedgerConfig[*memberCall]{Task: task, Type: "member_call", Record: cfg.Record,
+	tc.book = NewLedger(LedgerConfig[*memberCall]{Task: task, Type: records.TypeMemberCall, Record: cfg.Record,
 		Fields: func(c *memberCall) map[string]any {
-			rec := map[string]any{"call_id": c.id, "member": c.member, "status": c.status, "delivered": c.delivered,
+			rec := map[string]any{"call_id": c.id, "member": c.member, "status": string(c.status), "delivered": c.delivered,
 				"offers": c.offers, "duration_secs": int64(time.Since(c.started) / time.Second)}
 			if c.taskID != "" {
 				rec["member_task"] = string(c.taskID)
@@ -108,7 +103,7 @@ func Start(ctx context.Context, cfg Config, task string) *Tracker {
 func (tc *Tracker) Caller() string { return tc.cfg.Caller }
 
 // Trust is the trust class of the calling task.
-func (tc *Tracker) Trust() string { return tc.cfg.Trust }
+func (tc *Tracker) Trust() ids.Trust { return tc.cfg.Trust }
 
 // NoAnswer returns the reason end-without-answer gave, if the model called it.
 func (tc *Tracker) NoAnswer() (string, bool) {
@@ -138,7 +133,7 @@ type memberCall struct {
 	parent           trace.Span // the call's tool call span, the parent of its requests' spans
 
 	Mark
-	status string // completed, no_answer, failed, canceled, rejected, timed_out, unreachable, abandoned
+	status runtimetools.CallStatus // completed, no_answer, failed, canceled, rejected, timed_out, unreachable, abandoned
 	output string
 	below  []NoAnswer
 	// leftRunning: abandoned while the member worked on its task, which goes on. Set by poll before it
@@ -188,27 +183,27 @@ func (tc *Tracker) Call(ctx context.Context, member, text string) (runtimetools.
 	st := runtimetools.CallStart{CallID: c.id, Member: member, Caller: tc.cfg.Caller, DeadlineSecs: secs}
 	peer, _ := tc.cfg.Roster.Member(member)
 	if !roster.EgressAllowed(peer.URL, tc.cfg.NetworkAllow) {
-		tc.end(c, "failed", fmt.Sprintf("%s's door is outside this capsule's capabilities.network.allow, so nothing was sent; the operator must add localhost (or %s's host) to it", member, member), nil, true)
-		st.Status, st.Output = "failed", c.output
+		tc.end(c, runtimetools.CallStatusFailed, fmt.Sprintf("%s's door is outside this capsule's capabilities.network.allow, so nothing was sent; the operator must add localhost (or %s's host) to it", member, member), nil, true)
+		st.Status, st.Output = runtimetools.CallStatusFailed, c.output
 		return st, nil
 	}
 	c.offers = 1
 	task0, err := tc.offer(ctx, c)
 	switch {
 	case err != nil:
-		tc.end(c, "failed", peerFailure(member, err), nil, true)
-	case task0.Status.State == a2a.TaskStateRejected && statusOf(task0) == tc.cfg.BusyMessage:
+		tc.end(c, runtimetools.CallStatusFailed, peerFailure(member, err), nil, true)
+	case busyRefusal(task0):
 		tc.busy(c)
-		st.Status, st.Output = "busy", member+" is busy with other work and did not take the task"
+		st.Status, st.Output = runtimetools.CallStatusBusy, member+" is busy with other work and did not take the task"
 		tc.wg.Go(func() { tc.reoffer(c) })
 		return st, nil
 	case task0.Status.State == a2a.TaskStateRejected:
-		tc.end(c, "rejected", tc.rejectedSentence(member, task0), nil, true)
+		tc.end(c, runtimetools.CallStatusRejected, rejectedSentence(member, task0), nil, true)
 	case task0.Status.State.Terminal():
-		tc.end(c, "failed", fmt.Sprintf("%s's task ended %s at once: %s", member, StateWord(task0.Status.State), statusOf(task0)), nil, true)
+		tc.end(c, runtimetools.CallStatusFailed, fmt.Sprintf("%s's task ended %s at once: %s", member, StateWord(task0.Status.State), statusOf(task0)), nil, true)
 	default:
 		tc.held(c, task0.ID)
-		st.Status, st.TaskID = "started", string(task0.ID)
+		st.Status, st.TaskID = runtimetools.CallStatusStarted, string(task0.ID)
 		tc.wg.Go(func() { tc.poll(c) })
 		return st, nil
 	}
@@ -220,14 +215,14 @@ func (tc *Tracker) Call(ctx context.Context, member, text string) (runtimetools.
 func (tc *Tracker) offer(ctx context.Context, c *memberCall) (*a2a.Task, error) {
 	trust := tc.cfg.Trust
 	if trust == "" {
-		trust = tc.cfg.TrustTrusted
+		trust = ids.TrustTrusted
 	}
 	msg := &a2a.Message{
 		MessageID: a2a.MessageID(ids.New(ids.PrefixMessage)),
 		Role:      a2a.RoleUser,
 		Parts:     []a2a.Part{a2a.TextPart(c.text)},
 		Metadata: map[string]any{ids.Meta: ids.NewMeta(map[ids.MetaKey]any{
-			ids.MetaCaller: tc.cfg.Member, ids.MetaCallID: c.id, ids.MetaCallerTaskID: tc.task, ids.MetaTrust: trust, ids.MetaOrigin: tc.cfg.OriginPeer,
+			ids.MetaCaller: tc.cfg.Member, ids.MetaCallID: c.id, ids.MetaCallerTaskID: tc.task, ids.MetaTrust: string(trust), ids.MetaOrigin: string(ids.OriginPeer),
 		})},
 	}
 	ctx, cancel := context.WithTimeout(ctx, peerRequestTimeout)
@@ -240,7 +235,7 @@ func (tc *Tracker) offer(ctx context.Context, c *memberCall) (*a2a.Task, error) 
 
 func (tc *Tracker) busy(c *memberCall) {
 	// A record the trace cannot take is lost; the work it records goes on without it.
-	_ = tc.cfg.Record("member_call_busy", tc.task, map[string]any{"call_id": c.id, "member": c.member, "offer": c.offers})
+	_ = tc.cfg.Record(records.TypeMemberCallBusy, tc.task, map[string]any{"call_id": c.id, "member": c.member, "offer": c.offers})
 }
 
 func (tc *Tracker) held(c *memberCall, id a2a.TaskID) {
@@ -248,7 +243,7 @@ func (tc *Tracker) held(c *memberCall, id a2a.TaskID) {
 	c.taskID = id
 	tc.book.mu.Unlock()
 	// A record the trace cannot take is lost; the work it records goes on without it.
-	_ = tc.cfg.Record("member_call_start", tc.task, map[string]any{"call_id": c.id, "member": c.member, "member_task": string(id), "offers": c.offers})
+	_ = tc.cfg.Record(records.TypeMemberCallStart, tc.task, map[string]any{"call_id": c.id, "member": c.member, "member_task": string(id), "offers": c.offers})
 }
 
 type offerResult struct {
@@ -268,12 +263,12 @@ func (tc *Tracker) reoffer(c *memberCall) {
 		select {
 		case <-tc.ctx.Done():
 			timer.Stop()
-			tc.end(c, "abandoned", fmt.Sprintf("the calling task ended before %s took the task; %s was busy and was never handed it", c.member, c.member), nil, false)
+			tc.end(c, runtimetools.CallStatusAbandoned, fmt.Sprintf("the calling task ended before %s took the task; %s was busy and was never handed it", c.member, c.member), nil, false)
 			return
 		case <-timer.C:
 		}
 		if !time.Now().Before(c.deadline) {
-			tc.end(c, "rejected", fmt.Sprintf("%s stayed busy with other work for the whole %ds this call may wait and never took the task; it was offered the task %d times. Nothing was done on it.",
+			tc.end(c, runtimetools.CallStatusRejected, fmt.Sprintf("%s stayed busy with other work for the whole %ds this call may wait and never took the task; it was offered the task %d times. Nothing was done on it.",
 				c.member, int(c.deadline.Sub(c.started)/time.Second), c.offers), nil, false)
 			return
 		}
@@ -292,7 +287,7 @@ func (tc *Tracker) reoffer(c *memberCall) {
 			select {
 			case r = <-res:
 			case <-time.After(inFlightWait):
-				tc.end(c, "abandoned", fmt.Sprintf("the calling task ended while an offer to %s was in flight; %s may hold the task", c.member, c.member), nil, false)
+				tc.end(c, runtimetools.CallStatusAbandoned, fmt.Sprintf("the calling task ended while an offer to %s was in flight; %s may hold the task", c.member, c.member), nil, false)
 				return
 			}
 		}
@@ -300,22 +295,22 @@ func (tc *Tracker) reoffer(c *memberCall) {
 		case r.err != nil:
 			silent++
 			if ended || silent >= 2 {
-				tc.end(c, "unreachable", c.member+"'s door stopped answering", nil, false)
+				tc.end(c, runtimetools.CallStatusUnreachable, c.member+"'s door stopped answering", nil, false)
 				return
 			}
-		case r.task.Status.State == a2a.TaskStateRejected && statusOf(r.task) == tc.cfg.BusyMessage:
+		case busyRefusal(r.task):
 			silent = 0
 			tc.busy(c)
 			if ended {
-				tc.end(c, "abandoned", fmt.Sprintf("the calling task ended before %s took the task; %s was busy and was never handed it", c.member, c.member), nil, false)
+				tc.end(c, runtimetools.CallStatusAbandoned, fmt.Sprintf("the calling task ended before %s took the task; %s was busy and was never handed it", c.member, c.member), nil, false)
 				return
 			}
 			wait = min(wait*2, maxReoffer)
 		case r.task.Status.State == a2a.TaskStateRejected:
-			tc.end(c, "rejected", tc.rejectedSentence(c.member, r.task), nil, false)
+			tc.end(c, runtimetools.CallStatusRejected, rejectedSentence(c.member, r.task), nil, false)
 			return
 		case r.task.Status.State.Terminal():
-			tc.end(c, "failed", fmt.Sprintf("%s's task ended %s at once: %s", c.member, StateWord(r.task.Status.State), statusOf(r.task)), nil, false)
+			tc.end(c, runtimetools.CallStatusFailed, fmt.Sprintf("%s's task ended %s at once: %s", c.member, StateWord(r.task.Status.State), statusOf(r.task)), nil, false)
 			return
 		default:
 			tc.held(c, r.task.ID)
@@ -324,7 +319,7 @@ func (tc *Tracker) reoffer(c *memberCall) {
 				cctx, span := tc.clientSpan(cctx, c, a2a.MethodCancelTask, r.task.ID)
 				endClientSpan(span, nil, tc.cfg.Peers.Cancel(cctx, c.member, r.task.ID))
 				cancel()
-				tc.end(c, "abandoned", fmt.Sprintf("the calling task ended just after %s took the task; a cancel was sent to %s", c.member, c.member), nil, false)
+				tc.end(c, runtimetools.CallStatusAbandoned, fmt.Sprintf("the calling task ended just after %s took the task; a cancel was sent to %s", c.member, c.member), nil, false)
 				return
 			}
 			tc.poll(c)
@@ -345,10 +340,10 @@ func (tc *Tracker) poll(c *memberCall) {
 		select {
 		case <-tc.ctx.Done():
 			c.leftRunning = true
-			tc.end(c, "abandoned", fmt.Sprintf("the calling task ended while %s was working on the task; it was left running", c.member), nil, false)
+			tc.end(c, runtimetools.CallStatusAbandoned, fmt.Sprintf("the calling task ended while %s was working on the task; it was left running", c.member), nil, false)
 			return
 		case <-deadline.C:
-			tc.end(c, "timed_out", fmt.Sprintf("%s did not answer within %ds. It was not cancelled and may still be working.", c.member, int(c.deadline.Sub(c.started)/time.Second)), nil, false)
+			tc.end(c, runtimetools.CallStatusTimedOut, fmt.Sprintf("%s did not answer within %ds. It was not cancelled and may still be working.", c.member, int(c.deadline.Sub(c.started)/time.Second)), nil, false)
 			return
 		case <-tick.C:
 		}
@@ -362,7 +357,7 @@ func (tc *Tracker) poll(c *memberCall) {
 				continue
 			}
 			if silent++; silent >= 2 {
-				tc.end(c, "unreachable", c.member+"'s door stopped answering", nil, false)
+				tc.end(c, runtimetools.CallStatusUnreachable, c.member+"'s door stopped answering", nil, false)
 				return
 			}
 			continue
@@ -376,13 +371,13 @@ func (tc *Tracker) poll(c *memberCall) {
 		switch {
 		case t.Status.State == a2a.TaskStateCompleted:
 			a, _ := t.Artifact("response")
-			tc.end(c, "completed", a.Text(), tc.below(meta), false)
+			tc.end(c, runtimetools.CallStatusCompleted, a.Text(), tc.below(meta), false)
 		case t.Status.State == a2a.TaskStateFailed && ids.Get(meta, ids.MetaNoAnswer) == true:
 			out := statusOf(t)
 			if out == "" {
 				out = c.member + " ended its task without an answer"
 			}
-			tc.end(c, "no_answer", out, tc.below(meta), false)
+			tc.end(c, runtimetools.CallStatusNoAnswer, out, tc.below(meta), false)
 		default:
 			tc.end(c, StateWord(t.Status.State), statusOf(t), nil, false)
 		}
@@ -407,8 +402,9 @@ func (tc *Tracker) below(meta map[string]any) []NoAnswer {
 	for _, e := range list {
 		m, _ := e.(map[string]any)
 		name, _ := m["member"].(string)
-		st, _ := m["status"].(string)
-		if _, ok := tc.cfg.Roster.Member(name); !ok || st == "" || st == "completed" || len(out) == 8 {
+		s, _ := m["status"].(string)
+		st := runtimetools.CallStatus(s)
+		if _, ok := tc.cfg.Roster.Member(name); !ok || st == "" || st == runtimetools.CallStatusCompleted || len(out) == 8 {
 			continue
 		}
 		out = append(out, NoAnswer{Member: name, Status: st})
@@ -417,7 +413,7 @@ func (tc *Tracker) below(meta map[string]any) []NoAnswer {
 }
 
 // end records how a call ended. A call that ended in its own tool call is delivered at once.
-func (tc *Tracker) end(c *memberCall, status, output string, below []NoAnswer, inToolCall bool) {
+func (tc *Tracker) end(c *memberCall, status runtimetools.CallStatus, output string, below []NoAnswer, inToolCall bool) {
 	tc.book.End(c, inToolCall, func() { c.status, c.output, c.below = status, output, below })
 }
 
@@ -462,7 +458,9 @@ func outcome(c *memberCall) CallOutcome {
 func (tc *Tracker) Finish(cancel context.CancelFunc) {
 	cancel()
 	tc.wg.Wait()
-	tc.book.Close(func(c *memberCall) { c.status, c.output, c.below = "abandoned", "the calling task ended", nil })
+	tc.book.Close(func(c *memberCall) {
+		c.status, c.output, c.below = runtimetools.CallStatusAbandoned, "the calling task ended", nil
+	})
 }
 
 // LeftRunning counts the member tasks the end of the calling task's attempt left running (calls
@@ -502,13 +500,18 @@ func (tc *Tracker) EndWithoutAnswer(reason string) (string, error) {
 	return tc.cfg.Caller, nil
 }
 
-// rejectedSentence is SPEC's one sentence for a door's TASK_STATE_REJECTED answer.
-func (tc *Tracker) rejectedSentence(member string, t *a2a.Task) string {
+// busyRefusal reports whether t is a busy member's refusal: TASK_STATE_REJECTED with exactly the status
+// message runtimetools.BusyRefusal, SPEC's rule ("Only a refusal with exactly the message … is offered
+// again"). The metadata.murmur.busy mark a murmur member adds decides nothing here: SPEC names the text,
+// and a door of another implementation sends the text without the mark.
+func busyRefusal(t *a2a.Task) bool {
+	return t.Status.State == a2a.TaskStateRejected && statusOf(t) == runtimetools.BusyRefusal
+}
+
+// rejectedSentence is SPEC's one sentence for a door's TASK_STATE_REJECTED answer other than busy.
+func rejectedSentence(member string, t *a2a.Task) string {
 	msg := statusOf(t)
-	switch {
-	case msg == tc.cfg.BusyMessage:
-		return member + " is busy with other work and did not take the task"
-	case msg == "":
+	if msg == "" {
 		return member + " did not take the task"
 	}
 	return member + " did not take the task: " + strings.TrimPrefix(msg, "task rejected: ")
@@ -531,6 +534,6 @@ func statusOf(t *a2a.Task) string {
 }
 
 // StateWord is a terminal state as a call's status: failed, canceled, rejected, completed.
-func StateWord(s a2a.TaskState) string {
-	return strings.ToLower(strings.TrimPrefix(string(s), "TASK_STATE_"))
+func StateWord(s a2a.TaskState) runtimetools.CallStatus {
+	return runtimetools.CallStatus(strings.ToLower(strings.TrimPrefix(string(s), "TASK_STATE_")))
 }

@@ -15,7 +15,9 @@ import (
 	"github.com/murmur-run/murmur/a2a"
 	"github.com/murmur-run/murmur/internal/ids"
 	"github.com/murmur-run/murmur/member/calls/callstest"
+	"github.com/murmur-run/murmur/member/records"
 	"github.com/murmur-run/murmur/roster"
+	"github.com/murmur-run/murmur/runtimetools"
 )
 
 func task(state a2a.TaskState, msg string) *a2a.Task {
@@ -26,10 +28,17 @@ func task(state a2a.TaskState, msg string) *a2a.Task {
 	return t
 }
 
-func busyTask() (*a2a.Task, error) { return task(a2a.TaskStateRejected, busyMessage), nil }
+// busyTask is a busy member's refusal: SPEC's status text, and the mark its session sets.
+func busyTask() (*a2a.Task, error) { return markedBusy(task(a2a.TaskStateRejected, busyMessage)), nil }
+
+// markedBusy sets metadata.murmur.busy on t, as a member's session does on a task it has no room for.
+func markedBusy(t *a2a.Task) *a2a.Task {
+	t.Metadata = map[string]any{ids.Meta: ids.NewMeta(map[ids.MetaKey]any{ids.MetaBusy: true})}
+	return t
+}
 
 // busyMessage is the session's status text of a task a busy member rejects.
-const busyMessage = "task rejected: capsule is busy"
+const busyMessage = runtimetools.BusyRefusal
 
 // testRecords keeps the records of a task's calls as trace.jsonl lines.
 type testRecords struct {
@@ -37,7 +46,7 @@ type testRecords struct {
 	b  strings.Builder
 }
 
-func (r *testRecords) Write(typ, task string, fields map[string]any) error {
+func (r *testRecords) Write(typ records.Type, task string, fields map[string]any) error {
 	line, err := json.Marshal(map[string]any{"type": typ, "task": task, "fields": fields})
 	r.mu.Lock()
 	r.b.Write(line)
@@ -68,7 +77,7 @@ func callSession(t *testing.T, peers Peers, delegationSecs int) (*testRecords, *
 	recs := &testRecords{}
 	ctx, cancel := context.WithCancel(context.Background())
 	tc := Start(ctx, Config{Member: "lead", Roster: r, NetworkAllow: []string{"localhost"}, DeadlineSecs: delegationSecs,
-		Peers: peers, Record: recs.Write, BusyMessage: busyMessage, TrustTrusted: "trusted", OriginPeer: "peer"}, "tsk_caller")
+		Peers: peers, Record: recs.Write}, "tsk_caller")
 	return recs, tc, cancel
 }
 
@@ -140,6 +149,67 @@ func TestBusyUntilTheDeadline(t *testing.T) {
 	})
 }
 
+// A member is busy when its refusal says exactly SPEC's busy message, with or without murmur's
+// metadata.murmur.busy mark: an unmarked refusal in SPEC's words (another implementation's door) is
+// offered again, and a marked refusal in other words ends the call rejected at once, on the first offer
+// and on a later one alike (SPEC: "Only a refusal with exactly the message … is offered again").
+func TestBusyIsSPECsMessage(t *testing.T) {
+	taken := func() (*a2a.Task, error) { return task(a2a.TaskStateSubmitted, ""), nil }
+	done := func(int) (*a2a.Task, error) {
+		t := task(a2a.TaskStateCompleted, "")
+		t.Artifacts = []a2a.Artifact{{Name: "response", Parts: []a2a.Part{a2a.TextPart("the answer")}}}
+		return t, nil
+	}
+	for _, tc := range []struct {
+		name    string
+		offers  []func() (*a2a.Task, error) // the answers to the offers, in order
+		start   runtimetools.CallStatus     // what the tool call returned
+		status  runtimetools.CallStatus     // how the call ended
+		output  string
+		busyRec int // member_call_busy records
+	}{
+		{"marked, in other words", []func() (*a2a.Task, error){
+			func() (*a2a.Task, error) { return markedBusy(task(a2a.TaskStateRejected, "no room at the inn")), nil },
+		}, runtimetools.CallStatusRejected, runtimetools.CallStatusRejected, "worker did not take the task: no room at the inn", 0},
+		{"SPEC's words, unmarked (another implementation's door)", []func() (*a2a.Task, error){
+			func() (*a2a.Task, error) { return task(a2a.TaskStateRejected, busyMessage), nil },
+			taken,
+		}, runtimetools.CallStatusBusy, runtimetools.CallStatusCompleted, "the answer", 1},
+		{"SPEC's words, marked, then other words on a later offer", []func() (*a2a.Task, error){
+			busyTask,
+			func() (*a2a.Task, error) { return markedBusy(task(a2a.TaskStateRejected, "shutting down")), nil },
+		}, runtimetools.CallStatusBusy, runtimetools.CallStatusRejected, "worker did not take the task: shutting down", 1},
+		{"marked but not rejected", []func() (*a2a.Task, error){
+			func() (*a2a.Task, error) { return markedBusy(task(a2a.TaskStateSubmitted, busyMessage)), nil },
+		}, runtimetools.CallStatusStarted, runtimetools.CallStatusCompleted, "the answer", 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				peers := &callstest.Peers{OnOffer: func(n int) (*a2a.Task, error) {
+					if n > len(tc.offers) {
+						return nil, errors.New("offered again after the test's last answer")
+					}
+					return tc.offers[n-1]()
+				}, OnGet: done}
+				recs, calls, cancel := callSession(t, peers, 600)
+				defer cancel()
+				st, err := calls.Call(context.Background(), "worker", "work")
+				if err != nil || st.Status != tc.start {
+					t.Fatalf("the tool call returned %+v %v, want %s", st, err, tc.start)
+				}
+				calls.wg.Wait()
+				c := onlyCall(calls)
+				if c.status != tc.status || c.output != tc.output || c.offers != len(tc.offers) {
+					t.Errorf("call ended %s %q after %d offers, want %s %q after %d", c.status, c.output, c.offers, tc.status, tc.output, len(tc.offers))
+				}
+				if n := strings.Count(recs.text(), `"type":"member_call_busy"`); n != tc.busyRec {
+					t.Errorf("%d member_call_busy records, want %d", n, tc.busyRec)
+				}
+			})
+		})
+	}
+}
+
 func TestTwoSilentOffersEndUnreachable(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		peers := &callstest.Peers{OnOffer: func(n int) (*a2a.Task, error) {
@@ -178,7 +248,7 @@ func TestCallingTaskEndsWithAnOfferInFlight(t *testing.T) {
 		name    string
 		answer  func() (*a2a.Task, error)
 		release time.Duration // when the in-flight offer is answered, after the calling task ended
-		status  string
+		status  runtimetools.CallStatus
 		output  string
 		cancels int
 	}{
@@ -222,7 +292,7 @@ func TestPollingEndings(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		get    func(n int) (*a2a.Task, error)
-		status string
+		status runtimetools.CallStatus
 		output string
 		after  time.Duration
 	}{

@@ -5,27 +5,31 @@ import (
 	"unicode/utf8"
 
 	"github.com/murmur-run/murmur/member/driver"
+	"github.com/murmur-run/murmur/runtimetools"
 )
 
 // CallOutcome is how one member call ended, as the continuation message reports it.
 type CallOutcome struct {
 	CallID string // mcl_…
 	Member string
-	Status string // completed, no_answer, failed, canceled, rejected, timed_out, unreachable, abandoned
-	Output string // the text SPEC's Ending/Output table gives for the status (the caller picks it)
+	Status runtimetools.CallStatus // completed, no_answer, failed, canceled, rejected, timed_out, unreachable, abandoned
+	Output string                  // the text SPEC's Ending/Output table gives for the status (the caller picks it)
 	// Below is the member's metadata.murmur.noAnswerBelow, read only for a completed or no_answer call,
 	// already filtered by the caller (at most 8, roster members only, status other than completed).
 	Below []NoAnswer
 }
 
 // NoAnswer names a member that gave no answer, with how its call ended.
-type NoAnswer struct{ Member, Status string }
+type NoAnswer struct {
+	Member string
+	Status runtimetools.CallStatus
+}
 
 // The two endings the continuation treats apart from the rest: only these carry a member's own report
 // of the members further down that gave it no answer.
 const (
-	outcomeCompleted = "completed"
-	outcomeNoAnswer  = "no_answer"
+	outcomeCompleted = runtimetools.CallStatusCompleted
+	outcomeNoAnswer  = runtimetools.CallStatusNoAnswer
 )
 
 // continuationOutputMax is SPEC's 64 KiB cut on each member's output. A cut output keeps at most this
@@ -59,7 +63,7 @@ func ContinuationMessage(round, latest []CallOutcome, caller string) string {
 		below := reportedBelow(c)
 		switch {
 		case c.Status != outcomeCompleted:
-			s := c.Member + " (call " + c.CallID + ", " + c.Status
+			s := c.Member + " (call " + c.CallID + ", " + string(c.Status)
 			if len(below) > 0 {
 				s += "; further down, no answer came from " + joinNoAnswers(below)
 			}
@@ -124,7 +128,7 @@ func NoAnswerBelow(latest []CallOutcome) []NoAnswer {
 func NoAnswerBelowMeta(names []NoAnswer) []map[string]any {
 	out := make([]map[string]any, 0, len(names))
 	for _, n := range names {
-		out = append(out, map[string]any{"member": n.Member, "status": n.Status})
+		out = append(out, map[string]any{"member": n.Member, "status": string(n.Status)})
 	}
 	return out
 }
@@ -139,7 +143,7 @@ func reportedBelow(c CallOutcome) []NoAnswer {
 
 // continuationHeader is SPEC's Ending/Header line for c.
 func continuationHeader(c CallOutcome) string {
-	h := "[call-member] call " + c.CallID + " to " + c.Member + " ended " + c.Status
+	h := "[call-member] call " + c.CallID + " to " + c.Member + " ended " + string(c.Status)
 	if c.Status == outcomeCompleted {
 		return h + ":"
 	}
@@ -150,7 +154,7 @@ func continuationHeader(c CallOutcome) string {
 func joinNoAnswers(names []NoAnswer) string {
 	parts := make([]string, len(names))
 	for i, n := range names {
-		parts[i] = n.Member + " (" + n.Status + ")"
+		parts[i] = n.Member + " (" + string(n.Status) + ")"
 	}
 	return strings.Join(parts, ", ")
 }
@@ -177,10 +181,10 @@ func cutOutput(s string) string {
 
 // DelegationOutcome is how one delegate-task delegation ended, as the continuation message reports it.
 type DelegationOutcome struct {
-	ID      string // dlg_…
-	Capsule string // the bare name of its spawn.allow entry
-	Status  string // completed, failed, canceled, timed_out, abandoned
-	Output  string // the sub-session's answer, or why there is none
+	ID      string                  // dlg_…
+	Capsule string                  // the bare name of its spawn.allow entry
+	Status  runtimetools.CallStatus // completed, failed, canceled, timed_out, abandoned
+	Output  string                  // the sub-session's answer, or why there is none
 }
 
 // Continuation renders the one message a continuation adds when member answers, delegation outcomes or
@@ -202,10 +206,10 @@ func Continuation(round, latest []CallOutcome, delegations []DelegationOutcome, 
 	}
 	var missing []string
 	for _, d := range delegations {
-		blocks = append(blocks, "[delegate-task] delegation "+d.ID+" to "+d.Capsule+" ended "+d.Status+":\n"+
+		blocks = append(blocks, "[delegate-task] delegation "+d.ID+" to "+d.Capsule+" ended "+string(d.Status)+":\n"+
 			driver.Fence("capsule:"+d.Capsule, cutOutput(d.Output), ""))
 		if d.Status != outcomeCompleted {
-			missing = append(missing, d.Capsule+" (delegation "+d.ID+", "+d.Status+")")
+			missing = append(missing, d.Capsule+" (delegation "+d.ID+", "+string(d.Status)+")")
 		}
 	}
 	if len(missing) > 0 {
@@ -231,10 +235,10 @@ func Continuation(round, latest []CallOutcome, delegations []DelegationOutcome, 
 func AnswersData(round []CallOutcome, delegations []DelegationOutcome) []map[string]any {
 	out := make([]map[string]any, 0, len(round)+len(delegations))
 	for _, o := range round {
-		out = append(out, map[string]any{"member": o.Member, "call_id": o.CallID, "status": o.Status, "output": o.Output})
+		out = append(out, map[string]any{"member": o.Member, "call_id": o.CallID, "status": string(o.Status), "output": o.Output})
 	}
 	for _, o := range delegations {
-		out = append(out, map[string]any{"member": o.Capsule, "call_id": o.ID, "status": o.Status, "output": o.Output})
+		out = append(out, map[string]any{"member": o.Capsule, "call_id": o.ID, "status": string(o.Status), "output": o.Output})
 	}
 	return out
 }

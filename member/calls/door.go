@@ -21,19 +21,19 @@ import (
 type doorPeers struct {
 	roster *roster.Roster
 	hc     *http.Client
-	creds  map[string]string // this member's credential, by trust class
+	creds  map[ids.Trust]string // this member's credential, by trust class
 
 	mu      sync.Mutex
-	clients map[string]map[string]*a2a.Client // by member, then trust class; guarded by mu
+	clients map[string]map[ids.Trust]*a2a.Client // by member, then trust class; guarded by mu
 }
 
 // DoorPeers reaches the doors of r's members over HTTP as the member self, with the credentials key
 // derives, each request carrying the trace context of its context; errors may name addresses, which the
 // caller never shows to a model. r's members' URLs must not change afterwards.
 func DoorPeers(r *roster.Roster, self string, key peercred.Key, hc *http.Client) Peers {
-	return &doorPeers{roster: r, clients: map[string]map[string]*a2a.Client{},
+	return &doorPeers{roster: r, clients: map[string]map[ids.Trust]*a2a.Client{},
 		hc: tracedClient(hc), // each request carries its trace context (traceparent)
-		creds: map[string]string{
+		creds: map[ids.Trust]string{
 			peercred.Trusted:   key.Credential(self, peercred.Trusted),
 			peercred.Untrusted: key.Credential(self, peercred.Untrusted),
 		}}
@@ -41,7 +41,7 @@ func DoorPeers(r *roster.Roster, self string, key peercred.Key, hc *http.Client)
 
 // client returns the client for member that presents the credential of the trust class; reads and
 // cancels present the untrusted one, since only a task's creation depends on the class.
-func (p *doorPeers) client(member, trust string) (*a2a.Client, error) {
+func (p *doorPeers) client(member string, trust ids.Trust) (*a2a.Client, error) {
 	if trust != peercred.Trusted {
 		trust = peercred.Untrusted
 	}
@@ -54,7 +54,7 @@ func (p *doorPeers) client(member, trust string) (*a2a.Client, error) {
 			return nil, fmt.Errorf("no member %q in the roster", member)
 		}
 		url := strings.TrimRight(m.URL, "/") + "/a2a"
-		c = map[string]*a2a.Client{}
+		c = map[ids.Trust]*a2a.Client{}
 		for class, cred := range p.creds {
 			c[class] = a2a.NewClient(url, cred, p.hc)
 		}
@@ -64,9 +64,7 @@ func (p *doorPeers) client(member, trust string) (*a2a.Client, error) {
 }
 
 func (p *doorPeers) Send(ctx context.Context, member string, msg *a2a.Message) (*a2a.Task, error) {
-	meta := ids.Murmur(msg.Metadata)
-	trust, _ := ids.Get(meta, ids.MetaTrust).(string)
-	c, err := p.client(member, trust)
+	c, err := p.client(member, ids.TrustOf(ids.Murmur(msg.Metadata)))
 	if err != nil {
 		return nil, err
 	}

@@ -3,6 +3,8 @@ package calls
 import (
 	"slices"
 	"sync"
+
+	"github.com/murmur-run/murmur/member/records"
 )
 
 // Mark is what a Ledger keeps of every entry: whether it ended, whether its outcome reached the model,
@@ -25,9 +27,9 @@ type entry interface{ mark() *Mark }
 
 // LedgerConfig is what a ledger is given: how its entries' records are written and who hears of an end.
 type LedgerConfig[E entry] struct {
-	Task   string // the calling task, whose records these are
-	Type   string // the record written once per entry: member_call, delegation
-	Record func(typ, task string, fields map[string]any) error
+	Task   string       // the calling task, whose records these are
+	Type   records.Type // the record written once per entry: member_call, delegation
+	Record records.WriteFunc
 	// Fields is an entry's record; it runs with the ledger's lock held.
 	Fields func(E) map[string]any
 	// Ended, when set, is told of each entry's end, outside the lock (metrics).

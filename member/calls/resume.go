@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"strings"
+
+	"github.com/murmur-run/murmur/member/records"
 )
 
 // Delegations is what a task's continuation needs of its delegations (delegate.Tracker).
@@ -59,6 +61,6 @@ func Resume(ctx context.Context, tc *Tracker, dt Delegations, status func(text s
 	}
 	status(text)
 	// A record the trace cannot take is lost; the work it records goes on without it.
-	_ = tc.cfg.Record("task_continued", tc.task, rec)
+	_ = tc.cfg.Record(records.TypeTaskContinued, tc.task, rec)
 	return Continuation(round, latest, outcomes, tc.Caller()), AnswersData(round, outcomes), nil
 }

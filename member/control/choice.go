@@ -4,6 +4,7 @@ import (
 	"sync"
 
 	"github.com/murmur-run/murmur/member/capsule"
+	"github.com/murmur-run/murmur/member/driver"
 	"github.com/murmur-run/murmur/runtimetools"
 )
 
@@ -23,6 +24,19 @@ type Choice struct {
 // session that makes none); check refuses a choice that cannot be switched to (driver.CheckChoice).
 func NewChoice(current string, inf *capsule.Inference, check func(name string) error) *Choice {
 	return &Choice{inf: inf, check: check, current: current}
+}
+
+// ChoiceFor returns the setting of a session running c, whose drivers (driver.Build) serve its choices:
+// its first inference call uses inference.driver for an agent under transport: http, which alone makes
+// inference calls, and a switch is checked by driver.CheckChoice.
+func ChoiceFor(c *capsule.Capsule, drivers map[string]driver.Driver, getenv func(string) string) *Choice {
+	current := ""
+	if c.IsAgent() && c.Harness == nil {
+		current = c.Inference.Driver
+	}
+	return NewChoice(current, c.Inference, func(name string) error {
+		return driver.CheckChoice(c.Inference, drivers, name, getenv)
+	})
 }
 
 // Choices lists the declared driver choices in declaration order.

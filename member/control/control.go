@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/murmur-run/murmur/internal/ids"
+	"github.com/murmur-run/murmur/member/records"
 )
 
 // ErrRefused is the failure of Apply for a change the member does not make: a setting not listed in
@@ -33,7 +34,7 @@ type Config struct {
 	Agent  bool     // the capsule is an agent, which has an inference_driver
 	Driver Driver
 	// Record writes one record of the session (control_change, control_refused).
-	Record func(typ, task string, fields map[string]any) error
+	Record records.WriteFunc
 }
 
 // Apply changes a setting for the next inference call on the operator's behalf, with the checks and
@@ -42,7 +43,7 @@ type Config struct {
 func Apply(cfg Config, setting, value, tokenID string) (Change, error) {
 	refuse := func(reason string) (Change, error) {
 		// A record the trace cannot take is lost; the work it records goes on without it.
-		_ = cfg.Record("control_refused", "", map[string]any{"principal": "operator", "token_id": tokenID,
+		_ = cfg.Record(records.TypeControlRefused, "", map[string]any{"principal": "operator", "token_id": tokenID,
 			"setting": setting, "value": value, "reason": reason})
 		return Change{}, fmt.Errorf("%w: %s", ErrRefused, reason)
 	}
@@ -60,7 +61,7 @@ func Apply(cfg Config, setting, value, tokenID string) (Change, error) {
 		return refuse(err.Error() + "; the driver choice is still " + prev)
 	}
 	c := Change{Setting: setting, Previous: prev, Value: value}
-	if err := cfg.Record("control_change", "", map[string]any{"principal": "operator", "token_id": tokenID,
+	if err := cfg.Record(records.TypeControlChange, "", map[string]any{"principal": "operator", "token_id": tokenID,
 		"setting": setting, "from": prev, "value": value}); err != nil {
 		return c, err
 	}

@@ -8,6 +8,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/murmur-run/murmur/member/control"
+	"github.com/murmur-run/murmur/member/records"
 )
 
 // record is one record Apply wrote.
@@ -47,8 +48,8 @@ func TestApply(t *testing.T) {
 			choice := control.NewChoice("fast", inference, declared)
 			var recs []record
 			cfg := control.Config{Listed: tc.listed, Agent: tc.agent, Driver: choice,
-				Record: func(typ, task string, fields map[string]any) error {
-					recs = append(recs, record{typ, task, fields})
+				Record: func(typ records.Type, task string, fields map[string]any) error {
+					recs = append(recs, record{string(typ), task, fields})
 					return nil
 				}}
 			got, err := control.Apply(cfg, tc.setting, tc.value, "tok-1")
@@ -84,7 +85,7 @@ func TestApplyReturnsTheRecordsError(t *testing.T) {
 	full := errors.New("disk full")
 	choice := control.NewChoice("fast", inference, declared)
 	cfg := control.Config{Listed: []string{"inference.driver"}, Agent: true, Driver: choice,
-		Record: func(string, string, map[string]any) error { return full }}
+		Record: func(records.Type, string, map[string]any) error { return full }}
 	got, err := control.Apply(cfg, "inference.driver", "smart", "tok-1")
 	if !errors.Is(err, full) {
 		t.Errorf("Apply error %v, want the record's %v", err, full)

@@ -10,5 +10,6 @@
 // Concurrency: Apply keeps no state; it is as safe for concurrent use as the Driver and Record it is
 // given (the session's are). A Choice is safe for concurrent use.
 //
-// Imports: internal/ids, member/capsule and runtimetools; never member.
+// Imports: internal/ids, member/capsule, member/records (the record types) and runtimetools; never
+// member.
 package control

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/murmur-run/murmur/a2a"
+	"github.com/murmur-run/murmur/member/records"
 	"github.com/murmur-run/murmur/member/store"
 )
 
@@ -41,11 +42,14 @@ func TestArtifactsOnReplicas(t *testing.T) {
 		os.MkdirAll(filepath.Join(work, ArtifactsDir, "sub"), 0o755)
 		os.WriteFile(filepath.Join(work, ArtifactsDir, "sub", "big.bin"), big, 0o644)
 		os.WriteFile(filepath.Join(work, ArtifactsDir, "small.txt"), []byte("small"), 0o644)
-		var records []string
+		var written []string
 		c := Config{DoorURL: "http://door", Workdir: work, ArtifactsRoot: t.TempDir(), Files: k,
-			Record: func(kind, _ string, f map[string]any) error { records = append(records, kind); return nil }}
+			Record: func(kind records.Type, _ string, f map[string]any) error {
+				written = append(written, string(kind))
+				return nil
+			}}
 		arts, err := c.Artifacts(t.Context(), &a2a.Task{ID: "tsk_1"}, map[string]Stamp{})
-		return c, arts, strings.Join(records, ","), err
+		return c, arts, strings.Join(written, ","), err
 	}
 	find := func(arts []a2a.Artifact, name string) *a2a.Artifact {
 		for i, a := range arts {
@@ -80,12 +84,12 @@ func TestArtifactsOnReplicas(t *testing.T) {
 		}
 	})
 	t.Run("too large", func(t *testing.T) {
-		c, arts, records, err := run(t, &fakeKeeper{err: store.ErrFileTooLarge})
+		c, arts, written, err := run(t, &fakeKeeper{err: store.ErrFileTooLarge})
 		if err != nil || len(arts) != 2 || !strings.Contains(find(arts, "sub/big.bin").Text(), "more than the 256 MiB a member run as replicas keeps in its database") {
 			t.Fatalf("artifacts %+v, %v", arts, err)
 		}
-		if records != "artifact_refused" {
-			t.Errorf("records %q, want one artifact_refused", records)
+		if written != "artifact_refused" {
+			t.Errorf("records %q, want one artifact_refused", written)
 		}
 		if _, err := os.Stat(filepath.Join(c.ArtifactsRoot, "tsk_1")); !errors.Is(err, fs.ErrNotExist) {
 			t.Errorf("a copy stayed on disk: %v", err)

@@ -38,7 +38,7 @@ type Config struct {
 	// Caller is the member that sent a task; "" for the operator.
 	Caller func(t *a2a.Task) string
 	// Record writes one record of the session's trace.
-	Record func(kind, task string, fields map[string]any) error
+	Record records.WriteFunc
 	Waiter *Waiter
 	// Forward, on a member's replicas, hands a follow-up to a task that waits at another replica to that
 	// replica, and reports what became of it: taken, or refused with why (the message does not answer
@@ -181,7 +181,7 @@ func (c Config) Ask(ctx context.Context, a Asking, q Question) (Reply, error) {
 	}
 	ans, err := c.Waiter.Wait(ctx, t.ID, q, a.Limit, func() {
 		// A record the trace cannot take is lost; the work it records goes on without it.
-		_ = c.Record("input_required", task, fields)
+		_ = c.Record(records.TypeInputRequired, task, fields)
 		a.Waiting(&a2a.Message{MessageID: a2a.MessageID(ids.New(ids.PrefixMessage)), Role: a2a.RoleAgent,
 			Parts: q.Parts(t.ID), TaskID: t.ID, ContextID: t.ContextID})
 	})
@@ -205,7 +205,7 @@ func (c Config) Ask(ctx context.Context, a Asking, q Question) (Reply, error) {
 		got["answer"] = records.Clip(ans.Reply.Text, records.ClipMax)
 	}
 	// A record the trace cannot take is lost; the work it records goes on without it.
-	_ = c.Record("input_received", task, got)
+	_ = c.Record(records.TypeInputReceived, task, got)
 	ans.Resumed()
 	return ans.Reply, nil
 }
@@ -267,7 +267,7 @@ func (c Config) Artifacts(ctx context.Context, t *a2a.Task, before map[string]St
 			a.Parts = []a2a.Part{a2a.TextPart("refused: " + f.Refused)}
 			a.Metadata = map[string]any{ids.Meta: map[string]any{"refused": true}}
 			// A record the trace cannot take is lost; the work it records goes on without it.
-			_ = c.Record("artifact_refused", string(t.ID), map[string]any{"name": f.Name, "reason": f.Refused})
+			_ = c.Record(records.TypeArtifactRefused, string(t.ID), map[string]any{"name": f.Name, "reason": f.Refused})
 		case f.Kept != "":
 			a.Parts = []a2a.Part{{URL: c.artifactURL(t.ID, f.Name), MediaType: f.MediaType, Filename: base}}
 		default:

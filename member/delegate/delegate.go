@@ -15,6 +15,7 @@ import (
 	"github.com/murmur-run/murmur/internal/ids"
 	"github.com/murmur-run/murmur/internal/telemetry/conv"
 	"github.com/murmur-run/murmur/member/calls"
+	"github.com/murmur-run/murmur/member/records"
 	"github.com/murmur-run/murmur/member/usage"
 	"github.com/murmur-run/murmur/runtimetools"
 )
@@ -30,7 +31,7 @@ type Sub interface {
 	// ID is the sub-session's ses_ id.
 	ID() string
 	// Send gives the sub-session its one task, with the calling task's trust class, and returns its id.
-	Send(ctx context.Context, text, trust string) (string, error)
+	Send(ctx context.Context, text string, trust ids.Trust) (string, error)
 	// Wait returns once the task has ended, or when ctx ends (then Ended is false).
 	Wait(ctx context.Context, task string) (Ending, error)
 	// Cancel cancels the task and waits for it to stop.
@@ -42,9 +43,9 @@ type Sub interface {
 // Ending is how a sub-session's task ended.
 type Ending struct {
 	Ended   bool
-	Status  string // completed, failed, canceled, rejected
-	Answer  string // the response artifact of a completed task
-	Message string // the status message
+	Status  runtimetools.CallStatus // completed, failed, canceled, rejected
+	Answer  string                  // the response artifact of a completed task
+	Message string                  // the status message
 	// Usage is the task's metadata.murmur.usage, when it reports one.
 	Usage *usage.Usage
 }
@@ -59,17 +60,17 @@ type StartSpec struct {
 
 // Config is what a task's delegations are given by the session: plain values and callbacks.
 type Config struct {
-	Entries      []Entry // capabilities.spawn.allow, resolved, in its order
-	Depth        int     // the delegating session's depth: 0 for a formation member
-	DeadlineSecs int     // lifecycle.delegation_deadline_secs: how long one delegation may take
-	Workdir      string  // the delegating session's workdir
-	Trust        string  // the calling task's trust class, which the sub-session's task carries
+	Entries      []Entry   // capabilities.spawn.allow, resolved, in its order
+	Depth        int       // the delegating session's depth: 0 for a formation member
+	DeadlineSecs int       // lifecycle.delegation_deadline_secs: how long one delegation may take
+	Workdir      string    // the delegating session's workdir
+	Trust        ids.Trust // the calling task's trust class, which the sub-session's task carries
 	// Start starts one sub-session (the core's member.Start with the derived config).
 	Start func(StartSpec) (Sub, error)
 	// Record writes one record of the task (delegation_start, delegation).
-	Record func(typ, task string, fields map[string]any) error
+	Record records.WriteFunc
 	// Ended, when set, is told how each delegation ended (metrics).
-	Ended func(capsule, status string)
+	Ended func(capsule string, status runtimetools.CallStatus)
 	// Caused, when set, is told the usage of each delegation's task once it has stopped, by delegation
 	// id: the calling task's caused tokens.
 	Caused func(task, delegation string, u usage.Usage)
@@ -91,7 +92,7 @@ type delegation struct {
 	started     time.Time
 
 	calls.Mark
-	status string // completed, failed, canceled, timed_out, abandoned
+	status runtimetools.CallStatus // completed, failed, canceled, timed_out, abandoned
 	output string
 }
 
@@ -106,9 +107,9 @@ type Tracker struct {
 // Start returns the tracker of one attempt of task; ctx ends with the attempt.
 func Start(ctx context.Context, cfg Config, task string) *Tracker {
 	return &Tracker{cfg: cfg, ctx: ctx, book: calls.NewLedger(calls.LedgerConfig[*delegation]{
-		Task: task, Type: "delegation", Record: cfg.Record,
+		Task: task, Type: records.TypeDelegation, Record: cfg.Record,
 		Fields: func(d *delegation) map[string]any {
-			rec := map[string]any{"delegation_id": d.id, "capsule": d.capsule, "status": d.status, "delivered": d.Delivered(),
+			rec := map[string]any{"delegation_id": d.id, "capsule": d.capsule, "status": string(d.status), "delivered": d.Delivered(),
 				"duration_secs": int64(time.Since(d.started) / time.Second)}
 			if d.sub != nil {
 				rec["sub_session"] = d.sub.ID()
@@ -119,7 +120,7 @@ func Start(ctx context.Context, cfg Config, task string) *Tracker {
 		Ended: func(d *delegation) {
 			// The delegating task's span (the attempt's context's) says how each delegation ended.
 			trace.SpanFromContext(ctx).AddEvent(conv.EventDelegationEnded, trace.WithAttributes(conv.DelegationID.String(d.id),
-				conv.DelegationCapsule.String(d.capsule), conv.DelegationStatus.String(d.status)))
+				conv.DelegationCapsule.String(d.capsule), conv.DelegationStatus.String(string(d.status))))
 			if cfg.Ended != nil {
 				cfg.Ended(d.capsule, d.status)
 			}
@@ -151,8 +152,8 @@ func (tc *Tracker) Delegate(ctx context.Context, name, text string) (runtimetool
 	st := runtimetools.DelegationStart{ID: d.id, Capsule: name}
 	fail := func(why string) (runtimetools.DelegationStart, error) {
 		tc.book.Add(d)
-		tc.end(d, "failed", why, true)
-		st.Status, st.Output = "failed", why
+		tc.end(d, runtimetools.CallStatusFailed, why, true)
+		st.Status, st.Output = runtimetools.CallStatusFailed, why
 		return st, nil
 	}
 	sub, err := tc.cfg.Start(StartSpec{Entry: e, Delegation: d.id, Depth: tc.cfg.Depth + 1,
@@ -171,10 +172,10 @@ func (tc *Tracker) Delegate(ctx context.Context, name, text string) (runtimetool
 	d.subTask = task
 	tc.book.Add(d)
 	// A record the trace cannot take is lost; the work it records goes on without it.
-	_ = tc.cfg.Record("delegation_start", tc.book.Task(), map[string]any{"delegation_id": d.id, "capsule": name,
+	_ = tc.cfg.Record(records.TypeDelegationStart, tc.book.Task(), map[string]any{"delegation_id": d.id, "capsule": name,
 		"sub_session": sub.ID(), "sub_task": task, "depth": tc.cfg.Depth + 1})
 	tc.wg.Go(func() { tc.watch(d) })
-	st.Status = "started"
+	st.Status = runtimetools.CallStatusStarted
 	return st, nil
 }
 
@@ -186,25 +187,26 @@ func (tc *Tracker) watch(d *delegation) {
 	wctx, cancel := context.WithTimeout(tc.ctx, time.Duration(secs)*time.Second)
 	e, err := d.sub.Wait(wctx, d.subTask)
 	cancel()
-	status, output := "", ""
+	var status runtimetools.CallStatus
+	output := ""
 	switch {
 	case err == nil && e.Ended:
 		status = e.Status
-		if status == "rejected" {
-			status = "failed"
+		if status == runtimetools.CallStatusRejected {
+			status = runtimetools.CallStatusFailed
 		}
 		output = e.Message
-		if status == "completed" {
+		if status == runtimetools.CallStatusCompleted {
 			output = e.Answer
 		} else if output == "" {
 			output = fmt.Sprintf("%s's task ended %s", d.capsule, status)
 		}
 	case tc.ctx.Err() != nil:
-		status, output = "abandoned", fmt.Sprintf("the calling task ended before %s finished; its task was cancelled", d.capsule)
+		status, output = runtimetools.CallStatusAbandoned, fmt.Sprintf("the calling task ended before %s finished; its task was cancelled", d.capsule)
 	case err != nil && wctx.Err() == nil:
-		status, output = "failed", fmt.Sprintf("%s's task could not be read: %v", d.capsule, err)
+		status, output = runtimetools.CallStatusFailed, fmt.Sprintf("%s's task could not be read: %v", d.capsule, err)
 	default:
-		status, output = "timed_out", fmt.Sprintf("%s did not finish within %ds (lifecycle.delegation_deadline_secs); its task was cancelled.", d.capsule, secs)
+		status, output = runtimetools.CallStatusTimedOut, fmt.Sprintf("%s did not finish within %ds (lifecycle.delegation_deadline_secs); its task was cancelled.", d.capsule, secs)
 	}
 	cctx, ccancel := context.WithTimeout(context.Background(), closeWait)
 	if !e.Ended {
@@ -220,7 +222,7 @@ func (tc *Tracker) watch(d *delegation) {
 }
 
 // end records how a delegation ended. One that ended in its own tool call is delivered at once.
-func (tc *Tracker) end(d *delegation, status, output string, inToolCall bool) {
+func (tc *Tracker) end(d *delegation, status runtimetools.CallStatus, output string, inToolCall bool) {
 	tc.book.End(d, inToolCall, func() { d.status, d.output = status, output })
 }
 
@@ -244,5 +246,5 @@ func (tc *Tracker) Round() []calls.DelegationOutcome {
 func (tc *Tracker) Finish(cancel context.CancelFunc) {
 	cancel()
 	tc.wg.Wait()
-	tc.book.Close(func(d *delegation) { d.status, d.output = "abandoned", "the calling task ended" })
+	tc.book.Close(func(d *delegation) { d.status, d.output = runtimetools.CallStatusAbandoned, "the calling task ended" })
 }

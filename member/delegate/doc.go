@@ -19,6 +19,6 @@
 // hands Sub.Send carries that span, so the sub-session's task span is its child in the same trace; the
 // delegating task's span gets a murmur.delegation.ended event as each delegation ends.
 //
-// Imports: capsule, artifact, calls, store (a sub-session's own task store, Open), usage, runtimetools,
-// internal/ids and internal/telemetry/conv; never member.
+// Imports: capsule, artifact, calls, records (the record types), store (a sub-session's own task store,
+// Open), usage, runtimetools, internal/ids and internal/telemetry/conv; never member.
 package delegate

@@ -19,7 +19,7 @@ import (
 type Session struct {
 	SessionID string
 	// SendTask sends the sub-session's task a user message of text with trust.
-	SendTask func(ctx context.Context, msg *a2a.Message, trust string) (*a2a.Task, error)
+	SendTask func(ctx context.Context, msg *a2a.Message, trust ids.Trust) (*a2a.Task, error)
 	// WaitTask waits for a change of its task; CancelTask cancels it; CloseAll closes the sub-session
 	// and what it holds.
 	WaitTask   func(ctx context.Context, id a2a.TaskID) (*a2a.Task, error)
@@ -55,7 +55,7 @@ func Open(dir string, spec StartSpec, start func(*store.Store) (*Session, error)
 func (u *Session) ID() string { return u.SessionID }
 
 // Send starts the sub-session's task; a rejected one is an error saying why.
-func (u *Session) Send(ctx context.Context, text, trust string) (string, error) {
+func (u *Session) Send(ctx context.Context, text string, trust ids.Trust) (string, error) {
 	t, err := u.SendTask(ctx, &a2a.Message{MessageID: a2a.MessageID(ids.New(ids.PrefixMessage)), Role: a2a.RoleUser,
 		Parts: []a2a.Part{a2a.TextPart(text)}}, trust)
 	if err != nil {

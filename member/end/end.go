@@ -72,7 +72,7 @@ func NoAnswer(t *a2a.Task) bool { return ids.Get(ids.Murmur(t.Metadata), ids.Met
 // the running commands). A task that ended without an answer writes no task_failed; its reason rides its
 // task_end, whose exit_status is no_answer.
 func (e End) Records(recs []records.Record, id a2a.TaskID, noAnswer bool) []records.Record {
-	fields := map[string]any{"state": string(e.State), "exit_status": calls.StateWord(e.State)}
+	fields := map[string]any{"state": string(e.State), "exit_status": string(calls.StateWord(e.State))}
 	if e.Running != nil {
 		fields["runningCommands"] = e.Running
 	}
@@ -81,9 +81,9 @@ func (e End) Records(recs []records.Record, id a2a.TaskID, noAnswer bool) []reco
 		fields["exit_status"] = "no_answer"
 		fields["reason"] = e.Text
 	case e.State == a2a.TaskStateFailed:
-		recs = append(recs, records.Record{Type: "task_failed", Task: string(id), Fields: map[string]any{"reason": e.Text}})
+		recs = append(recs, records.Record{Type: records.TypeTaskFailed, Task: string(id), Fields: map[string]any{"reason": e.Text}})
 	}
-	return append(recs, records.Record{Type: "task_end", Task: string(id), Fields: fields})
+	return append(recs, records.Record{Type: records.TypeTaskEnd, Task: string(id), Fields: fields})
 }
 
 // Exit is the exit_status the end gives session_end: its state's word, "" for a task that ended without
@@ -92,7 +92,7 @@ func (e End) Exit(noAnswer bool) string {
 	if noAnswer {
 		return ""
 	}
-	return calls.StateWord(e.State)
+	return string(calls.StateWord(e.State))
 }
 
 // Result is what the end writes to out/result.txt: the answer, "no answer: " and the reason, or nothing

@@ -41,11 +41,10 @@ type Feed struct {
 
 // feedTopic is one watched task of a Feed.
 type feedTopic struct {
-	id      a2a.TaskID
+	subscribers
 	latest  json.RawMessage // the task as of its event seq
 	seq     int64
 	final   bool // latest is in a terminal state
-	subs    map[*Subscription]struct{}
 	reading bool // a reader runs
 	again   bool // poked while it ran: read once more
 }
@@ -105,7 +104,7 @@ func (f *Feed) Progress(id a2a.TaskID, text string, meta map[string]any) {
 func (f *Feed) Subscribe(id a2a.TaskID, _ func() ([]byte, error)) (json.RawMessage, *Subscription, error) {
 	f.mu.Lock()
 	if tp := f.topics[id]; tp != nil && !tp.final && !f.closed {
-		s := f.addLocked(tp, tp.seq)
+		s := tp.subscribe(f, f.cfg.Buffer, tp.seq)
 		f.mu.Unlock()
 		return tp.latest, s, nil
 	}
@@ -115,9 +114,7 @@ func (f *Feed) Subscribe(id a2a.TaskID, _ func() ([]byte, error)) (json.RawMessa
 		return nil, nil, err
 	}
 	if got.State.Terminal() {
-		s := &Subscription{ch: make(chan Event), start: got.Seq, from: got.Seq}
-		close(s.ch)
-		return got.Task, s, nil
+		return got.Task, endedSubscription(got.Seq), nil
 	}
 	s, err := f.join(id, got, got.Seq)
 	if err != nil {
@@ -135,9 +132,7 @@ func (f *Feed) Resume(ctx context.Context, id a2a.TaskID, after int64) (*Subscri
 	}
 	after = max(0, min(after, got.Seq))
 	if got.State.Terminal() && after == got.Seq {
-		s := &Subscription{ch: make(chan Event), start: after, from: after}
-		close(s.ch)
-		return s, nil
+		return endedSubscription(after), nil
 	}
 	return f.join(id, got, after)
 }
@@ -153,25 +148,19 @@ func (f *Feed) join(id a2a.TaskID, got store.Followed, from int64) (*Subscriptio
 	}
 	tp := f.topics[id]
 	if tp == nil {
-		tp = &feedTopic{id: id, subs: map[*Subscription]struct{}{}}
+		tp = &feedTopic{subscribers: newSubscribers(id)}
 		f.topics[id] = tp
 	}
 	moved := got.Seq > tp.seq
 	if moved || tp.latest == nil {
 		tp.latest, tp.seq, tp.final = got.Task, got.Seq, got.State.Terminal()
 	}
-	s := f.addLocked(tp, from)
+	s := tp.subscribe(f, f.cfg.Buffer, from)
 	if from < tp.seq || moved {
 		// This subscriber, or those before it, lack events the topic's task already has.
 		f.readLocked(tp)
 	}
 	return s, nil
-}
-
-func (f *Feed) addLocked(tp *feedTopic, from int64) *Subscription {
-	s := &Subscription{feed: f, ft: tp, ch: make(chan Event, f.cfg.Buffer), start: from, from: from}
-	tp.subs[s] = struct{}{}
-	return s
 }
 
 // Poke tells the feed that task id may have new events: its streams read them.
@@ -196,10 +185,7 @@ func (f *Feed) PokeAll() {
 func (f *Feed) Subscribers(id a2a.TaskID) int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if tp := f.topics[id]; tp != nil {
-		return len(tp.subs)
-	}
-	return 0
+	return countLocked(f.topics, id)
 }
 
 // Close ends every subscription and waits for the readers. Safe to call more than once.
@@ -209,7 +195,7 @@ func (f *Feed) Close() {
 	f.closed = true
 	for _, tp := range f.topics {
 		for s := range tp.subs {
-			f.endLocked(s, nil)
+			endLocked(f.topics, s, nil)
 		}
 	}
 	f.mu.Unlock()
@@ -251,7 +237,7 @@ func (f *Feed) read(tp *feedTopic) {
 			f.logger.Warn("reading a task's events for its streams", "task", tp.id, "err", err)
 			if errors.Is(err, store.ErrNotFound) {
 				for s := range tp.subs {
-					f.endLocked(s, nil)
+					endLocked(f.topics, s, nil)
 				}
 			}
 		default:
@@ -282,20 +268,18 @@ func (f *Feed) sendLocked(tp *feedTopic, got store.Followed) (dropped int) {
 			if s.from >= ev.Seq {
 				continue
 			}
-			select {
-			case s.ch <- e:
+			switch sent, slow := offerLocked(f.topics, s, e); {
+			case sent:
 				s.from = ev.Seq
-			default:
-				if f.endLocked(s, ErrSlowSubscriber) {
-					dropped++
-				}
+			case slow:
+				dropped++
 			}
 		}
 	}
 	if tp.final {
 		for s := range tp.subs {
 			if s.from >= tp.seq {
-				f.endLocked(s, nil)
+				endLocked(f.topics, s, nil)
 			}
 		}
 	}
@@ -306,23 +290,7 @@ func (f *Feed) sendLocked(tp *feedTopic, got store.Followed) (dropped int) {
 func (f *Feed) close(s *Subscription) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.endLocked(s, nil)
-}
-
-// endLocked takes s off its topic and closes its channel; the topic goes when nobody watches it. f.mu
-// is held.
-func (f *Feed) endLocked(s *Subscription, err error) bool {
-	tp := s.ft
-	if _, ok := tp.subs[s]; !ok {
-		return false
-	}
-	delete(tp.subs, s)
-	s.err = err
-	close(s.ch)
-	if len(tp.subs) == 0 && f.topics[tp.id] == tp {
-		delete(f.topics, tp.id)
-	}
-	return true
+	endLocked(f.topics, s, nil)
 }
 
 // Tell is Poke of the task a notice of the store names, and PokeAll after a Resync: what a replica's

@@ -61,13 +61,12 @@ type Hub struct {
 
 // topic is one watched task: its latest stored state and its subscribers.
 type topic struct {
-	id        a2a.TaskID
+	subscribers
 	contextID string
 	state     a2a.TaskState
 	latest    json.RawMessage // the task's JSON as of the last change its subscribers were sent
 	status    []byte          // the JSON of latest's status
 	artifacts int             // len(latest's artifacts)
-	subs      map[*Subscription]struct{}
 }
 
 // New returns a hub.
@@ -116,65 +115,6 @@ func (h *Hub) Wants(id a2a.TaskID) bool {
 	return false
 }
 
-// Subscription is one subscriber's view of one task.
-type Subscription struct {
-	hub *Hub
-	tp  *topic
-	ch  chan Event
-	err error // set before ch is closed
-
-	// A Feed's subscription.
-	feed  *Feed
-	ft    *feedTopic
-	start int64 // the number of the last event its first answer covered
-	from  int64 // the number of the last event it was sent
-}
-
-// Start is the number of the last event of the task as the subscription's first answer showed it (a
-// Feed's): its events come after it. 0 for a Hub's, which numbers none.
-func (s *Subscription) Start() int64 { return s.start }
-
-// Events returns the subscription's channel. It is closed when the task ends, when the subscriber was
-// too slow (see Err), or after Close.
-func (s *Subscription) Events() <-chan Event { return s.ch }
-
-// Err returns why the channel closed: nil at the task's end or after Close, ErrSlowSubscriber when the
-// subscriber fell behind. Read it only after the channel is closed.
-func (s *Subscription) Err() error { return s.err }
-
-// Close ends the subscription; its channel closes. Safe to call more than once.
-func (s *Subscription) Close() {
-	if s.feed != nil {
-		s.feed.close(s)
-		return
-	}
-	if s.hub == nil {
-		return
-	}
-	s.hub.mu.Lock()
-	defer s.hub.mu.Unlock()
-	s.hub.endLocked(s, nil)
-}
-
-// endLocked takes s off its topic and closes its channel; the topic goes when nobody watches it. h.mu is
-// held.
-func (h *Hub) endLocked(s *Subscription, err error) bool {
-	tp := s.tp
-	if tp == nil {
-		return false
-	}
-	if _, ok := tp.subs[s]; !ok {
-		return false
-	}
-	delete(tp.subs, s)
-	s.err = err
-	close(s.ch)
-	if len(tp.subs) == 0 && h.topics[tp.id] == tp {
-		delete(h.topics, tp.id)
-	}
-	return true
-}
-
 // Subscribe subscribes to task id. It returns the task as it stands (JSON) and a subscription to every
 // later change. load reads the task from the store; it is called, under the hub's lock, only when
 // nobody watches the task yet, and its error is returned as it is. For a task already in a terminal
@@ -193,31 +133,31 @@ func (h *Hub) Subscribe(id a2a.TaskID, load func() ([]byte, error)) (json.RawMes
 			return nil, nil, err
 		}
 		if t.Status.State.Terminal() {
-			s := &Subscription{ch: make(chan Event)}
-			close(s.ch)
-			return body, s, nil
+			return body, endedSubscription(0), nil
 		}
 		status, err := json.Marshal(t.Status)
 		if err != nil {
 			return nil, nil, err
 		}
-		tp = &topic{id: id, contextID: t.ContextID, state: t.Status.State, latest: body, status: status,
-			artifacts: len(t.Artifacts), subs: map[*Subscription]struct{}{}}
+		tp = &topic{subscribers: newSubscribers(id), contextID: t.ContextID, state: t.Status.State, latest: body,
+			status: status, artifacts: len(t.Artifacts)}
 		h.topics[id] = tp
 	}
-	s := &Subscription{hub: h, tp: tp, ch: make(chan Event, h.cfg.Buffer)}
-	tp.subs[s] = struct{}{}
-	return tp.latest, s, nil
+	return tp.latest, tp.subscribe(h, h.cfg.Buffer, 0), nil
 }
 
 // Subscribers returns how many subscriptions task id has.
 func (h *Hub) Subscribers(id a2a.TaskID) int {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if tp := h.topics[id]; tp != nil {
-		return len(tp.subs)
-	}
-	return 0
+	return countLocked(h.topics, id)
+}
+
+// close is Subscription.Close of a Hub's subscription.
+func (h *Hub) close(s *Subscription) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	endLocked(h.topics, s, nil)
 }
 
 // Publish reports a change of t that the store has committed: its subscribers get an artifactUpdate
@@ -272,7 +212,7 @@ func (h *Hub) publishLocked(tp *topic, t *a2a.Task) (dropped int) {
 	}
 	if t.Status.State.Terminal() {
 		for s := range tp.subs {
-			h.endLocked(s, nil)
+			endLocked(h.topics, s, nil)
 		}
 		delete(h.topics, tp.id)
 	}
@@ -282,12 +222,8 @@ func (h *Hub) publishLocked(tp *topic, t *a2a.Task) (dropped int) {
 // fanoutLocked hands ev to every subscriber of tp that has room, and drops the others.
 func (h *Hub) fanoutLocked(tp *topic, ev Event) (dropped int) {
 	for s := range tp.subs {
-		select {
-		case s.ch <- ev:
-		default:
-			if h.endLocked(s, ErrSlowSubscriber) {
-				dropped++
-			}
+		if _, slow := offerLocked(h.topics, s, ev); slow {
+			dropped++
 		}
 	}
 	return dropped

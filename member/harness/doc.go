@@ -18,7 +18,7 @@
 // message once the member calls and delegations it left out have ended, all through callbacks (Task).
 //
 // The Runner starts programs only through the Starter its caller gives it, and knows nothing of tools or
-// MCP. The package takes plain values and callbacks: it may use member/capsule, member/sandbox and
-// runtimetools, and must not import the session core (member) nor member/calls, member/driver or
+// MCP. The package takes plain values and callbacks: it may use member/capsule, member/records (the
+// record types), member/sandbox and runtimetools, and must not import the session core (member) nor member/calls, member/driver or
 // member/store.
 package harness

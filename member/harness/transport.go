@@ -18,6 +18,8 @@ import (
 	"github.com/murmur-run/murmur/internal/ids"
 	"github.com/murmur-run/murmur/internal/telemetry/conv"
 	"github.com/murmur-run/murmur/member/capsule"
+	"github.com/murmur-run/murmur/member/driver"
+	"github.com/murmur-run/murmur/member/records"
 	"github.com/murmur-run/murmur/member/sandbox"
 	"github.com/murmur-run/murmur/runtimetools"
 )
@@ -70,9 +72,9 @@ type TransportConfig struct {
 	Log      *slog.Logger
 	// StartToolServer starts the loopback tool server the harness calls the session's tools on.
 	StartToolServer func(ToolSet) (ToolServer, error)
-	// Tools lists the session's tools as the http loop offers them to a model: the runtime-provided
-	// tools and shell binaries, and the tool artifacts (DESIGN §13), as the tool server offers them.
-	Tools func() []runtimetools.Manifest
+	// Tools is the tool array the http loop offers a model: the runtime-provided tools and shell
+	// binaries, and the tool artifacts with their own description and schema (DESIGN §13).
+	Tools func() []driver.ToolSpec
 	// SystemPrompt is the system prompt the http loop would send: the capsule's instructions, its skills
 	// and the plan guidance. PlaceholderInstructions stands for it; nil stands for the instructions.
 	SystemPrompt func() string
@@ -80,7 +82,7 @@ type TransportConfig struct {
 	// the model would be handed, and whether it reports an error.
 	Dispatch func(ctx context.Context, task, callID, name string, input json.RawMessage) (text string, isError bool)
 	// Record writes one record of the session.
-	Record func(typ, task string, fields map[string]any) error
+	Record records.WriteFunc
 	// Turn counts one closed turn of the harness in the session's numbers (turns, tokens, spend, metrics)
 	// and returns the task's turn count and the session's spend after it.
 	Turn func(task string, u Usage) (turn int, spend int64)
@@ -218,8 +220,21 @@ func (h confinedStarter) Start(p Program) (Process, error) {
 	return confinedProc{pr}, nil
 }
 
-// Tools is the session's tools, as the tool server offers them (ToolSet).
-func (tr *Transport) Tools() []runtimetools.Manifest { return tr.cfg.Tools() }
+// Tools is the session's tools as the tool server lists them to the harness (ToolSet): the tool array
+// the http loop offers its model. A tool artifact that declares no input_schema takes any object, as
+// the MCP tool list needs a schema.
+func (tr *Transport) Tools() []runtimetools.Manifest {
+	specs := tr.cfg.Tools()
+	out := make([]runtimetools.Manifest, 0, len(specs))
+	for _, t := range specs {
+		schema := t.InputSchema
+		if len(schema) == 0 || string(schema) == "null" {
+			schema = json.RawMessage(`{"type":"object"}`)
+		}
+		out = append(out, runtimetools.Manifest{Name: t.Name, Description: t.Description, InputSchema: schema})
+	}
+	return out
+}
 
 // CallTool answers a harness's call through the session's one dispatch, for the running task, so the
 // fences, notes, records, refusals and the deadline notice are the http loop's (ToolSet). The call ends
@@ -279,7 +294,7 @@ func (tr *Transport) Run(ctx context.Context, task, prompt, session string) (res
 		rec["env_dropped"] = tr.envDropped
 	}
 	// A record the trace cannot take is lost; the work it records goes on without it.
-	_ = tr.cfg.Record("harness_run", task, rec)
+	_ = tr.cfg.Record(records.TypeHarnessRun, task, rec)
 	if cause := context.Cause(runCtx); cause != nil && !errors.Is(cause, context.Canceled) {
 		stopped = cause
 	}
@@ -302,7 +317,7 @@ func (tr *Transport) event(task string, e Event, stop context.CancelCauseFunc) {
 			rec["tokens"] = map[string]any{"input": u.Input, "output": u.Output, "cached": u.Cached, "cache_write": u.CacheWrite}
 		}
 		// A record the trace cannot take is lost; the work it records goes on without it.
-		_ = tr.cfg.Record("inference", task, rec)
+		_ = tr.cfg.Record(records.TypeInference, task, rec)
 		if inf.MaxTurns > 0 && turn > inf.MaxTurns {
 			stop(fmt.Errorf("the harness went past the %d turns of inference.max_turns without an answer, and was stopped", inf.MaxTurns))
 		}
@@ -329,11 +344,11 @@ func (tr *Transport) event(task string, e Event, stop context.CancelCauseFunc) {
 	case KindNotice:
 		tr.cfg.Log.Warn("the harness reported something the task should show", "task", task, "line", e.Line, "notice", e.Reason, "text", e.Text)
 		// A record the trace cannot take is lost; the work it records goes on without it.
-		_ = tr.cfg.Record("harness_notice", task, map[string]any{"line": e.Line, "notice": e.Reason, "text": e.Text})
+		_ = tr.cfg.Record(records.TypeHarnessNotice, task, map[string]any{"line": e.Line, "notice": e.Reason, "text": e.Text})
 	case KindGarbage:
 		tr.cfg.Log.Warn("the harness printed a line that is not an event of its dialect", "task", task, "line", e.Line, "reason", e.Reason)
 		// A record the trace cannot take is lost; the work it records goes on without it.
-		_ = tr.cfg.Record("harness_output", task, map[string]any{"line": e.Line, "reason": e.Reason, "text": e.Text})
+		_ = tr.cfg.Record(records.TypeHarnessOutput, task, map[string]any{"line": e.Line, "reason": e.Reason, "text": e.Text})
 	}
 }
 

@@ -22,7 +22,8 @@
 // Each run of a hook is a span, "murmur.hook {event}" with the hook's name, the event and its outcome,
 // the child of the span of the tool call or task it ran for (package member/spans/nest).
 //
-// The package is a leaf: it imports nothing of murmur's but the span names (internal/telemetry/conv) and
-// member/spans/nest, and runs what it is given (it never imports member or another member/... package). A Set is safe for concurrent use once built; each call runs
-// the hooks one at a time, in declaration order.
+// The package is a leaf: it imports nothing of murmur's but the span names (internal/telemetry/conv),
+// member/spans/nest, the trust classes (internal/ids) and the record types (member/records, a leaf), and
+// runs what it is given (it never imports member). A Set is safe for concurrent use once built; each call
+// runs the hooks one at a time, in declaration order.
 package hooks

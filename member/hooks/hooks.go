@@ -13,7 +13,9 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/murmur-run/murmur/internal/ids"
 	"github.com/murmur-run/murmur/internal/telemetry/conv"
+	"github.com/murmur-run/murmur/member/records"
 	"github.com/murmur-run/murmur/member/spans/nest"
 )
 
@@ -60,7 +62,7 @@ type Hook struct {
 
 // Recorder writes one record to the session's trace.jsonl.
 type Recorder interface {
-	Write(typ, task string, fields map[string]any) error
+	Write(typ records.Type, task string, fields map[string]any) error
 }
 
 // Config is a session's hooks and how to run them.
@@ -110,7 +112,7 @@ type ToolCall struct {
 	Tool  string          `json:"tool"`
 	Input json.RawMessage `json:"input"`
 	Task  string          `json:"task"`
-	Trust string          `json:"trust"`
+	Trust ids.Trust       `json:"trust"`
 }
 
 // Decision is how on-tool-call decided a call.
@@ -181,12 +183,12 @@ func (s *Set) CheckToolCall(ctx context.Context, call ToolCall) Decision {
 		if err != nil {
 			d.Failed = true
 			d.Reason = "the hook failed, which denies: " + err.Error()
-			s.record("hook_failed", call.Task, map[string]any{"hook": h.Name, "event": EventToolCall, "tool": call.Tool, "error": err.Error()})
+			s.record(records.TypeHookFailed, call.Task, map[string]any{"hook": h.Name, "event": EventToolCall, "tool": call.Tool, "error": err.Error()})
 			endRun(span, "failed", true, err)
 		} else {
 			endRun(span, "deny", true, nil)
 		}
-		s.record("tool_denied", call.Task, map[string]any{"hook": h.Name, "tool": call.Tool, "reason": d.Reason, "failed": d.Failed})
+		s.record(records.TypeToolDenied, call.Task, map[string]any{"hook": h.Name, "tool": call.Tool, "reason": d.Reason, "failed": d.Failed})
 		return d
 	}
 	if ask != nil {
@@ -197,12 +199,12 @@ func (s *Set) CheckToolCall(ctx context.Context, call ToolCall) Decision {
 
 // TaskEnd is what an on-task-end hook is told.
 type TaskEnd struct {
-	Task    string `json:"task"`
-	Status  string `json:"status"` // completed, failed, no_answer, canceled, …: task_end's exit_status
-	Answer  string `json:"answer"`
-	Reason  string `json:"reason,omitempty"` // for no_answer, the reason end-without-answer gave
-	Trust   string `json:"trust"`
-	Reopens int    `json:"reopens"` // how often the task was reopened so far
+	Task    string    `json:"task"`
+	Status  string    `json:"status"` // completed, failed, no_answer, canceled, …: task_end's exit_status
+	Answer  string    `json:"answer"`
+	Reason  string    `json:"reason,omitempty"` // for no_answer, the reason end-without-answer gave
+	Trust   ids.Trust `json:"trust"`
+	Reopens int       `json:"reopens"` // how often the task was reopened so far
 }
 
 // Reopen is an on-task-end hook's request to reopen a task.
@@ -227,7 +229,7 @@ func (s *Set) CheckTaskEnd(ctx context.Context, end TaskEnd) (Reopen, bool) {
 		}
 		hctx, span := startRun(ctx, h, EventTaskEnd)
 		if err := s.run(hctx, h, Call{Hook: h.Name, Event: EventTaskEnd, Task: end.Task, Input: in}, &ans); err != nil {
-			s.record("hook_failed", end.Task, map[string]any{"hook": h.Name, "event": EventTaskEnd, "error": err.Error()})
+			s.record(records.TypeHookFailed, end.Task, map[string]any{"hook": h.Name, "event": EventTaskEnd, "error": err.Error()})
 			endRun(span, "failed", false, err)
 			continue
 		}
@@ -291,7 +293,7 @@ func clip(b []byte) string {
 	return string(b)
 }
 
-func (s *Set) record(typ, task string, fields map[string]any) {
+func (s *Set) record(typ records.Type, task string, fields map[string]any) {
 	if s.rec != nil {
 		// A record the trace cannot take is lost; the work it records goes on without it.
 		_ = s.rec.Write(typ, task, fields)

@@ -15,6 +15,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"go.uber.org/goleak"
+
+	"github.com/murmur-run/murmur/member/records"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -50,10 +52,10 @@ type recorder struct {
 	recs []map[string]any
 }
 
-func (r *recorder) Write(typ, task string, fields map[string]any) error {
+func (r *recorder) Write(typ records.Type, task string, fields map[string]any) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	rec := map[string]any{"type": typ, "task": task}
+	rec := map[string]any{"type": string(typ), "task": task}
 	for k, v := range fields {
 		rec[k] = v
 	}

@@ -6,7 +6,7 @@
 // hook's module run.
 //
 // Imports: member/artifact/wit, member/capsule, member/control, member/driver, member/meter,
-// member/spans, runtimetools; never member.
+// member/records (the record types), member/spans, runtimetools; never member.
 package hostcall
 
 import (
@@ -21,6 +21,7 @@ import (
 	"github.com/murmur-run/murmur/member/control"
 	"github.com/murmur-run/murmur/member/driver"
 	"github.com/murmur-run/murmur/member/meter"
+	"github.com/murmur-run/murmur/member/records"
 	"github.com/murmur-run/murmur/member/spans"
 	"github.com/murmur-run/murmur/runtimetools"
 )
@@ -28,7 +29,7 @@ import (
 // New is the Config of a session's parts; tools is its registry, whose pull-artifact (when staged)
 // answers manage.pull.
 func New(c *capsule.Capsule, drivers map[string]driver.Driver, choice *control.Choice, m *meter.Meter,
-	record func(typ, task string, fields map[string]any) error, tools *runtimetools.Registry) Config {
+	record records.WriteFunc, tools *runtimetools.Registry) Config {
 	cfg := Config{Capsule: c, Drivers: drivers, Choice: choice, Meter: m, Record: record}
 	if t, ok := tools.Lookup("pull-artifact"); ok {
 		cfg.Puller, _ = t.(*runtimetools.PullArtifact)
@@ -43,7 +44,7 @@ type Config struct {
 	Choice  *control.Choice          // the driver choice of the next inference call
 	Meter   *meter.Meter             // the task's turns and the session's spend
 	// Record writes one record of the session.
-	Record func(typ, task string, fields map[string]any) error
+	Record records.WriteFunc
 	// Puller is the session's pull-artifact tool; nil without capabilities.install.
 	Puller *runtimetools.PullArtifact
 }
@@ -100,7 +101,7 @@ func (c *Config) infer(ctx context.Context, task, hook string, req wit.Inference
 	choice, applied := c.Choice.Next()
 	if applied {
 		// A record the trace cannot take is lost; the work it records goes on without it.
-		_ = c.Record("control_applied", task, map[string]any{"setting": string(ids.SettingInferenceDriver), "value": choice})
+		_ = c.Record(records.TypeControlApplied, task, map[string]any{"setting": string(ids.SettingInferenceDriver), "value": choice})
 	}
 	ireq := driver.InferRequest{Turn: 1, MaxOutputTokens: req.MaxOutputTokens}
 	var system []string

@@ -7,5 +7,6 @@
 // Concurrency: Rules is safe for concurrent use; it keeps one flag (the notice went out), and its
 // counts are the meter's.
 //
-// Imports: member/capsule, member/driver (the fence), member/meter; never member.
+// Imports: member/capsule, member/driver (the fence), member/meter, member/records (the record types);
+// never member.
 package lifecycle

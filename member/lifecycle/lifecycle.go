@@ -11,6 +11,7 @@ import (
 	"github.com/murmur-run/murmur/member/capsule"
 	"github.com/murmur-run/murmur/member/driver"
 	"github.com/murmur-run/murmur/member/meter"
+	"github.com/murmur-run/murmur/member/records"
 )
 
 // The runtime's own messages to the model.
@@ -29,7 +30,7 @@ type Config struct {
 	// exit code.
 	RunCheck func(ctx context.Context, command []string) (string, int, error)
 	// Record writes one record of the session.
-	Record func(typ, task string, fields map[string]any) error
+	Record records.WriteFunc
 }
 
 // Rules applies one session's lifecycle settings.
@@ -49,7 +50,7 @@ func (r *Rules) Nudge(task string) (string, error) {
 		return "", errors.New("the model ended its turn without an answer")
 	}
 	// A record the trace cannot take is lost; the work it records goes on without it.
-	_ = r.cfg.Record("keep_working", task, map[string]any{"used": used, "left": left})
+	_ = r.cfg.Record(records.TypeKeepWorking, task, map[string]any{"used": used, "left": left})
 	return keepWorkingNudge, nil
 }
 
@@ -78,7 +79,7 @@ func (r *Rules) Check(ctx context.Context, task string) (string, error) {
 			strings.Join(dc.Command, " "), detail, used, lastLine(out))
 	}
 	// A record the trace cannot take is lost; the work it records goes on without it.
-	_ = r.cfg.Record("task_reopened", task, map[string]any{
+	_ = r.cfg.Record(records.TypeTaskReopened, task, map[string]any{
 		"reason": "done_check", "command": dc.Command, "exit_code": code, "used": used, "left": dc.Limit - used})
 	return fmt.Sprintf("[runtime] The task is not done: its check `%s` %s.\n%s\nKeep working until the check passes, then answer again.",
 		strings.Join(dc.Command, " "), detail, driver.Fence("done_check", out, "")), nil
@@ -102,6 +103,6 @@ func (r *Rules) Notice(task string) string {
 	at := deadline.UTC().Format(time.RFC3339)
 	left := max(int64(deadline.Sub(now)/time.Second), 0)
 	// A record the trace cannot take is lost; the work it records goes on without it.
-	_ = r.cfg.Record("deadline_notice", task, map[string]any{"at": at, "left_secs": left})
+	_ = r.cfg.Record(records.TypeDeadlineNotice, task, map[string]any{"at": at, "left_secs": left})
 	return fmt.Sprintf(deadlineNotice, at, left)
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/murmur-run/murmur/member/capsule"
 	"github.com/murmur-run/murmur/member/lifecycle"
 	"github.com/murmur-run/murmur/member/meter"
+	"github.com/murmur-run/murmur/member/records"
 )
 
 var start = time.Date(2026, 10, 20, 12, 0, 0, 0, time.UTC)
@@ -31,10 +32,10 @@ type recorder struct {
 	recs []record
 }
 
-func (r *recorder) write(typ, task string, fields map[string]any) error {
+func (r *recorder) write(typ records.Type, task string, fields map[string]any) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.recs = append(r.recs, record{typ, task, fields})
+	r.recs = append(r.recs, record{string(typ), task, fields})
 	return nil
 }
 

@@ -14,6 +14,6 @@
 // out (records, metrics), and callers may hold their own locks while they call it.
 //
 // Imports: a2a, internal/ids, member/capsule, member/driver, member/harness (a harness turn's usage),
-// member/usage, runtimetools, client_golang (the inference series it is handed) and the OpenTelemetry
+// member/records (the record types), member/usage, runtimetools, client_golang (the inference series it is handed) and the OpenTelemetry
 // API (the task's span); never member.
 package meter

@@ -4,6 +4,7 @@ import (
 	"github.com/murmur-run/murmur/member/capsule"
 	"github.com/murmur-run/murmur/member/driver"
 	"github.com/murmur-run/murmur/member/harness"
+	"github.com/murmur-run/murmur/member/records"
 	"github.com/murmur-run/murmur/runtimetools"
 )
 
@@ -53,7 +54,7 @@ func (m *Meter) account(task, choice, hook string, req driver.InferRequest, resp
 		rec["tokens"] = map[string]any{"input": in, "output": out, "cached": u.Cached, "cache_write": u.CacheWrite}
 	}
 	// A record the trace cannot take is lost; the work it records goes on without it.
-	_ = m.cfg.Record("inference", task, rec)
+	_ = m.cfg.Record(records.TypeInference, task, rec)
 	return in, out
 }
 
@@ -102,7 +103,7 @@ func (m *Meter) Compact(task string, req *driver.InferRequest, hist *int) {
 		BudgetTokens: cs.BudgetTokens, BudgetBasis: cs.BudgetBasis, MeasuredBy: "estimate"}
 	m.mu.Unlock()
 	// A record the trace cannot take is lost; the work it records goes on without it.
-	_ = m.cfg.Record("compaction", task, map[string]any{
+	_ = m.cfg.Record(records.TypeCompaction, task, map[string]any{
 		"tokens_before": cs.UsedTokens, "tokens_before_source": cs.MeasuredBy, "tokens_after": c.After,
 		"budget_tokens": cs.BudgetTokens, "threshold": c.Threshold, "removed_messages": c.Removed})
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/murmur-run/murmur/a2a"
 	"github.com/murmur-run/murmur/member/capsule"
+	"github.com/murmur-run/murmur/member/records"
 	"github.com/murmur-run/murmur/member/usage"
 	"github.com/murmur-run/murmur/runtimetools"
 )
@@ -23,7 +24,7 @@ type Config struct {
 	Now     func() time.Time
 	Started time.Time // when the session started
 	// Record writes one record of the session.
-	Record func(typ, task string, fields map[string]any) error
+	Record records.WriteFunc
 	// Calls and Tokens are mur_inference_calls_total (by driver, model and provider) and
 	// mur_inference_tokens_total (by driver, model, provider and kind).
 	Calls, Tokens *prometheus.CounterVec

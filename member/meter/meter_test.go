@@ -19,6 +19,7 @@ import (
 	"github.com/murmur-run/murmur/member/harness"
 	"github.com/murmur-run/murmur/member/meter"
 	"github.com/murmur-run/murmur/member/metrics"
+	"github.com/murmur-run/murmur/member/records"
 	"github.com/murmur-run/murmur/runtimetools"
 )
 
@@ -39,10 +40,10 @@ type recorder struct {
 	recs []record
 }
 
-func (r *recorder) write(typ, task string, fields map[string]any) error {
+func (r *recorder) write(typ records.Type, task string, fields map[string]any) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.recs = append(r.recs, record{typ, task, fields})
+	r.recs = append(r.recs, record{string(typ), task, fields})
 	return nil
 }
 

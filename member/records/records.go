@@ -11,8 +11,9 @@ import (
 	"unicode/utf8"
 )
 
-// Writer writes a session's records directory: trace.jsonl, logs/ and out/. Writes are serialized and each
-// record is one line, written with a single write call so a crash never leaves half a line behind another.
+// Writer writes a session's records directory: trace.jsonl, logs/ and out/ (each directory made by its
+// first file: most sessions of a large formation write neither). Writes are serialized and each record
+// is one line, written with a single write call so a crash never leaves half a line behind another.
 type Writer struct {
 	dir     string
 	session string
@@ -35,10 +36,8 @@ type Writer struct {
 
 // Open creates (or reopens) the records directory dir for session.
 func Open(dir, session string, now func() time.Time) (*Writer, error) {
-	for _, d := range []string{dir, filepath.Join(dir, "logs"), filepath.Join(dir, "out")} {
-		if err := os.MkdirAll(d, 0o700); err != nil {
-			return nil, fmt.Errorf("records directory: %w", err)
-		}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("records directory: %w", err)
 	}
 	f, err := os.OpenFile(filepath.Join(dir, "trace.jsonl"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
@@ -56,14 +55,14 @@ func (r *Writer) Dir() string { return r.dir }
 // Record is one line of trace.jsonl: its type, its task ("" for none) and its fields, which must not use
 // the keys ts, type, session and task, which the writer sets.
 type Record struct {
-	Type   string
+	Type   Type
 	Task   string
 	Fields map[string]any
 }
 
 // Write appends one record of type typ to trace.jsonl. fields must not use the keys ts, type, session
 // and task, which Write sets.
-func (r *Writer) Write(typ, task string, fields map[string]any) error {
+func (r *Writer) Write(typ Type, task string, fields map[string]any) error {
 	return r.WriteAll([]Record{{Type: typ, Task: task, Fields: fields}})
 }
 
@@ -80,7 +79,7 @@ func (r *Writer) WriteAll(recs []Record) error {
 			rec[k] = v
 		}
 		rec["ts"] = ts
-		rec["type"] = rc.Type
+		rec["type"] = string(rc.Type)
 		rec["session"] = r.session
 		if rc.Task != "" {
 			rec["task"] = rc.Task
@@ -145,7 +144,12 @@ func (r *Writer) flushResult() {
 	if text == nil {
 		return
 	}
-	if err := replaceFile(filepath.Join(r.dir, "out", "result.txt"), *text); err != nil {
+	out := filepath.Join(r.dir, "out")
+	err := os.MkdirAll(out, 0o700)
+	if err == nil {
+		err = replaceFile(filepath.Join(out, "result.txt"), *text)
+	}
+	if err != nil {
 		r.resultMu.Lock()
 		r.resultErr = fmt.Errorf("out/result.txt: %w", err)
 		r.resultMu.Unlock()

@@ -2,7 +2,9 @@ package records
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -44,10 +46,39 @@ func TestResultFailureIsReported(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A file where out/ goes: out/ cannot be made, nor result.txt written.
 	os.RemoveAll(filepath.Join(dir, "out"))
+	if err := os.WriteFile(filepath.Join(dir, "out"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
 	r.WriteResult("lost")
 	if err := r.Close(); err == nil {
 		t.Error("Close reported nothing though out/ was gone")
+	}
+}
+
+// A session's logs/ and out/ are made by their first file, not by Open: a formation of a thousand
+// members makes two thousand directories fewer at its start.
+func TestDirectoriesAtFirstUse(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "ses")
+	r, err := Open(dir, "ses_1", time.Now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []string{"logs", "out"} {
+		if _, err := os.Lstat(filepath.Join(dir, d)); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("%s/ after Open: %v, want none yet", d, err)
+		}
+	}
+	r.WriteResult("the answer")
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := os.ReadFile(filepath.Join(dir, "out", "result.txt")); err != nil || string(got) != "the answer" {
+		t.Errorf("out/result.txt = %q, %v; want the answer", got, err)
+	}
+	if fi, err := os.Stat(filepath.Join(dir, "out")); err != nil || fi.Mode().Perm() != 0o700 {
+		t.Errorf("out/: %v, %v; want a directory of mode 0700", fi, err)
 	}
 }
 

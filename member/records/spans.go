@@ -42,13 +42,13 @@ func (r *Writer) Bind(task, traceID, spanID string) {
 }
 
 // addSpan puts the span task is bound to into rec, unless rec carries one; a task_end unbinds the task.
-func (s *spans) addSpan(rec map[string]any, typ, task string) {
+func (s *spans) addSpan(rec map[string]any, typ Type, task string) {
 	if task == "" {
 		return
 	}
 	s.mu.Lock()
 	ids, ok := s.byTask[task]
-	if ok && typ == "task_end" {
+	if ok && typ == TypeTaskEnd {
 		delete(s.byTask, task)
 	}
 	s.mu.Unlock()

@@ -20,7 +20,7 @@ import (
 const forwardPoll = 500 * time.Millisecond
 
 // Forward hands msg, a follow-up to task id that this replica does not run, to the replica that runs it
-// while it waits for input, and waits for what became of it (member.Replicas): taken when the task took
+// while it waits for input, and waits for what became of it (Peers): taken when the task took
 // it; else refusal says why not (the message does not answer the question: the task keeps waiting), or
 // is "" when the task was not, or no longer, waiting at a live replica.
 func (c *Coordinator) Forward(ctx context.Context, id a2a.TaskID, msg *a2a.Message) (taken bool, refusal string, err error) {

@@ -6,6 +6,11 @@
 // The store (store.Replicated, PostgreSQL's) does the deciding: one owner per task by FOR UPDATE SKIP
 // LOCKED, a replica dead once its lease lapsed, every change told through LISTEN/NOTIFY. A Coordinator
 // only reacts to what it is told, and polls for what a lost notification would have told it.
+//
+// A Side is the session's half (side.go): what a session does on a member's replicas that it does not
+// in a member of one process. The session core (package member) holds one and calls it; the Side calls
+// back into the session only through the callbacks of its SideConfig, so this package never imports
+// member.
 package replica
 
 import (
@@ -28,7 +33,7 @@ const DefaultLease = 10 * time.Second
 // what covers a lost notification.
 const DefaultPoll = time.Second
 
-// Session is what a Coordinator drives: the member's session on this replica (member.Session).
+// Session is what a Coordinator drives: the member's session on this replica, through its Side.
 type Session interface {
 	// Adopt queues a task claim takes from the store, if the session has a place for it.
 	Adopt(ctx context.Context, claim func(context.Context) (*a2a.Task, error)) (bool, error)
@@ -141,7 +146,7 @@ func (c *Coordinator) Close() {
 	}
 }
 
-// Offer stores a task this replica has no place for, for another replica to claim (member.Replicas).
+// Offer stores a task this replica has no place for, for another replica to claim (Peers).
 func (c *Coordinator) Offer(ctx context.Context, t *a2a.Task, perReplica int) (bool, error) {
 	ok, err := c.cfg.Store.Offer(ctx, t, perReplica)
 	if ok {
@@ -150,13 +155,13 @@ func (c *Coordinator) Offer(ctx context.Context, t *a2a.Task, perReplica int) (b
 	return ok, err
 }
 
-// Release gives the tasks of ids, queued here and not started, to the other replicas (member.Replicas):
+// Release gives the tasks of ids, queued here and not started, to the other replicas (Peers):
 // what a replica that stops gracefully does with its queue.
 func (c *Coordinator) Release(ctx context.Context, ids []a2a.TaskID) ([]a2a.TaskID, error) {
 	return c.cfg.Store.Release(ctx, ids)
 }
 
-// Cancel cancels a task this replica neither runs nor queues (member.Replicas): its owner is asked
+// Cancel cancels a task this replica neither runs nor queues (Peers): its owner is asked
 // through the store, or, when it has none or a dead one, the task is ended here.
 func (c *Coordinator) Cancel(ctx context.Context, id a2a.TaskID) (*a2a.Task, bool, error) {
 	_, ended, err := c.cfg.Store.RequestCancel(ctx, id, c.cfg.CanceledText, c.cfg.Now())

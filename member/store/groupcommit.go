@@ -3,7 +3,6 @@ package store
 import (
 	"cmp"
 	"context"
-	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -50,7 +49,7 @@ type pendingWrite struct {
 	seq     int64      // the order rows were handed over in (Store.writeSeq)
 }
 
-// The statements of the group commit, prepared once on the write connection.
+// The statements of the group commit, prepared once on the write connection, at the first write.
 const (
 	insertSQL = `INSERT INTO tasks (id, context_id, state, status_ts, created, caller, task, message_id, traceparent) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`
 	// A task's context never changes once it is created: an update leaves context_id, and so its index,
@@ -172,11 +171,20 @@ func (s *Store) writeGroup(group []*pendingWrite) []error {
 		return errs
 	}
 	ctx := context.Background()
+	// Prepared before the transaction takes the write pool's one connection, which preparing needs.
+	insertStmt, err := s.insertStmt.get(ctx)
+	if err != nil {
+		return fail(err)
+	}
+	updateStmt, err := s.updateStmt.get(ctx)
+	if err != nil {
+		return fail(err)
+	}
 	tx, err := s.write.BeginTx(ctx, nil)
 	if err != nil {
 		return fail(err)
 	}
-	insert, update := tx.StmtContext(ctx, s.insertStmt), tx.StmtContext(ctx, s.updateStmt)
+	insert, update := tx.StmtContext(ctx, insertStmt), tx.StmtContext(ctx, updateStmt)
 	created, updated := 0, 0
 	for i, w := range group {
 		switch w.op {
@@ -216,28 +224,9 @@ func (s *Store) writeGroup(group []*pendingWrite) []error {
 	return errs
 }
 
-// prepareWrites prepares the group commit's statements on the write pool.
-func (s *Store) prepareWrites() error {
-	var err error
-	if s.insertStmt, err = s.write.Prepare(insertSQL); err != nil {
-		return err
-	}
-	if s.updateStmt, err = s.write.Prepare(updateSQL); err != nil {
-		return err
-	}
-	s.getStmt, err = s.read.Prepare(`SELECT task, caller FROM tasks WHERE id = ?`)
-	return err
-}
-
-// closeStatements closes what prepareWrites prepared.
+// closeStatements closes the statements the store prepared.
 func (s *Store) closeStatements() error {
-	var errs []error
-	for _, st := range []*sql.Stmt{s.insertStmt, s.updateStmt, s.getStmt} {
-		if st != nil {
-			errs = append(errs, st.Close())
-		}
-	}
-	return errors.Join(errs...)
+	return errors.Join(s.insertStmt.close(), s.updateStmt.close(), s.getStmt.close())
 }
 
 // UpdateAll stores every task of ts as Update does, all in one transaction (one fsync however many they

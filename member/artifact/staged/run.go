@@ -18,6 +18,7 @@ import (
 	"github.com/murmur-run/murmur/member/artifact/wit/endpoint"
 	"github.com/murmur-run/murmur/member/driver"
 	"github.com/murmur-run/murmur/member/hooks"
+	"github.com/murmur-run/murmur/member/records"
 	"github.com/murmur-run/murmur/member/sandbox"
 	"github.com/murmur-run/murmur/runtimetools"
 )
@@ -186,10 +187,10 @@ func (sa *Set) CheckTaskEnd(ctx context.Context, end hooks.TaskEnd) (string, boo
 	reopens := end.Reopens
 	if reopens >= limit {
 		// A record the trace cannot take is lost; the work it records goes on without it.
-		_ = sa.cfg.Recorder.Write("hook_reopen_refused", end.Task, map[string]any{"hook": r.Hook, "reopens": reopens, "limit": limit})
+		_ = sa.cfg.Recorder.Write(records.TypeHookReopenRefused, end.Task, map[string]any{"hook": r.Hook, "reopens": reopens, "limit": limit})
 		return "", false
 	}
 	// A record the trace cannot take is lost; the work it records goes on without it.
-	_ = sa.cfg.Recorder.Write("task_reopened", end.Task, map[string]any{"reason": "hook", "hook": r.Hook, "message": r.Message, "used": reopens + 1, "left": limit - reopens - 1})
+	_ = sa.cfg.Recorder.Write(records.TypeTaskReopened, end.Task, map[string]any{"reason": "hook", "hook": r.Hook, "message": r.Message, "used": reopens + 1, "left": limit - reopens - 1})
 	return fmt.Sprintf("[runtime] The policy hook %s reopened the task:\n%s", r.Hook, driver.Fence("hook:"+r.Hook, r.Message, "")), true
 }

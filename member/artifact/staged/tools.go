@@ -10,6 +10,7 @@ import (
 
 	"github.com/murmur-run/murmur/member/artifact"
 	"github.com/murmur-run/murmur/member/driver"
+	"github.com/murmur-run/murmur/member/records"
 	"github.com/murmur-run/murmur/runtimetools"
 )
 
@@ -104,7 +105,7 @@ func (sa *Set) Refresh(task string, base []runtimetools.Manifest, req *driver.In
 	req.System = system()
 	if changed {
 		// A record the trace cannot take is lost; the work it records goes on without it.
-		_ = sa.cfg.Recorder.Write("tools_refreshed", task, map[string]any{"trigger": "agent", "added": nonNil(added), "removed": nonNil(removed)})
+		_ = sa.cfg.Recorder.Write(records.TypeToolsRefreshed, task, map[string]any{"trigger": "agent", "added": nonNil(added), "removed": nonNil(removed)})
 	}
 }
 

@@ -8,7 +8,8 @@
 // push_outbox: schema 6 of member/store/postgres), and a trigger on the tasks table queues each change
 // of a task's status to every config of the task in the transaction of the change, whichever replica or
 // statement made it (the owner's write, a reap, a cancel at another replica, a restart). No change is
-// missed while a replica is down, and none is queued twice. A new config gets the task's status as it
+// missed while a replica is down, and none is queued twice. A config's outbox holds Config.Push.Outbox
+// changes (schema 9); a change finding it full takes the place of the newest one waiting. A new config gets the task's status as it
 // stands in the transaction that stores it, under a lock on the task's row, so a change committed at
 // once after it is queued by the trigger.
 //
@@ -62,8 +63,11 @@ const (
 // Config is what a Notifier is given.
 type Config struct {
 	// Push is the allowlist, backoff, attempts, timeout, bounds, logger and callbacks, as for a
-	// push.Notifier; its Path, Queue, Outbox, Dropped and Settle are not used (the outbox of a config
-	// keeps 100 changes: schema 6).
+	// push.Notifier; its Path, Queue, Dropped and Settle are not used. Its Outbox bounds the changes
+	// waiting for one config, as a push.Notifier's does (push.DefaultOutbox unless set, at least 2): a
+	// change finding the outbox full takes the place of the newest one waiting, unless that one is
+	// being posted. The bound is kept with each config when it is stored, and the database's trigger
+	// keeps to it whichever replica queues a change.
 	Push push.Config
 	// Poll is how often the outbox is looked at untold; 0: DefaultPoll.
 	Poll time.Duration
@@ -194,8 +198,8 @@ func (n *Notifier) Create(ctx context.Context, caller string, c a2a.TaskPushNoti
 	}
 	batch := &pgx.Batch{}
 	batch.Queue(`DELETE FROM push_configs WHERE task_id = $1 AND id = $2`, string(c.TaskID), c.ID)
-	batch.Queue(`INSERT INTO push_configs (task_id, id, config, url, caller, created, ended) VALUES ($1, $2, $3, $4, $5, $6, $7)`,
-		string(c.TaskID), c.ID, config, c.URL, caller, n.cfg.Now().UnixMilli(), terminal(state))
+	batch.Queue(`INSERT INTO push_configs (task_id, id, config, url, caller, created, ended, outbox) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
+		string(c.TaskID), c.ID, config, c.URL, caller, n.cfg.Now().UnixMilli(), terminal(state), n.cfg.Push.Outbox)
 	batch.Queue(`INSERT INTO push_outbox (task_id, config_id, body, traceparent) VALUES ($1, $2, $3, $4)`, string(c.TaskID), c.ID, body, tp)
 	if err := tx.SendBatch(ctx, batch).Close(); err != nil {
 		return c, n.store.Fail(what, err)

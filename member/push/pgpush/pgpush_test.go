@@ -449,3 +449,89 @@ func TestConfigOfNoTask(t *testing.T) {
 		t.Errorf("%d configs stored", rows)
 	}
 }
+
+// A config's outbox holds Config.Push.Outbox changes: while its webhook holds the first post, a change
+// finding the outbox full takes the place of the newest one waiting, so the oldest waiting and the
+// latest are delivered. A notifier not given the bound keeps push.DefaultOutbox with each config.
+func TestOutboxBound(t *testing.T) {
+	db := pgtest.Start(t)
+	s := openStore(t, db.NewDatabase(t), "")
+	held, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	var mu sync.Mutex
+	var got []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		var sr a2a.StreamResponse
+		if err := json.NewDecoder(req.Body).Decode(&sr); err != nil || sr.Task == nil {
+			w.WriteHeader(http.StatusBadRequest)
+			return
+		}
+		once.Do(func() {
+			close(held)
+			<-release
+		})
+		mu.Lock()
+		got = append(got, statusOf(sr.Task))
+		mu.Unlock()
+	}))
+	defer srv.Close()
+	defer func() {
+		select {
+		case <-release:
+		default:
+			close(release)
+		}
+	}()
+	n := openNotifier(t, s, Config{Push: push.Config{Outbox: 3}})
+	ctx := t.Context()
+	if err := s.Create(ctx, task("t1", a2a.TaskStateSubmitted, "")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n.Create(ctx, "", config("t1", "c1", srv.URL)); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-held:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the first change was not posted within 30s")
+	}
+	for _, state := range []a2a.TaskState{a2a.TaskStateWorking, a2a.TaskStateInputRequired, a2a.TaskStateWorking, a2a.TaskStateCompleted} {
+		if err := s.Update(ctx, task("t1", state, "")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var waiting int
+	if err := s.Pool().QueryRow(ctx, `SELECT count(*) FROM push_outbox`).Scan(&waiting); err != nil || waiting != 3 {
+		t.Errorf("%d changes waiting (%v), want the bound 3", waiting, err)
+	}
+	close(release)
+	want := []string{"TASK_STATE_SUBMITTED", "TASK_STATE_WORKING", "TASK_STATE_COMPLETED"}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		mu.Lock()
+		posted := append([]string(nil), got...)
+		mu.Unlock()
+		if len(posted) >= len(want) {
+			if fmt.Sprint(posted) != fmt.Sprint(want) {
+				t.Errorf("the webhook got %q, want %q", posted, want)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the webhook got %q within 30s, want %q", posted, want)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+
+	other := openStore(t, db.NewDatabase(t), "")
+	if err := other.Create(ctx, task("t2", a2a.TaskStateSubmitted, "")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := openNotifier(t, other, Config{}).Create(ctx, "", config("t2", "c2", srv.URL)); err != nil {
+		t.Fatal(err)
+	}
+	var bound int
+	if err := other.Pool().QueryRow(ctx, `SELECT outbox FROM push_configs WHERE task_id = 't2'`).Scan(&bound); err != nil || bound != push.DefaultOutbox {
+		t.Errorf("a config stored by a notifier without the setting has the bound %d (%v), want push.DefaultOutbox %d", bound, err, push.DefaultOutbox)
+	}
+}

@@ -186,11 +186,43 @@ func (s *Store) ListInScope(ctx context.Context, q store.ListQuery, sc store.Sco
 	if !storable(q.Caller) || !storable(q.ContextID) || !storable(string(q.State)) {
 		return store.ListPage{}, nil // no task has such a column
 	}
+	l := pageQuery(q, cursor)
+
+	// One snapshot for the total and the page.
+	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	if err != nil {
+		return store.ListPage{}, s.fail("listing tasks", retryRead, err)
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx))
+	var total int64
+	if err := tx.QueryRow(ctx, `SELECT count(*) FROM tasks`+l.filter, l.args[:l.filterArgs]...).Scan(&total); err != nil {
+		return store.ListPage{}, s.fail("listing tasks", retryRead, err)
+	}
+	page, err := s.readPage(ctx, tx, l, q)
+	if err != nil {
+		return store.ListPage{}, err
+	}
+	page.Total = int(total)
+	return page, nil
+}
+
+// pageSQL is the SQL of one page of ListInScope.
+type pageSQL struct {
+	filter     string // the WHERE clause of q's filter, which the total counts
+	page       string // filter's, with the page's cursor: the tasks of the page and those after it
+	args       []any  // page's arguments, then the limit; filter's are the first filterArgs
+	filterArgs int
+	limit      string // the limit's placeholder: the page's size and one more, which tells a next page
+}
+
+// pageQuery is the SQL of the page of q that continues before the task numbered cursor (0: the first
+// page).
+func pageQuery(q store.ListQuery, cursor int64) pageSQL {
+	var l pageSQL
 	var where []string
-	var args []any
 	add := func(cond string, arg any) {
-		args = append(args, arg)
-		where = append(where, strings.Replace(cond, "?", "$"+strconv.Itoa(len(args)), 1))
+		l.args = append(l.args, arg)
+		where = append(where, strings.Replace(cond, "?", "$"+strconv.Itoa(len(l.args)), 1))
 	}
 	if q.Caller != "" {
 		add("caller = ?", q.Caller)
@@ -205,39 +237,30 @@ func (s *Store) ListInScope(ctx context.Context, q store.ListQuery, sc store.Sco
 		// Stored timestamps are whole milliseconds, so "after q.After" is "after its millisecond".
 		add("status_ts > ?", q.After.UnixMilli())
 	}
-	filter := ""
 	if len(where) > 0 {
-		filter = " WHERE " + strings.Join(where, " AND ")
+		l.filter = " WHERE " + strings.Join(where, " AND ")
 	}
-	countArgs := len(args)
+	l.filterArgs = len(l.args)
 	if cursor != 0 {
 		add("seq < ?", cursor)
 	}
-	pageFilter := ""
 	if len(where) > 0 {
-		pageFilter = " WHERE " + strings.Join(where, " AND ")
+		l.page = " WHERE " + strings.Join(where, " AND ")
 	}
-	args = append(args, q.PageSize+1)
-	limit := "$" + strconv.Itoa(len(args))
+	l.args = append(l.args, q.PageSize+1)
+	l.limit = "$" + strconv.Itoa(len(l.args))
+	return l
+}
 
-	// One snapshot for the total and the page.
-	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
-	if err != nil {
-		return store.ListPage{}, s.fail("listing tasks", retryRead, err)
-	}
-	defer tx.Rollback(context.WithoutCancel(ctx))
-	var page store.ListPage
-	var total int64
-	if err := tx.QueryRow(ctx, `SELECT count(*) FROM tasks`+filter, args[:countArgs]...).Scan(&total); err != nil {
-		return store.ListPage{}, s.fail("listing tasks", retryRead, err)
-	}
-	page.Total = int(total)
-	// One row beyond the page tells whether there is a next page.
-	rows, err := tx.Query(ctx, `SELECT seq, id, task FROM tasks`+pageFilter+` ORDER BY seq DESC LIMIT `+limit, args...)
+// readPage reads, in tx, the page of tasks l selects, newest first, and its next page token when more
+// follow (one row beyond the page tells).
+func (s *Store) readPage(ctx context.Context, tx pgx.Tx, l pageSQL, q store.ListQuery) (store.ListPage, error) {
+	rows, err := tx.Query(ctx, `SELECT seq, id, task FROM tasks`+l.page+` ORDER BY seq DESC LIMIT `+l.limit, l.args...)
 	if err != nil {
 		return store.ListPage{}, s.fail("listing tasks", retryRead, err)
 	}
 	defer rows.Close()
+	var page store.ListPage
 	var last int64
 	more := false
 	size := 0

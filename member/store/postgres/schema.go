@@ -122,9 +122,9 @@ var migrations = []string{
 	// made it (caller: its deliveries take that caller's slots) and ended, set once its task's end was
 	// queued to it: nothing is queued after that. The trigger below queues each change of a task's
 	// status to every config of the task, as {"task": …} without its history, in the transaction of the
-	// change, whichever replica or statement made it; a config's outbox keeps 100 changes, a change
-	// finding it full taking the place of the newest one waiting (the oldest waiting and the latest are
-	// delivered). A row is delivered by the replica that claims it (claimed_by until claimed_until, unix
+	// change, whichever replica or statement made it; a config's outbox keeps 100 changes (schema 9: its
+	// own bound), a change finding it full taking the place of the newest one waiting (the oldest waiting
+	// and the latest are delivered). A row is delivered by the replica that claims it (claimed_by until claimed_until, unix
 	// ms), one at a time per config in seq order; attempts counts its failed posts and due (unix ms) is
 	// when it may be tried again. Channel murmur_push tells the replicas a change was queued.
 	`CREATE TABLE push_configs (
@@ -231,6 +231,37 @@ var migrations = []string{
 		body := convert_to(jsonb_build_object('task', cur - 'history')::text, 'UTF8');
 		FOR c IN SELECT id FROM push_configs WHERE task_id = NEW.id AND NOT ended LOOP
 			IF (SELECT count(*) FROM push_outbox WHERE task_id = NEW.id AND config_id = c.id) >= 100 THEN
+				DELETE FROM push_outbox WHERE seq = (SELECT max(seq) FROM push_outbox
+					WHERE task_id = NEW.id AND config_id = c.id AND claimed_by = '');
+			END IF;
+			INSERT INTO push_outbox (task_id, config_id, body, traceparent) VALUES (NEW.id, c.id, body, NEW.traceparent);
+		END LOOP;
+		IF NEW.state IN ('TASK_STATE_COMPLETED', 'TASK_STATE_FAILED', 'TASK_STATE_CANCELED', 'TASK_STATE_REJECTED') THEN
+			UPDATE push_configs SET ended = true WHERE task_id = NEW.id;
+		END IF;
+		PERFORM pg_notify('murmur_push', NEW.id);
+		RETURN NULL;
+	END $$;`,
+	// The bound of a config's outbox, kept with the config: outbox, the bound of the notifier that
+	// stored it (pgpush's Config.Push.Outbox, push.DefaultOutbox unless set), in place of schema 6's
+	// 100, which the configs of before it keep. murmur_task_push is schema 8's but for the bound.
+	`ALTER TABLE push_configs ADD COLUMN outbox int NOT NULL DEFAULT 100;
+	CREATE OR REPLACE FUNCTION murmur_task_push() RETURNS trigger LANGUAGE plpgsql AS $$
+	DECLARE
+		cur  jsonb;
+		body bytea;
+		c    record;
+	BEGIN
+		IF NOT EXISTS (SELECT 1 FROM push_configs WHERE task_id = NEW.id AND NOT ended) THEN
+			RETURN NULL;
+		END IF;
+		cur := convert_from(NEW.task, 'UTF8')::jsonb;
+		IF (cur->'status') IS NOT DISTINCT FROM (convert_from(OLD.task, 'UTF8')::jsonb->'status') THEN
+			RETURN NULL;
+		END IF;
+		body := convert_to(jsonb_build_object('task', cur - 'history')::text, 'UTF8');
+		FOR c IN SELECT id, outbox FROM push_configs WHERE task_id = NEW.id AND NOT ended LOOP
+			IF (SELECT count(*) FROM push_outbox WHERE task_id = NEW.id AND config_id = c.id) >= c.outbox THEN
 				DELETE FROM push_outbox WHERE seq = (SELECT max(seq) FROM push_outbox
 					WHERE task_id = NEW.id AND config_id = c.id AND claimed_by = '');
 			END IF;
