@@ -14,6 +14,7 @@ import (
 	"github.com/murmur-run/murmur/member/events"
 	"github.com/murmur-run/murmur/member/queue"
 	"github.com/murmur-run/murmur/member/records"
+	"github.com/murmur-run/murmur/member/store"
 )
 
 // maxEnding bounds the ends that wait for their commit while the executor goes on: past it, the executor
@@ -75,8 +76,8 @@ func (s *Session) next() (context.Context, *queue.Run, bool) {
 func (s *Session) execute(ctx context.Context, r *queue.Run) {
 	defer r.Cancel(nil)
 	// Store writes use a context of their own: a canceled task must still be recorded as canceled.
-	store := context.WithoutCancel(ctx)
-	t, err := s.cfg.Store.Get(store, r.ID)
+	writes := context.WithoutCancel(ctx)
+	t, err := s.cfg.Store.Get(writes, r.ID)
 	if err != nil {
 		s.log.Error("task vanished from the store before it ran", "task", r.ID, "err", err)
 		s.admit.Release()
@@ -89,9 +90,17 @@ func (s *Session) execute(ctx context.Context, r *queue.Run) {
 	s.mu.Lock()
 	r.Task = t
 	s.setStatus(t, a2a.TaskStateWorking, "", s.meter.BeginTask(ctx, t))
-	// Working need not be durable before it is visible: a crash before its commit leaves the task
-	// submitted, which the restart ends failed just the same. It rides the store's next group commit.
-	s.cfg.Store.UpdateSoon(t)
+	if s.side.Replicated() {
+		s.mu.Unlock()
+		if !s.ownedToRun(writes, r, t) {
+			return
+		}
+		s.mu.Lock()
+	} else {
+		// Working need not be durable before it is visible: a crash before its commit leaves the task
+		// submitted, which the restart ends failed just the same. It rides the store's next group commit.
+		s.cfg.Store.UpdateSoon(t)
+	}
 	s.changedLocked(t)
 	s.mu.Unlock()
 	s.records.Write(records.TypeTaskStart, string(t.ID), map[string]any{"origin": ids.Get(murmurMeta(t), ids.MetaOrigin), "trust": ids.Get(murmurMeta(t), ids.MetaTrust)})
@@ -142,7 +151,7 @@ func (s *Session) execute(ctx context.Context, r *queue.Run) {
 	}
 	e := &ending{r: r, t: t, end: s.endOf(state, msg, ans)}
 	s.markLocked(t, e.end)
-	e.wait = s.cfg.Store.UpdateLater(store, t)
+	e.wait = s.cfg.Store.UpdateLater(writes, t)
 	// The session is free for the next task the moment the end is handed to the store, and so is the
 	// task's place in the admission gate: a client that reads the end (once it is durable) and sends at
 	// once is never refused for a task that has ended. The end is visible, and its waiters told, only once
@@ -196,3 +205,32 @@ func (s *Session) changedLocked(t *a2a.Task) {
 }
 
 func murmurMeta(t *a2a.Task) map[string]any { return ids.Murmur(t.Metadata) }
+
+// ownedToRun stores a replica's working state of t, durable and under its ownership, before the task
+// runs, and reports whether it may run. A replica whose lease lapsed (a slow machine, a pause) may
+// have been reaped while t sat in its queue: its claim was released and another replica can claim and
+// run t. The store refuses the write of a task the replica no longer owns (store.ErrNotOwner), so a
+// task runs on one replica only: the one whose working state was stored first, since a reap ends a
+// working task failed instead of releasing it. A task this replica may not run is let go unrun: its
+// owner's changes reach the waiters here through the store's notices. Any other failure of the write
+// (the database unreachable) runs the task as a member of one process does: its end's write reports it.
+func (s *Session) ownedToRun(ctx context.Context, r *queue.Run, t *a2a.Task) bool {
+	err := s.cfg.Store.UpdateLater(ctx, t)()
+	if err == nil {
+		return true
+	}
+	if !errors.Is(err, store.ErrNotOwner) && !errors.Is(err, store.ErrNotFound) {
+		s.log.Error("the task store could not store a task's progress", "task", t.ID, "err", err)
+		return true
+	}
+	s.log.Warn("a replica let a task go unrun: its working state could not be stored under this replica", "task", t.ID, "err", err)
+	s.meter.EndTask(t)
+	s.admit.Release()
+	s.mu.Lock()
+	s.tasks.Hand(r, false)
+	s.tasks.Drop(r.ID)
+	s.mu.Unlock()
+	s.cfg.Metrics.TasksActive.Dec()
+	close(r.Done)
+	return false
+}

@@ -222,3 +222,43 @@ func TestReplicaWhoseLeaseLapses(t *testing.T) {
 		t.Errorf("the dead replica's queued task ran on %q; want a live replica", o)
 	}
 }
+
+// A replica runs a queued task only while it still owns it when the task's turn comes. A replica whose
+// lease lapsed under load may be reaped while a task it holds waits in its queue; another replica then
+// claims and runs it. The one that lost the claim must let it go unrun, or the task runs twice
+// (TestReplicaChaos's "ran 2 times"). Here r1 runs the first task, the second is offered (stored
+// unclaimed) and the third, with no room left anywhere, waits in r1's queue, owned by r1; it passes to
+// another replica behind r1's back: r1 lets it go, then claims and runs the second.
+func TestReplicaRunsOnlyWhatItStillOwns(t *testing.T) {
+	const capsule = `name: solo
+script:
+  command: [sh, -c, 'read -r line; echo "$line" >> "$MUR_CAPSULE_DIR/runs.log"; while [ ! -e "$MUR_CAPSULE_DIR/go" ]; do sleep 0.01; done; echo "done: $line"']
+task_acceptance: queue
+queue_size: 1
+`
+	rs := startReplicaFiles(t, 1, time.Minute, map[string]string{"murmur.yaml": capsule})
+	first := sendTask(t, rs.clients[0], "first", true)
+	waitState(t, rs.clients[0], first.ID, a2ago.TaskStateWorking)
+	second := sendTask(t, rs.clients[0], "second", true)
+	third := sendTask(t, rs.clients[0], "third", true)
+	if o := rs.owners(); o[second.ID] != "" || o[third.ID] != "r1" {
+		t.Fatalf("the second task is owned by %q and the third by %q; want none (offered) and r1 (queued there)", o[second.ID], o[third.ID])
+	}
+	conn, err := pgx.Connect(context.Background(), rs.dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	if _, err := conn.Exec(context.Background(), `UPDATE tasks SET owner = 'r2', version = version + 1 WHERE id = $1`, string(third.ID)); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(rs.capsule, "go"), nil, 0o644)
+	waitState(t, rs.clients[0], second.ID, a2ago.TaskStateCompleted)
+	runs, _ := os.ReadFile(filepath.Join(rs.capsule, "runs.log"))
+	if got := strings.Fields(string(runs)); !slices.Equal(got, []string{"first", "second"}) {
+		t.Errorf("r1 ran %q; want first and second only: the third was another replica's when its turn came", got)
+	}
+	if got := waitState(t, rs.clients[0], third.ID, a2ago.TaskStateSubmitted); rs.owners()[got.ID] != "r2" {
+		t.Errorf("the third task is owned by %q; want r2, which claimed it", rs.owners()[got.ID])
+	}
+}
