@@ -303,7 +303,7 @@ func (f *Formation) start(m roster.Member, ln net.Listener) (_ *RunningMember, e
 
 // newDoor makes the door of the member at p, in front of its session sess.
 func (f *Formation) newDoor(p place, sess *member.Session, st store.Tasks, reg *prometheus.Registry, wrapped prometheus.Registerer,
-	control []ControlToken, streams Streams, push PushConfigs) (*Door, error) {
+	control []ControlToken, streams Streams, pushes PushConfigs) (*Door, error) {
 	cfg := f.cfg
 	// GET /replicas reads a replica's shared store; a member of one process has no replicas to list.
 	var replicas ReplicaSet
@@ -314,7 +314,7 @@ func (f *Formation) newDoor(p place, sess *member.Session, st store.Tasks, reg *
 		Member: p.m.Name, Roster: cfg.Roster, Executor: sess, Tokens: cfg.Tokens,
 		Card:    NewCard(p.m.Name, p.caps.Description, cfg.Version, p.m.URL, cfg.Roster.Formation),
 		MaxBody: cfg.MaxBody, MaxStreams: cfg.MaxStreams, Gatherer: reg, Registerer: wrapped, Logger: p.log,
-		ExportRoot: sess.ExportRoot(), AnswersMessage: p.caps.AnswersWithMessage(), Now: cfg.Now, Events: streams, Push: push,
+		ExportRoot: sess.ExportRoot(), AnswersMessage: p.caps.AnswersWithMessage(), Now: cfg.Now, Events: streams, Push: pushes,
 		Control: sess, ControlTokens: control, Replicas: replicas, TracerProvider: cfg.TracerProvider,
 		Files: replicaFiles(st, p.replica), // peer and artifact files at any replica (DESIGN §16)
 	})
@@ -340,16 +340,16 @@ func (f *Formation) place(m roster.Member) (place, error) {
 	if err != nil {
 		return place{}, err
 	}
-	replica, err := replicaName(m, f.cfg)
+	name, err := replicaName(m, f.cfg)
 	if err != nil {
 		return place{}, err
 	}
-	p := place{m: m, caps: caps, replica: replica, dir: filepath.Join(f.cfg.DataDir, "members", m.Name),
+	p := place{m: m, caps: caps, replica: name, dir: filepath.Join(f.cfg.DataDir, "members", m.Name),
 		log: f.cfg.Logger.With("member", m.Name)}
-	if replica != "" {
+	if name != "" {
 		// Replicas sharing a data directory keep their workdirs and runtime directories apart.
-		p.dir = filepath.Join(p.dir, "replicas", replica)
-		p.log = p.log.With("replica", replica)
+		p.dir = filepath.Join(p.dir, "replicas", name)
+		p.log = p.log.With("replica", name)
 	}
 	if left, err := setup.ClearRuntimeRoot(p.runtimeRoot()); err != nil {
 		return place{}, err
