@@ -83,7 +83,7 @@ const (
 	fcpuClients = 16 // closed-loop clients sending to lead
 	fcpuTasks   = 32 // lead's tasks per block (per op, per formation)
 	// fcpuIdle is how long the processes' CPU is read with no task, for what they spend idle.
-	fcpuIdle = 5 * time.Second
+	fcpuIdle = 10 * time.Second
 )
 
 // fcpuMembers are the formation's members, lead first.
