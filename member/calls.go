@@ -59,9 +59,9 @@ func (s *Session) attemptConfig(t *a2a.Task) attempt.Config {
 }
 
 // begin starts an attempt of the agent task t and makes it the running task's, which call-member,
-// delegate-task and end-without-answer answer through; end ends its calls and delegations and clears
+// delegate-task and end-without-answer answer through; finish ends its calls and delegations and clears
 // it, noting for a canceled task how many tasks it gave other members still run.
-func (s *Session) begin(ctx context.Context, t *a2a.Task) (a *attempt.Attempt, end func()) {
+func (s *Session) begin(ctx context.Context, t *a2a.Task) (a *attempt.Attempt, finish func()) {
 	a = attempt.Start(ctx, s.attemptConfig(t), string(t.ID))
 	s.mu.Lock()
 	r := s.tasks.Running() // t's, until execute hands its end over

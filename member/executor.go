@@ -2,19 +2,15 @@ package member
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"time"
 
 	"github.com/murmur-run/murmur/a2a"
 	"github.com/murmur-run/murmur/internal/ids"
-	"github.com/murmur-run/murmur/member/attempt"
 	"github.com/murmur-run/murmur/member/converse"
 	"github.com/murmur-run/murmur/member/end"
 	"github.com/murmur-run/murmur/member/events"
 	"github.com/murmur-run/murmur/member/queue"
 	"github.com/murmur-run/murmur/member/records"
-	"github.com/murmur-run/murmur/member/store"
 )
 
 // maxEnding bounds the ends that wait for their commit while the executor goes on: past it, the executor
@@ -92,7 +88,8 @@ func (s *Session) execute(ctx context.Context, r *queue.Run) {
 	s.setStatus(t, a2a.TaskStateWorking, "", s.meter.BeginTask(ctx, t))
 	if s.side.Replicated() {
 		s.mu.Unlock()
-		if !s.ownedToRun(writes, r, t) {
+		if !s.side.Owns(writes, t) {
+			s.letGo(r, t)
 			return
 		}
 		s.mu.Lock()
@@ -103,7 +100,9 @@ func (s *Session) execute(ctx context.Context, r *queue.Run) {
 	}
 	s.changedLocked(t)
 	s.mu.Unlock()
-	s.records.Write(records.TypeTaskStart, string(t.ID), map[string]any{"origin": ids.Get(murmurMeta(t), ids.MetaOrigin), "trust": ids.Get(murmurMeta(t), ids.MetaTrust)})
+	if err := s.records.Write(records.TypeTaskStart, string(t.ID), map[string]any{"origin": ids.Get(murmurMeta(t), ids.MetaOrigin), "trust": ids.Get(murmurMeta(t), ids.MetaTrust)}); err != nil {
+		s.log.Warn("writing a task_start record", "task", t.ID, "err", err) // the task runs without it
+	}
 
 	before := converse.Snapshot(s.workdir())
 	text := t.History[0].Text()
@@ -123,32 +122,8 @@ func (s *Session) execute(ctx context.Context, r *queue.Run) {
 	if !r.Canceled {
 		t.Artifacts = append(t.Artifacts, files...)
 	}
-	var timedOut *converse.InputTimeout
-	var noAnswer *attempt.NoAnswerError
-	state, msg, ans := a2a.TaskStateFailed, "", (*end.Answer)(nil)
-	switch {
-	case r.Canceled:
-		state, msg = a2a.TaskStateCanceled, CanceledMessage
-		if r.CallsLeft > 0 {
-			msg = fmt.Sprintf(CanceledCallsRunning, r.CallsLeft)
-		}
-	case errors.As(context.Cause(ctx), &timedOut):
-		msg = timedOut.Error()
-	case context.Cause(ctx) == errSessionDeadline:
-		msg = fmt.Sprintf(DeadlineFail, s.deadline.UTC().Format(time.RFC3339))
-	case s.base.Err() != nil:
-		state, msg = a2a.TaskStateCanceled, ShutdownCancel
-	case errors.As(err, &noAnswer):
-		noAnswer.Mark(t)
-		msg = noAnswer.Reason
-	case err != nil:
-		msg = err.Error()
-	default:
-		if s.cfg.Capsule.AnswersWithMessage() && p.Turns <= 1 {
-			ids.Set(murmurMeta(t), ids.MetaOneTurn, true) // the door answers it with a Message
-		}
-		state, msg, ans = a2a.TaskStateCompleted, answer, &end.Answer{Text: answer, Data: p.Data}
-	}
+	state, msg, ans := end.Run{Canceled: r.Canceled, CallsLeft: r.CallsLeft, Cause: context.Cause(ctx), Shutdown: s.base.Err() != nil,
+		Deadline: s.deadline, Answer: answer, Data: p.Data, Err: err, OneTurn: s.cfg.Capsule.AnswersWithMessage() && p.Turns <= 1}.Decide(t)
 	e := &ending{r: r, t: t, end: s.endOf(state, msg, ans)}
 	s.markLocked(t, e.end)
 	e.wait = s.cfg.Store.UpdateLater(writes, t)
@@ -206,24 +181,10 @@ func (s *Session) changedLocked(t *a2a.Task) {
 
 func murmurMeta(t *a2a.Task) map[string]any { return ids.Murmur(t.Metadata) }
 
-// ownedToRun stores a replica's working state of t, durable and under its ownership, before the task
-// runs, and reports whether it may run. A replica whose lease lapsed (a slow machine, a pause) may
-// have been reaped while t sat in its queue: its claim was released and another replica can claim and
-// run t. The store refuses the write of a task the replica no longer owns (store.ErrNotOwner), so a
-// task runs on one replica only: the one whose working state was stored first, since a reap ends a
-// working task failed instead of releasing it. A task this replica may not run is let go unrun: its
-// owner's changes reach the waiters here through the store's notices. Any other failure of the write
-// (the database unreachable) runs the task as a member of one process does: its end's write reports it.
-func (s *Session) ownedToRun(ctx context.Context, r *queue.Run, t *a2a.Task) bool {
-	err := s.cfg.Store.UpdateLater(ctx, t)()
-	if err == nil {
-		return true
-	}
-	if !errors.Is(err, store.ErrNotOwner) && !errors.Is(err, store.ErrNotFound) {
-		s.log.Error("the task store could not store a task's progress", "task", t.ID, "err", err)
-		return true
-	}
-	s.log.Warn("a replica let a task go unrun: its working state could not be stored under this replica", "task", t.ID, "err", err)
+// letGo lets r go unrun, a task the member's replicas gave another replica while it waited in this
+// one's queue (replica.Side.Owns): its place and its count are given back, and its owner's changes
+// reach the waiters here through the store's notices.
+func (s *Session) letGo(r *queue.Run, t *a2a.Task) {
 	s.meter.EndTask(t)
 	s.admit.Release()
 	s.mu.Lock()
@@ -232,5 +193,4 @@ func (s *Session) ownedToRun(ctx context.Context, r *queue.Run, t *a2a.Task) boo
 	s.mu.Unlock()
 	s.cfg.Metrics.TasksActive.Dec()
 	close(r.Done)
-	return false
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/murmur-run/murmur/member/converse"
 	"github.com/murmur-run/murmur/member/delegate"
 	"github.com/murmur-run/murmur/member/driver"
+	"github.com/murmur-run/murmur/member/end"
 	"github.com/murmur-run/murmur/member/events"
 	"github.com/murmur-run/murmur/member/harness"
 	"github.com/murmur-run/murmur/member/hostcall"
@@ -56,15 +57,13 @@ const (
 
 // The status texts a session gives tasks it does not run to an answer.
 const (
-	BusyMessage     = runtimetools.BusyRefusal
-	ShutdownReject  = "task rejected: the member is shutting down"
-	CanceledMessage = "task canceled"
-	// CanceledCallsRunning is CanceledMessage for a task that had member calls outstanding: a cancel does
-	// not reach the tasks it gave other members (they keep running, as a call that is abandoned does).
-	CanceledCallsRunning = "task canceled; the %d task(s) it gave other members with call-member keep running, since a cancel does not reach them: cancel each on its member's door (CancelTask) if it should stop"
-	ShutdownCancel       = "task canceled: the member shut down"
+	BusyMessage          = runtimetools.BusyRefusal
+	ShutdownReject       = "task rejected: the member is shutting down"
+	CanceledMessage      = end.CanceledText
+	CanceledCallsRunning = end.CanceledCallsRunningText // for a task that had member calls outstanding
+	ShutdownCancel       = end.ShutdownText
 	DeadlineReject       = "task rejected: the session ended at its deadline, %s"
-	DeadlineFail         = "the session reached its deadline, %s, before the task finished"
+	DeadlineFail         = end.DeadlineText
 )
 
 // Origin says who sent a task and with which trust class.
@@ -285,7 +284,7 @@ func Start(cfg Config) (*Session, error) {
 	}
 	start.Deadline = s.deadline
 	if err := s.records.Write(records.TypeSessionStart, "", start.Fields()); err != nil {
-		s.proc.Close(context.Background())
+		_ = s.proc.Close(context.Background()) // already failing: the record's error is the one to report
 		parts.Close()
 		return nil, err
 	}
@@ -553,7 +552,7 @@ func (s *Session) expire() {
 	s.endAtDeadline = map[string]any{"reason": "deadline", "deadline": at}
 	if r := s.tasks.Running(); r != nil {
 		// The running task's end decides the exit status: session_end follows it (settle).
-		r.Cancel(errSessionDeadline)
+		r.Cancel(end.ErrDeadline)
 		return
 	}
 	if s.tasks.Quiet() {
@@ -571,7 +570,9 @@ func (s *Session) writeDeadlineEndLocked() {
 	s.endAtDeadline = nil
 	fields["exit_status"] = s.exitStatusLocked()
 	fields["elapsed_secs"] = int64(s.cfg.Now().Sub(s.started) / time.Second)
-	s.records.Write(records.TypeSessionEnd, "", fields)
+	if err := s.records.Write(records.TypeSessionEnd, "", fields); err != nil {
+		s.log.Warn("writing the session_end record", "err", err)
+	}
 }
 
 // exitStatusLocked is session_end's exit_status: the exit_status of the latest task that ended

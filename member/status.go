@@ -1,10 +1,6 @@
 package member
 
-import (
-	"errors"
-
-	"github.com/murmur-run/murmur/runtimetools"
-)
+import "github.com/murmur-run/murmur/runtimetools"
 
 // StatusSnapshot reports the session's numbers at this moment (runtimetools.StatusSource). The deadline
 // is set once, in Start.
@@ -14,6 +10,3 @@ func (s *Session) StatusSnapshot() runtimetools.StatusSnapshot {
 
 // Current returns the choice the next inference call uses (control.Choice).
 func (s *Session) Current() string { return s.choice.Current() }
-
-// errSessionDeadline is the cause a task's context ends with when the session reaches its deadline.
-var errSessionDeadline = errors.New("session deadline reached")

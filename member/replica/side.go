@@ -139,6 +139,26 @@ func (s *Side) SentBefore(ctx context.Context, t *a2a.Task, err error) *a2a.Task
 	return sent
 }
 
+// Owns stores t's working state, durable and as this replica's, before the task runs here, and
+// reports whether it may run. A replica whose lease lapsed (a slow machine, a pause) may have been
+// reaped while t sat in its queue: its claim was released and another replica can claim and run t. The
+// store refuses the write of a task the replica no longer owns (store.ErrNotOwner, or ErrNotFound), so
+// a task runs on one replica only: the one whose working state was stored first, since a reap ends a
+// working task failed instead of releasing it. Any other failure of the write (the database
+// unreachable) runs the task as a member of one process does: its end's write reports it.
+func (s *Side) Owns(ctx context.Context, t *a2a.Task) bool {
+	err := s.cfg.Store.UpdateLater(ctx, t)()
+	switch {
+	case err == nil:
+		return true
+	case !errors.Is(err, store.ErrNotOwner) && !errors.Is(err, store.ErrNotFound):
+		s.cfg.Log.Error("the task store could not store a task's progress", "task", t.ID, "err", err)
+		return true
+	}
+	s.cfg.Log.Warn("a replica let a task go unrun: its working state could not be stored under this replica", "task", t.ID, "err", err)
+	return false
+}
+
 // CancelElsewhere cancels task id, which the session neither runs nor queues: at the replica that runs
 // it, or here when nobody does (Peers.Cancel); done with the ended task then. Not done for a member of
 // one process, nor when the caller is to wait for the task's end.
