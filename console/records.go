@@ -177,7 +177,7 @@ func (x *index) read(f *traceFile, ch *change) {
 	if err != nil {
 		return
 	}
-	defer fh.Close()
+	defer func() { _ = fh.Close() }() // only read
 	st, err := fh.Stat()
 	if err != nil || st.Size() <= f.offset {
 		if err == nil && st.Size() < f.offset { // truncated or replaced: start again
@@ -193,11 +193,14 @@ func (x *index) read(f *traceFile, ch *change) {
 		}
 		f.offset = st.Size() - maxTraceRead
 		f.skipped = true
-		fh.Seek(f.offset, io.SeekStart)
-		buf := make([]byte, 64<<10)
-		n, _ := fh.Read(buf)
-		if i := bytes.IndexByte(buf[:n], '\n'); i >= 0 {
-			f.offset += int64(i + 1)
+		// Skip to the first whole line after the cut. When this Seek fails the one below fails too and
+		// ends the read, so the newline is not looked for in the wrong place.
+		if _, err := fh.Seek(f.offset, io.SeekStart); err == nil {
+			buf := make([]byte, 64<<10)
+			n, _ := fh.Read(buf)
+			if i := bytes.IndexByte(buf[:n], '\n'); i >= 0 {
+				f.offset += int64(i + 1)
+			}
 		}
 		f.line = -1 << 30 // line numbers unknown past the skipped part
 	}

@@ -236,7 +236,7 @@ func logTail(dir, workID string) (string, string) {
 	if err != nil {
 		return "", "no log file: " + err.Error()
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }() // only read
 	st, err := f.Stat()
 	if err != nil {
 		return "", err.Error()

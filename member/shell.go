@@ -26,6 +26,8 @@ func (s *Session) backgroundEnded(e sandbox.Ended) {
 	}
 	text := fmt.Sprintf("Background command %s (%s) %s with exit code %d. Its output is in %s; background-command with this work id reports it.",
 		e.WorkID, e.Name, e.State, e.ExitCode, e.LogPath)
-	s.Send(context.Background(), &a2a.Message{MessageID: a2a.MessageID(ids.New(ids.PrefixMessage)), Role: a2a.RoleUser,
-		Parts: []a2a.Part{a2a.TextPart(text)}}, Origin{Trust: TrustTrusted, Origin: OriginCompletion})
+	if _, err := s.Send(context.Background(), &a2a.Message{MessageID: a2a.MessageID(ids.New(ids.PrefixMessage)), Role: a2a.RoleUser,
+		Parts: []a2a.Part{a2a.TextPart(text)}}, Origin{Trust: TrustTrusted, Origin: OriginCompletion}); err != nil {
+		s.log.Warn("a background command's completion could not be given to the session as a task", "work", e.WorkID, "err", err)
+	}
 }

@@ -86,7 +86,7 @@ func Inspect(root Root, p string) (File, error) {
 	if err != nil {
 		return File{}, err
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }() // only read
 	digest, n, err := hashFile(f)
 	if err != nil {
 		return File{}, fail(ErrUnreadable, "%q cannot be read: %v", p, errnoText(err))
@@ -125,7 +125,7 @@ func Open(root Root, f File) (*os.File, error) {
 	ok := false
 	defer func() {
 		if !ok {
-			file.Close()
+			_ = file.Close() // only read, and already failing: the error returned says what went wrong
 		}
 	}()
 	if fi.Size() != f.Size {

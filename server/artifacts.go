@@ -61,7 +61,7 @@ func (d *Door) serveArtifact(w http.ResponseWriter, r *http.Request) {
 		refuse(http.StatusGone, fmt.Sprintf("the file of artifact %q of task %s is no longer kept", a2a.CutID(name), id))
 		return
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }() // only read
 	info, err := f.Stat()
 	if err != nil {
 		refuse(http.StatusInternalServerError, "reading the artifact failed")

@@ -190,7 +190,7 @@ func StartFormation(cfg FormationConfig) (*Formation, error) {
 	}
 	for _, err := range errs {
 		if err != nil { // the first in the roster's order; the others are likely the same
-			f.Shutdown(context.Background())
+			_ = f.Shutdown(context.Background()) // already failing: the first member's error is the one to report
 			return nil, err
 		}
 	}
@@ -215,13 +215,13 @@ func (f *Formation) start(m roster.Member, ln net.Listener) (_ *RunningMember, e
 		}
 		ln.Close()
 		if sess != nil {
-			sess.Close(context.Background())
+			_ = sess.Close(context.Background()) // already failing: the start's error is the one to report
 		}
 		if notifier != nil {
-			notifier.Close()
+			_ = notifier.Close()
 		}
 		if st != nil {
-			st.Close()
+			_ = st.Close()
 		}
 	}()
 	p, err := f.place(m)
@@ -423,7 +423,7 @@ func (f *Formation) Shutdown(ctx context.Context) error {
 	for _, m := range f.Members {
 		if err := m.server.Shutdown(ctx); err != nil {
 			errs = append(errs, fmt.Errorf("member %s: door shutdown: %w", m.Name, err))
-			m.server.Close()
+			_ = m.server.Close() // its connections dropped; the shutdown's error is reported
 		}
 	}
 	f.wg.Wait()

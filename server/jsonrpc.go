@@ -291,11 +291,12 @@ func writeResponse(w http.ResponseWriter, status int, resp response) {
 	if raw, ok := resp.Result.(json.RawMessage); ok {
 		w.Header()["Content-Type"] = jsonContentType
 		w.WriteHeader(status)
-		io.WriteString(w, `{"jsonrpc":"2.0","id":`)
+		// A client that stopped reading has lost the answer: no one is left to tell.
+		_, _ = io.WriteString(w, `{"jsonrpc":"2.0","id":`)
 		w.Write(resp.ID)
-		io.WriteString(w, `,"result":`)
+		_, _ = io.WriteString(w, `,"result":`)
 		w.Write(raw)
-		io.WriteString(w, "}\n")
+		_, _ = io.WriteString(w, "}\n")
 		return
 	}
 	var buf bytes.Buffer
@@ -304,7 +305,7 @@ func writeResponse(w http.ResponseWriter, status int, resp response) {
 	if err := enc.Encode(resp); err != nil {
 		resp = response{JSONRPC: "2.0", ID: resp.ID, Error: a2a.ToJSONRPC(a2a.ErrInternal)}
 		buf.Reset()
-		enc.Encode(resp)
+		_ = enc.Encode(resp) // a client gone: no one is left to tell
 	}
 	w.Header()["Content-Type"] = jsonContentType
 	w.WriteHeader(status)

@@ -75,8 +75,8 @@ func (d *Door) servePeerFile(w http.ResponseWriter, r *http.Request) {
 // refusePeerFile answers a peer-file request with err's status and {"reason", "message": detail}.
 func (d *Door) refusePeerFile(w http.ResponseWriter, err error, detail string) {
 	d.cfg.Logger.Debug("peer file refused", "reason", peerfile.Reason(err), "detail", detail)
-	writeRefusalHeader(w, "application/json", peerfile.Status(err)) // 401 for ErrUnauthenticated alone
-	json.NewEncoder(w).Encode(map[string]string{"reason": peerfile.Reason(err), "message": detail})
+	writeRefusalHeader(w, "application/json", peerfile.Status(err))                                     // 401 for ErrUnauthenticated alone
+	_ = json.NewEncoder(w).Encode(map[string]string{"reason": peerfile.Reason(err), "message": detail}) // a client gone: no one is left to tell
 }
 
 // sendPeerFile sends the file h names. A member run as replicas sends the copy share-file kept in their
@@ -107,7 +107,7 @@ func (d *Door) sendPeerFile(w http.ResponseWriter, r *http.Request, h *peerfile.
 		d.refusePeerFile(w, err, pe.Detail)
 		return
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }() // only read
 	d.streamPeerFile(w, r, h, f)
 }
 

@@ -52,6 +52,8 @@ func TestReplicaApprovalAtAnotherReplica(t *testing.T) {
 	waitState(t, rs.clients[0], task.ID, a2ago.TaskStateInputRequired)
 	other := notOwner(t, rs, task.ID)
 	c := rs.clients[other]
+	// The other replica reads the task from the database, which the owner's own view can be ahead of.
+	waitState(t, c, task.ID, a2ago.TaskStateInputRequired)
 	_, err := c.SendMessage(ctx, &a2ago.SendMessageRequest{Message: followUp(task.ID, a2ago.NewTextPart("maybe later"))})
 	if !errors.Is(err, a2ago.ErrInvalidParams) || !strings.Contains(err.Error(), `the message "maybe later" neither approves nor denies`) {
 		t.Errorf("a reply that does not answer, at another replica: %v; want invalid params with the reason", err)

@@ -244,7 +244,8 @@ func (s *sseWriter) comment(text string) error {
 
 func (s *sseWriter) send() error {
 	if s.timeout > 0 {
-		s.rc.SetWriteDeadline(time.Now().Add(s.timeout))
+		// A writer without deadlines (a test's recorder) writes without one: the stream still ends with ctx.
+		_ = s.rc.SetWriteDeadline(time.Now().Add(s.timeout))
 	}
 	if _, err := s.w.Write(s.buf.Bytes()); err != nil {
 		return err
@@ -262,7 +263,8 @@ func (d *Door) serveStream(w http.ResponseWriter, r *http.Request, id json.RawMe
 		defer st.sub.Close()
 	}
 	// The request has been read: the server's read timeout must not end a stream that runs longer.
-	http.NewResponseController(w).SetReadDeadline(time.Time{})
+	// A writer without deadlines has no read timeout to lift either.
+	_ = http.NewResponseController(w).SetReadDeadline(time.Time{})
 	out := newSSEWriter(w, id, d.cfg.StreamWriteTimeout)
 	d.metrics.streams.Inc()
 	defer d.metrics.streams.Dec()
@@ -284,7 +286,7 @@ func (d *Door) serveStream(w http.ResponseWriter, r *http.Request, id json.RawMe
 			if !ok {
 				if err := st.sub.Err(); err != nil {
 					d.metrics.dropped.Inc()
-					out.error(a2a.ToJSONRPC(a2a.ErrInternal.With(err.Error())))
+					_ = out.error(a2a.ToJSONRPC(a2a.ErrInternal.With(err.Error()))) // the stream ends either way
 				}
 				return
 			}
@@ -298,7 +300,7 @@ func (d *Door) serveStream(w http.ResponseWriter, r *http.Request, id json.RawMe
 		case <-ctx.Done():
 			return
 		case <-d.closing:
-			out.error(a2a.ToJSONRPC(a2a.ErrInternal.With("the member's door is shutting down: the stream ends here; read the task with GetTask once the member is back")))
+			_ = out.error(a2a.ToJSONRPC(a2a.ErrInternal.With("the member's door is shutting down: the stream ends here; read the task with GetTask once the member is back")))
 			return
 		}
 	}
@@ -307,5 +309,5 @@ func (d *Door) serveStream(w http.ResponseWriter, r *http.Request, id json.RawMe
 // writeStreamError answers a streaming method's error as a stream of one error event, which is how
 // SSE clients (the A2A SDKs among them) expect to read it.
 func writeStreamError(w http.ResponseWriter, id json.RawMessage, e *jsonrpc2.Error) {
-	newSSEWriter(w, id, 0).error(e)
+	_ = newSSEWriter(w, id, 0).error(e) // a client gone: no one is left to tell
 }

@@ -145,7 +145,7 @@ func (t *ToolServer) WriteMCPConfig(path string) error {
 	if err != nil {
 		return err
 	}
-	defer os.Remove(f.Name())
+	defer func() { _ = os.Remove(f.Name()) }() // the rename below moves it; after a failure nothing is left
 	if err := f.Chmod(0o600); err != nil {
 		_ = f.Close() // already failing: the error returned says what went wrong
 		return err
@@ -164,7 +164,7 @@ func (t *ToolServer) WriteMCPConfig(path string) error {
 // goodbye, leaves its session open, and the runtime ends them once its run is over.
 func (t *ToolServer) EndSessions() {
 	for ss := range t.mcp.Sessions() {
-		ss.Close()
+		_ = ss.Close() // a session whose harness is gone: nothing left to tell it
 	}
 }
 
@@ -172,7 +172,7 @@ func (t *ToolServer) EndSessions() {
 func (t *ToolServer) Close(ctx context.Context) error {
 	err := t.srv.Shutdown(ctx)
 	if err != nil {
-		t.srv.Close()
+		_ = t.srv.Close() // its connections dropped; the shutdown's error is reported
 	}
 	serr := <-t.done
 	t.EndSessions()

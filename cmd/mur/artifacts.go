@@ -91,7 +91,12 @@ func cmdPull(ctx context.Context, args []string, getenv func(string) string, std
 			}
 			return err
 		}
-		defer found.Close()
+		defer func() {
+			// A fetched copy left in the temporary directory is litter, not a failed pull.
+			if err := found.Close(); err != nil {
+				fmt.Fprintln(stderr, "mur: note: removing the fetched copy:", err)
+			}
+		}()
 		pin := found.Pin(artifact.OriginOperator)
 		if err := l.Verify(pin); err != nil {
 			return err

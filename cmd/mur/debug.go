@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/pprof"
@@ -32,7 +33,7 @@ type debugServer struct {
 	srv *http.Server
 }
 
-func startDebug(addr string) (*debugServer, error) {
+func startDebug(addr string, log *slog.Logger) (*debugServer, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("--debug-listen %s: %w (choose another port, or leave --debug-listen out)", addr, err)
@@ -44,7 +45,13 @@ func startDebug(addr string) (*debugServer, error) {
 	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	d := &debugServer{url: "http://" + ln.Addr().String() + "/debug/pprof/", srv: &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}}
-	go d.srv.Serve(ln)
+	go func() {
+		// Serve ends with ErrServerClosed when stop shuts it down; anything else means the profiles are
+		// gone while the formation runs on.
+		if err := d.srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+			log.Warn("the profiles stopped serving", "addr", ln.Addr().String(), "err", err)
+		}
+	}()
 	return d, nil
 }
 

@@ -118,7 +118,7 @@ func startSidecars(c common, r *roster.Roster, f *server.Formation, consoleAddr,
 		side.console = con
 	}
 	if c.debug != "" {
-		debug, err := startDebug(c.debug)
+		debug, err := startDebug(c.debug, log)
 		if err != nil {
 			return sidecars{}, errors.Join(err, side.stop())
 		}

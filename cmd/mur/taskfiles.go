@@ -205,8 +205,9 @@ func writeFileOnce(dst string, body []byte) error {
 		return err
 	}
 	if _, err := f.Write(body); err != nil {
-		f.Close()
-		_ = os.Remove(dst) // cleanup on a failed path: the error returned is the one to report
+		// Cleanup on a failed write: its error is the one to report.
+		_ = f.Close()
+		_ = os.Remove(dst)
 		return err
 	}
 	return f.Close()

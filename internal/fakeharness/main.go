@@ -59,6 +59,7 @@ type harness struct {
 	session string
 	out     *bufio.Writer
 	log     *os.File
+	stderr  io.Writer
 	turns   int
 	msgs    int
 	claude  claudeRun
@@ -75,9 +76,14 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		fmt.Fprintln(stderr, "fakeharness:", err)
 		return 1
 	}
-	defer lf.Close()
-	h := &harness{dialect: o.dialect, mode: o.mode, out: bufio.NewWriter(stdout), log: lf, session: o.resume}
-	defer h.out.Flush()
+	defer func() {
+		// The log is what a test compares: one that did not reach the disk is said on stderr.
+		if err := lf.Close(); err != nil {
+			fmt.Fprintln(stderr, "fakeharness: closing the log:", err)
+		}
+	}()
+	h := &harness{dialect: o.dialect, mode: o.mode, out: bufio.NewWriter(stdout), log: lf, stderr: stderr, session: o.resume}
+	defer h.flush()
 	if h.session == "" {
 		h.session = fmt.Sprintf("fh-%d", os.Getpid())
 	}
@@ -88,7 +94,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		fmt.Fprintln(stderr, "fakeharness:", err)
 		return 1
 	}
-	defer cs.Close()
+	// The session's end tells the server nothing it needs: the process exits next.
+	defer func() { _ = cs.Close() }()
 	if err := h.listTools(ctx, cs); err != nil {
 		fmt.Fprintln(stderr, "fakeharness: listing tools:", err)
 		return 1
@@ -102,7 +109,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	h.finish(len(o.prompt), answer)
 	if h.mode == "hang" {
-		h.out.Flush()
+		h.flush()
 		select {}
 	}
 	return 0
@@ -180,7 +187,7 @@ func (h *harness) play(ctx context.Context, cs *mcp.ClientSession, prompt string
 			}
 			h.record(entry)
 		case "garbage":
-			h.out.WriteString(rest + "\n")
+			h.print(rest + "\n")
 		case "say":
 			*answer = rest
 		case "env":
@@ -191,11 +198,11 @@ func (h *harness) play(ctx context.Context, cs *mcp.ClientSession, prompt string
 			b, _ := json.Marshal(args)
 			*answer = string(b)
 		case "hang":
-			h.out.Flush()
+			h.flush()
 			select {}
 		case "exit":
 			n, _ := strconv.Atoi(rest)
-			h.out.Flush()
+			h.flush()
 			return n, true
 		default:
 			h.claudeVerb(verb, rest, answer)
@@ -290,16 +297,25 @@ func (h *harness) event(e map[string]any) {
 		return
 	}
 	if h.mode == "garbage" {
-		h.out.WriteString("fakeharness: this line is no event\n")
+		h.print("fakeharness: this line is no event\n")
 	}
 	b, _ := json.Marshal(e)
-	h.out.Write(append(b, '\n'))
-	h.out.Flush()
+	h.print(string(b) + "\n")
+	h.flush()
 }
+
+// print and flush write to stdout, the pipe the runtime reads the events from. Their errors are not
+// read: a write to it fails once the runtime has stopped reading, and then no one is left to tell.
+// (bufio.Writer keeps a write's error, and flush meets it.)
+func (h *harness) print(s string) { _, _ = h.out.WriteString(s) }
+
+func (h *harness) flush() { _ = h.out.Flush() }
 
 func (h *harness) record(v map[string]any) {
 	b, _ := json.Marshal(v)
-	h.log.Write(append(b, '\n'))
+	if _, err := h.log.Write(append(b, '\n')); err != nil {
+		fmt.Fprintln(h.stderr, "fakeharness: writing the log:", err)
+	}
 }
 
 type bearerTransport struct{ token string }

@@ -124,7 +124,7 @@ func start(t testing.TB, bin string) (*Jaeger, error) {
 	go func() { exited <- cmd.Wait() }()
 	stop := func() {
 		_ = cmd.Process.Kill() // it may have exited already (ESRCH): nothing to do
-		<-exited
+		_ = <-exited           // "signal: killed", the end Kill asked for
 	}
 	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(50 * time.Millisecond) {
 		select {

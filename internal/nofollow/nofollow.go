@@ -118,11 +118,13 @@ func (d *Dir) Open(rel string) (*os.File, fs.FileInfo, error) {
 		return nil, nil, d.pathErr("open", rel, err)
 	}
 	if m := modeOf(st.Mode); !m.IsRegular() {
-		unix.Close(fd)
+		_ = unix.Close(fd) // already failing: the error returned says what went wrong
 		return nil, nil, d.pathErr("open", rel, notRegular(m))
 	}
 	if fl, err := unix.FcntlInt(uintptr(fd), unix.F_GETFL, 0); err == nil {
-		unix.FcntlInt(uintptr(fd), unix.F_SETFL, fl&^unix.O_NONBLOCK)
+		// O_NONBLOCK kept the open from waiting on a FIFO swapped in; a regular file reads the same
+		// without it cleared.
+		_, _ = unix.FcntlInt(uintptr(fd), unix.F_SETFL, fl&^unix.O_NONBLOCK)
 	}
 	return os.NewFile(uintptr(fd), rel), newInfo(filepath.Base(last), &st), nil
 }
@@ -171,7 +173,7 @@ func (d *Dir) MkdirAll(rel string, perm fs.FileMode) error {
 	owned := -1
 	defer func() {
 		if owned >= 0 {
-			unix.Close(owned)
+			_ = unix.Close(owned) // a directory: nothing was written through it
 		}
 	}()
 	for i, p := range parts {
@@ -186,7 +188,7 @@ func (d *Dir) MkdirAll(rel string, perm fs.FileMode) error {
 			return d.pathErr("mkdir", strings.Join(parts[:i+1], "/"), err)
 		}
 		if owned >= 0 {
-			unix.Close(owned)
+			_ = unix.Close(owned) // a directory: nothing was written through it
 		}
 		owned, cur = next, next
 	}
@@ -234,7 +236,7 @@ func (d *Dir) Names() ([]string, error) {
 		return nil, d.pathErr("readdir", ".", err)
 	}
 	f := os.NewFile(uintptr(fd), d.name)
-	defer f.Close()
+	defer func() { _ = f.Close() }() // a directory, only read
 	names, err := f.Readdirnames(-1)
 	if err != nil {
 		return nil, d.pathErr("readdir", ".", errnoOf(err))
@@ -265,7 +267,7 @@ type held struct {
 
 func (h held) release() {
 	if h.owned {
-		unix.Close(h.fd)
+		_ = unix.Close(h.fd) // a directory: nothing was written through it
 	}
 	runtime.KeepAlive(h.keep)
 }

@@ -129,7 +129,10 @@ func Main(m *testing.M) int {
 	code := m.Run()
 	if shared != nil {
 		shared.Stop()
-		os.RemoveAll(shared.dir)
+		// The tests have their result; a directory left behind is only said, for someone to remove.
+		if err := os.RemoveAll(shared.dir); err != nil {
+			fmt.Fprintln(os.Stderr, "pgtest: removing the server's directory:", err)
+		}
 	}
 	return code
 }
@@ -161,7 +164,7 @@ func newServer(bin string) (_ *Server, err error) {
 	}
 	// A socket's path is at most 107 bytes long; a long $TMPDIR falls back to /tmp.
 	if len(dir+"/socket/.s.PGSQL."+port) > 100 {
-		os.Remove(dir)
+		_ = os.Remove(dir) // empty and in $TMPDIR: left there, it costs nothing
 		if dir, err = os.MkdirTemp("/tmp", "pgtest-"); err != nil {
 			return nil, err
 		}
@@ -170,7 +173,7 @@ func newServer(bin string) (_ *Server, err error) {
 		log: filepath.Join(dir, "log"), bin: bin}
 	defer func() {
 		if err != nil {
-			os.RemoveAll(dir)
+			_ = os.RemoveAll(dir) // cleanup on a failed start: the error returned is the one to report
 		}
 	}()
 	if err := os.Mkdir(s.socket, 0o700); err != nil {
@@ -202,7 +205,9 @@ func newServer(bin string) (_ *Server, err error) {
 	initdb := s.command("initdb", "-D", s.data, "-U", "postgres", "-A", "trust", "-E", "UTF8", "--locale=C", "--no-sync")
 	initdb.Stdout, initdb.Stderr = logf, logf
 	err = initdb.Run()
-	logf.Close()
+	// initdb wrote through its own descriptor, not this one, and the log is only read back to explain a
+	// failure.
+	_ = logf.Close()
 	if err != nil {
 		return nil, fmt.Errorf("pgtest: initdb: %v\n%s", err, s.logTail())
 	}
@@ -253,12 +258,14 @@ func (s *Server) start() error {
 		err := cmd.Start()
 		started <- err
 		if err == nil {
-			cmd.Wait()
+			_ = cmd.Wait() // how it ended is in the log; exited says that it did
 			close(exited)
 		}
 	}()
 	err = <-started
-	logf.Close()
+	// postgres writes through its own descriptor, not this one, and the log is only read back to
+	// explain a failure.
+	_ = logf.Close()
 	if err != nil {
 		return fmt.Errorf("pgtest: starting postgres: %v", err)
 	}

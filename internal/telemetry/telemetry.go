@@ -93,7 +93,7 @@ func Start(ctx context.Context, cfg Config) (*Tracing, error) {
 	}
 	res, err := newResource(ctx, cfg, getenv)
 	if err != nil {
-		exp.Shutdown(ctx)
+		_ = exp.Shutdown(ctx) // it exported nothing yet: the error returned is the one to report
 		return nil, err
 	}
 	// The sampler is the SDK's default unless OTEL_TRACES_SAMPLER (and _ARG) names another, which the SDK

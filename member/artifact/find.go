@@ -63,7 +63,7 @@ func (f *Finder) Find(ctx context.Context, ref Ref) (*Found, []string, error) {
 			return nil, notes, err
 		}
 		if !got.Fits() {
-			got.Close()
+			_ = got.Close() // a copy left in the temporary directory is litter: the refusal is what to report
 			h, _ := lookup(f.Stores, ref.Name)
 			return nil, notes, notFitting(got.Manifest, h.newestFitting(ref.Version))
 		}
@@ -97,7 +97,7 @@ func (f *Finder) Find(ctx context.Context, ref Ref) (*Found, []string, error) {
 		if newest == nil {
 			newest = got.Manifest
 		}
-		got.Close()
+		_ = got.Close() // a copy left in the temporary directory is litter: the refusal is what to report
 	}
 	return nil, notes, noneFits(newest)
 }

@@ -307,7 +307,7 @@ func copyTree(src, dst string) error {
 		if err != nil {
 			return err
 		}
-		defer r.Close()
+		defer func() { _ = r.Close() }() // only read
 		// Execute bits are kept: a command hook's program must stay runnable.
 		mode := fs.FileMode(0o644)
 		if fi, err := d.Info(); err == nil && fi.Mode()&0o111 != 0 {
@@ -336,7 +336,8 @@ func CopyTo(a *Artifact, dir string) (*Artifact, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer os.RemoveAll(tmp)
+	// Gone once renamed into place; on a failure, a hidden leftover whose error the one returned outranks.
+	defer func() { _ = os.RemoveAll(tmp) }()
 	if err := copyTree(a.Dir, tmp); err != nil {
 		return nil, fmt.Errorf("copying %s: %w", a.Ref(), err)
 	}
@@ -347,7 +348,9 @@ func CopyTo(a *Artifact, dir string) (*Artifact, error) {
 	if d != a.Digest {
 		return nil, fmt.Errorf("the files of %s changed while they were copied; start again", a.Ref())
 	}
-	os.RemoveAll(dir)
+	if err := os.RemoveAll(dir); err != nil {
+		return nil, fmt.Errorf("replacing %s: %w", dir, err)
+	}
 	if err := os.Rename(tmp, dir); err != nil {
 		return nil, err
 	}

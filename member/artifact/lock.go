@@ -198,7 +198,9 @@ func (l *Lock) Marshal() []byte {
 	if err := enc.Encode(f); err != nil {
 		panic(err) // plain strings and numbers always encode
 	}
-	enc.Close()
+	if err := enc.Close(); err != nil {
+		panic(err) // the end of the stream, into a bytes.Buffer: nothing can fail
+	}
 	return b.Bytes()
 }
 
@@ -400,7 +402,7 @@ func writeFileAtomic(path string, data []byte) error {
 	}
 	tmp := f.Name()
 	fail := func(err error) error {
-		f.Close()
+		_ = f.Close()      // already failing: the error returned says what went wrong
 		_ = os.Remove(tmp) // cleanup on a failed path: the error returned is the one to report
 		return fmt.Errorf("writing %s: %w", path, err)
 	}
@@ -435,7 +437,7 @@ func syncDir(dir string) error {
 	if err != nil {
 		return err
 	}
-	defer d.Close()
+	defer func() { _ = d.Close() }() // a directory: Sync says whether its entries reached the disk
 	return d.Sync()
 }
 
@@ -482,7 +484,8 @@ func flock(ctx context.Context, path string) (func(), error) {
 	for {
 		err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
 		if err == nil {
-			return func() { unix.Flock(int(f.Fd()), unix.LOCK_UN); f.Close() }, nil
+			// The file holds nothing: it is there for its lock, which Close releases too.
+			return func() { _ = unix.Flock(int(f.Fd()), unix.LOCK_UN); _ = f.Close() }, nil
 		}
 		if !errors.Is(err, unix.EWOULDBLOCK) && !errors.Is(err, unix.EINTR) {
 			_ = f.Close() // already failing: the error returned says what went wrong
@@ -509,7 +512,7 @@ func removeStaleTemps(path string) {
 	}
 	stale, _ := filepath.Glob(filepath.Join(dir, tempPrefix(base)+"*"))
 	for _, s := range stale {
-		os.Remove(s)
+		_ = os.Remove(s) // one left is tried again by the next update
 	}
 }
 

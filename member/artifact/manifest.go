@@ -500,7 +500,7 @@ func (m *Manifest) checkPayload(dir string) error {
 			n := 0
 			if err == nil {
 				n, _ = f.Read(head)
-				f.Close()
+				_ = f.Close() // only read
 			}
 			if !bytes.Equal(head[:n], []byte("\x00asm\x01\x00\x00\x00")) {
 				payload("module", fmt.Sprintf("module %s is not a WebAssembly module: it does not start with \\0asm and version 1", m.Module),

@@ -37,7 +37,8 @@ func (in *Installer) Pull(ctx context.Context, value string) (runtimetools.Pulle
 	if err != nil {
 		return runtimetools.Pulled{}, err
 	}
-	defer found.Close()
+	// A fetched copy left in the temporary directory costs disk, not the pull; no one here reads a log.
+	defer func() { _ = found.Close() }()
 	a := found.Artifact
 	if err := in.checkPull(ctx, a, lock); err != nil {
 		return runtimetools.Pulled{}, err
@@ -93,7 +94,8 @@ func (in *Installer) place(ctx context.Context, a *Artifact) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("preparing the copy of %s: %w", m.Name, err)
 	}
-	defer os.RemoveAll(tmp)
+	// Gone once renamed into place; on a failure, a hidden leftover whose error the one returned outranks.
+	defer func() { _ = os.RemoveAll(tmp) }()
 	if err := copyTree(a.Dir, tmp); err != nil {
 		return "", fmt.Errorf("copying %s: %w", m.Name, err)
 	}
@@ -106,7 +108,9 @@ func (in *Installer) place(ctx context.Context, a *Artifact) (string, error) {
 		return "", err
 	}
 	final := filepath.Join(dir, m.Name.Tool())
-	os.RemoveAll(final)
+	if err := os.RemoveAll(final); err != nil {
+		return "", fmt.Errorf("installing %s: replacing %s: %w", m.Name, final, err)
+	}
 	if err := os.Rename(tmp, final); err != nil {
 		return "", fmt.Errorf("installing %s: %w", m.Name, err)
 	}

@@ -298,7 +298,7 @@ func (f *Fetcher) Fetch(ctx context.Context, src Source, ref Ref, recorded int64
 	ok := false
 	defer func() {
 		if !ok {
-			os.RemoveAll(tmp)
+			_ = os.RemoveAll(tmp) // cleanup on a failed path: the error returned is the one to report
 		}
 	}()
 	archive, err := os.Create(filepath.Join(tmp, "artifact.tar.gz"))
@@ -308,12 +308,15 @@ func (f *Fetcher) Fetch(ctx context.Context, src Source, ref Ref, recorded int64
 	h := sha256.New()
 	maxArchive := cmpOr(f.MaxArchiveBytes, DefaultMaxArchiveBytes)
 	err = f.get(ctx, url, "", io.MultiWriter(archive, h), maxArchive)
-	archive.Close()
+	closeErr := archive.Close() // the last word on whether the archive reached the disk
 	if err != nil {
 		if errors.Is(err, errHTTPNotFound) {
 			return nil, &Refusal{Kind: NotFound, Msg: fmt.Sprintf("%s has no release %s-v%s (%s)", src, ref.Name.Tool(), ref.Version, err), Err: err}
 		}
 		return nil, notFetched("the release could not be read: %v", err)
+	}
+	if closeErr != nil {
+		return nil, fmt.Errorf("fetching %s: writing the archive: %w", ref, closeErr)
 	}
 	if got := hex.EncodeToString(h.Sum(nil)); got != want {
 		return nil, notFetched("the archive's sha256 is %s, but the release's artifact.tar.gz.sha256 says %s", got, want)
@@ -330,7 +333,8 @@ func (f *Fetcher) Fetch(ctx context.Context, src Source, ref Ref, recorded int64
 		return nil, &Refusal{Kind: NotFetched, Msg: fmt.Sprintf("%s from %s failed a check:\n%s", ref, src, err), Err: err}
 	}
 	a.Place, a.Owner = src.Place(), owner
-	os.Remove(filepath.Join(tmp, "artifact.tar.gz"))
+	// Unpacked now; left, it goes with tmp when the Fetched is closed.
+	_ = os.Remove(filepath.Join(tmp, "artifact.tar.gz"))
 	ok = true
 	return &Fetched{Artifact: a, tmp: tmp}, nil
 }
@@ -355,7 +359,7 @@ func (f *Fetcher) unpack(path, dir string) error {
 	if err != nil {
 		return err
 	}
-	defer in.Close()
+	defer func() { _ = in.Close() }() // only read
 	zr, err := gzip.NewReader(in)
 	if err != nil {
 		return fmt.Errorf("not a gzip file: %w", err)

@@ -38,7 +38,9 @@ func Snapshot(workdir string) map[string]Stamp {
 		return out
 	}
 	defer dir.Close()
-	dir.Walk(func(rel string, fi fs.FileInfo) error {
+	// A directory that cannot be read ends the stamps there: Collect then takes the files past it for the
+	// task's, showing more rather than fewer, as with no snapshot at all.
+	_ = dir.Walk(func(rel string, fi fs.FileInfo) error {
 		out[rel] = Stamp{Size: fi.Size(), ModTime: fi.ModTime()}
 		return nil
 	})
@@ -112,7 +114,7 @@ func Collect(workdir string, before map[string]Stamp, keep string) ([]File, erro
 			out = append(out, f)
 			return nil
 		}
-		defer in.Close()
+		defer func() { _ = in.Close() }() // only read
 		f.Size = info.Size()
 		if f.Size <= InlineMax {
 			if f.Bytes, err = io.ReadAll(io.LimitReader(in, InlineMax+1)); err != nil {

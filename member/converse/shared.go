@@ -45,16 +45,16 @@ func (c Config) keepShared(ctx context.Context, id a2a.TaskID, f File) (File, er
 	} else {
 		err = store.ErrFileTooLarge
 	}
-	in.Close()
+	_ = in.Close() // only read
 	switch {
 	case errors.Is(err, store.ErrFileTooLarge):
-		os.Remove(f.Kept)
+		_ = os.Remove(f.Kept) // litter at worst, removed with the task's keep directory (Artifacts)
 		return File{Name: f.Name, MediaType: f.MediaType, Refused: fmt.Sprintf(
 			"%s/%s is %d bytes, more than the %d MiB a member run as replicas keeps in its database, from where the door of any replica serves it; write it as several smaller files",
 			ArtifactsDir, f.Name, size, store.MaxSharedFile>>20)}, nil
 	case err != nil:
 		return f, fmt.Errorf("keeping the file of artifact %q in the store the replicas share (it is served by this replica's door only): %w", f.Name, err)
 	}
-	os.Remove(f.Kept)
+	_ = os.Remove(f.Kept) // litter at worst, removed with the task's keep directory (Artifacts)
 	return f, nil
 }

@@ -276,7 +276,10 @@ func (c Config) Artifacts(ctx context.Context, t *a2a.Task, before map[string]St
 		out = append(out, a)
 	}
 	if shared && len(files) > 0 {
-		os.RemoveAll(keep) // the directories Collect made for the files moved
+		// The directories Collect made for the files moved; the caller logs what is left behind.
+		if rerr := os.RemoveAll(keep); rerr != nil {
+			err = errors.Join(err, fmt.Errorf("removing the copies of the files moved to the shared store: %w", rerr))
+		}
 	}
 	return out, err
 }

@@ -165,7 +165,7 @@ func (tc *Tracker) Delegate(ctx context.Context, name, text string) (runtimetool
 	task, err := sub.Send(ctx, text, tc.cfg.Trust)
 	if err != nil {
 		cctx, cancel := context.WithTimeout(context.Background(), closeWait)
-		sub.Close(cctx)
+		_ = sub.Close(cctx) // the sub-session's records tell of its close; the task it refused is the error
 		cancel()
 		return fail(fmt.Sprintf("%s did not take the task: %v", name, err))
 	}
@@ -210,13 +210,13 @@ func (tc *Tracker) watch(d *delegation) {
 	}
 	cctx, ccancel := context.WithTimeout(context.Background(), closeWait)
 	if !e.Ended {
-		d.sub.Cancel(cctx, d.subTask)
+		_ = d.sub.Cancel(cctx, d.subTask)  // one that cannot be canceled ends with the sub-session's Close below
 		e, _ = d.sub.Wait(cctx, d.subTask) // what it used until it stopped
 	}
 	if e.Usage != nil && tc.cfg.Caused != nil {
 		tc.cfg.Caused(tc.book.Task(), d.id, *e.Usage)
 	}
-	d.sub.Close(cctx)
+	_ = d.sub.Close(cctx) // the outcome is decided; the sub-session's own records tell of its close
 	ccancel()
 	tc.end(d, status, output, false)
 }

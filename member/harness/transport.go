@@ -132,14 +132,15 @@ func NewTransport(cfg TransportConfig) (*Transport, error) {
 	}
 	srv, err := cfg.StartToolServer(tr)
 	if err != nil {
-		tr.cleanup()
+		_ = tr.cleanup() // already failing: the error returned says what went wrong
 		return nil, fmt.Errorf("member %s: starting the tool server: %w", cfg.Member, err)
 	}
 	tr.server = srv
 	cfgPath := filepath.Join(dir, MCPConfigFile)
 	if err := srv.WriteMCPConfig(cfgPath); err != nil {
-		srv.Close(context.Background())
-		tr.cleanup()
+		// Already failing: the error returned says what went wrong.
+		_ = srv.Close(context.Background())
+		_ = tr.cleanup()
 		return nil, fmt.Errorf("member %s: writing the MCP config: %w", cfg.Member, err)
 	}
 	port := 0
@@ -168,10 +169,13 @@ func NewTransport(cfg TransportConfig) (*Transport, error) {
 	return tr, nil
 }
 
-func (tr *Transport) cleanup() {
+func (tr *Transport) cleanup() error {
 	if tr.tmpDir != "" {
-		os.RemoveAll(tr.tmpDir)
+		if err := os.RemoveAll(tr.tmpDir); err != nil {
+			return fmt.Errorf("removing the runtime directory made for the MCP config: %w", err)
+		}
 	}
+	return nil
 }
 
 // URL is the tool server's address.
@@ -183,8 +187,7 @@ func (tr *Transport) Close(ctx context.Context) error {
 		return nil
 	}
 	err := tr.server.Close(ctx)
-	tr.cleanup()
-	return err
+	return errors.Join(err, tr.cleanup())
 }
 
 // confinedStarter starts a harness run under the shell binaries' confinement, with the harness's own

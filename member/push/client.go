@@ -61,7 +61,8 @@ func post(ctx context.Context, client *http.Client, c a2a.TaskPushNotificationCo
 	if err != nil {
 		return 0, err
 	}
-	io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	// Drained so the connection is used again; a body that cannot be read changes nothing: the status decides.
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 	resp.Body.Close()
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		return resp.StatusCode, fmt.Errorf("the webhook answered HTTP %d", resp.StatusCode)

@@ -163,7 +163,7 @@ func replaceFile(path, text string) error {
 		return err
 	}
 	if _, err := tmp.WriteString(text); err != nil {
-		tmp.Close()
+		_ = tmp.Close()           // already failing: the write's error is the one to report
 		_ = os.Remove(tmp.Name()) // cleanup on a failed path: the error returned is the one to report
 		return err
 	}

@@ -95,7 +95,7 @@ func (cm *Commands) RunShell(ctx context.Context, path, name string, args []stri
 	if err != nil {
 		out.closeLog()
 		if out.log != nil {
-			os.Remove(out.log.Name())
+			_ = os.Remove(out.log.Name()) // cleanup on a failed path: the error returned is the one to report
 		}
 		return runtimetools.ShellRun{}, err
 	}
@@ -117,7 +117,8 @@ func (cm *Commands) RunShell(ctx context.Context, path, name string, args []stri
 		return cm.toBackground(c, grace), nil
 	}
 	if out.log != nil {
-		os.Remove(c.logPath)
+		// Done within the grace: its output is in the answer, and a log left behind is only litter.
+		_ = os.Remove(c.logPath)
 	}
 	b, n := out.snapshot()
 	c.mu.Lock()
@@ -215,7 +216,7 @@ func (o *shellOutput) Write(p []byte) (int, error) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.n += int64(len(p))
-	o.buf.Write(p)
+	_, _ = o.buf.Write(p) // memory: a Tail's Write never fails
 	if o.log != nil && o.err == nil {
 		if _, err := o.log.Write(p); err != nil {
 			o.err = err

@@ -77,7 +77,7 @@ func Probe() Isolation {
 					iso.MemBase = dir
 				}
 			}
-			os.Remove(probe)
+			_ = os.Remove(probe) // an empty cgroup: left behind, it holds nothing and limits nothing
 		}
 	}
 	if iso.MemBase == "" {
@@ -86,7 +86,7 @@ func Probe() Isolation {
 				if fileExists(filepath.Join(probe, "memory.limit_in_bytes")) {
 					iso.MemBase, iso.MemV1 = dir, true
 				}
-				os.Remove(probe)
+				_ = os.Remove(probe) // an empty cgroup: left behind, it holds nothing and limits nothing
 			}
 		}
 	}
@@ -238,9 +238,11 @@ func NewCgroups(iso Isolation, id string, memBytes uint64) (*Cgroups, error) {
 			cg.Mem = cg.Kill
 			err := os.WriteFile(filepath.Join(cg.Mem, "memory.max"), []byte(limit), 0)
 			if err == nil {
-				// One process over the limit ends the whole command, not just its largest process.
-				os.WriteFile(filepath.Join(cg.Mem, "memory.oom.group"), []byte("1"), 0)
-				os.WriteFile(filepath.Join(cg.Mem, "memory.swap.max"), []byte("0"), 0)
+				// One process over the limit ends the whole command, not just its largest process; no
+				// swapping past it. A kernel may lack either file (memory.oom.group before Linux 4.19,
+				// memory.swap.max without swap accounting): memory.max holds without them.
+				_ = os.WriteFile(filepath.Join(cg.Mem, "memory.oom.group"), []byte("1"), 0)
+				_ = os.WriteFile(filepath.Join(cg.Mem, "memory.swap.max"), []byte("0"), 0)
 			}
 			if err != nil {
 				_ = cg.Remove() // cleanup on a failed path: the error returned is the one to report
@@ -254,7 +256,8 @@ func NewCgroups(iso Isolation, id string, memBytes uint64) (*Cgroups, error) {
 // KillAll ends every process in the command's cgroups and waits, briefly, until none is left.
 func (cg *Cgroups) KillAll() {
 	if cg.Kill != "" {
-		os.WriteFile(filepath.Join(cg.Kill, "cgroup.kill"), []byte("1"), 0)
+		// Failing, it leaves the processes to the SIGKILL of each below.
+		_ = os.WriteFile(filepath.Join(cg.Kill, "cgroup.kill"), []byte("1"), 0)
 	}
 	deadline := time.Now().Add(LingerWait)
 	for _, dir := range append([]string{cg.Kill}, cg.Extra...) {
@@ -343,7 +346,7 @@ func (cg *Cgroups) OomKilled() bool {
 // Remove closes the descriptor and removes the command's (emptied) cgroups.
 func (cg *Cgroups) Remove() error {
 	if cg.Fd >= 0 {
-		syscall.Close(cg.Fd)
+		_ = syscall.Close(cg.Fd) // a directory's descriptor: nothing was written through it
 		cg.Fd = -1
 	}
 	dirs := []string{cg.Kill}

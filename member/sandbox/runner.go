@@ -272,9 +272,11 @@ func pipes(n int) ([]*os.File, []*os.File, error) {
 	return readers, writers, nil
 }
 
+// closeFiles closes pipe ends: the read ends were only read, and the command wrote through its own
+// copies of the write ends, not these.
 func closeFiles(fs []*os.File) {
 	for _, f := range fs {
-		f.Close()
+		_ = f.Close()
 	}
 }
 
@@ -308,7 +310,9 @@ func (r *Runner) procAttr(p Program, cg *Cgroups) *syscall.SysProcAttr {
 func copyOutput(writers []io.Writer, readers []*os.File) <-chan struct{} {
 	var copying sync.WaitGroup
 	for i, r := range readers {
-		copying.Go(func() { io.Copy(writers[i], r) })
+		// It ends at EOF, or with the error of a read from the pipe reap closed once a process out of reach
+		// held it: the output's end either way. The writers keep their own errors (shellOutput.logErr).
+		copying.Go(func() { _, _ = io.Copy(writers[i], r) })
 	}
 	copied := make(chan struct{})
 	go func() {
@@ -323,7 +327,9 @@ func copyOutput(writers []io.Writer, readers []*os.File) <-chan struct{} {
 // and closes pr.Done.
 func (r *Runner) reap(p Program, pr *Proc, cmd *exec.Cmd, readers []*os.File, copied <-chan struct{}) {
 	cg := pr.Cgroups
-	cmd.Wait()
+	// How it exited is read from cmd.ProcessState below. Any other error is about stdin not copied whole
+	// (its reader failed, or ErrWaitDelay: a leftover held the pipe), which the command saw as its end.
+	_ = cmd.Wait()
 	close(pr.Exited)
 	// Whatever it left behind goes with it. Where the host lets the runtime reach every process the
 	// command started, they end at once; otherwise they get lingerWait to let go of the output.

@@ -72,7 +72,7 @@ func ClearRuntimeRoot(root string) ([]string, error) {
 		return nil, fmt.Errorf("runtime directory %s: %w", root, err)
 	}
 	names, err := d.Readdirnames(-1)
-	d.Close()
+	_ = d.Close() // a directory, only read
 	if err != nil {
 		return nil, fmt.Errorf("runtime directory %s: %w", root, err)
 	}

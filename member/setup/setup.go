@@ -154,8 +154,9 @@ func Build(cfg Config) (*Parts, error) {
 		HTTPClient: cfg.HTTPClient, Recorder: rec, Runner: p.Runner, Workdir: cfg.WorkDir, OutputLimit: p.Commands.OutputLimit(), Log: cfg.Log,
 		ToolHost: cfg.ToolHost, HookHost: cfg.HookHost})
 	if err != nil {
-		rec.Close()
-		RemoveRuntimeDir(cfg.RuntimeRoot, cfg.Session) // what Stage copied before it failed; else the next start
+		// Already failing: Stage's error is the one to report.
+		_ = rec.Close()
+		_ = RemoveRuntimeDir(cfg.RuntimeRoot, cfg.Session) // what Stage copied before it failed; else the next start
 		return nil, err
 	}
 	p.Files = share.New(share.Config{Capsule: c, Roster: cfg.Roster, Member: cfg.Member,
@@ -182,8 +183,9 @@ func secrets(cfg Config) []sandbox.Secret {
 // and removes the session's runtime directory (what it leaves, the member's next start removes).
 func (p *Parts) Close() {
 	p.Art.Close()
-	p.Records.Close()
-	RemoveRuntimeDir(p.runtimeRoot, p.session)
+	// Start is already failing: its error is the one to report.
+	_ = p.Records.Close()
+	_ = RemoveRuntimeDir(p.runtimeRoot, p.session)
 }
 
 // Deadline is a session's deadline: start plus the capsule's own (zero: none), or the deadline it

@@ -207,7 +207,7 @@ func (f *fetching) store(ctx context.Context, wd *nofollow.Dir, target string, r
 		return f.refuse("store_failed", "%s could not be written in your workdir: %s; nothing was stored.", f.out.Stored, errText(err))
 	}
 	if err := place(wd, tmp, target, overwrite); err != nil {
-		wd.Remove(tmp)
+		_ = wd.Remove(tmp) // cleanup on a failed path: the refusal is what to report
 		if errors.Is(err, fs.ErrExist) {
 			return f.refuse(peerfile.Reason(peerfile.ErrTargetExists), "%s appeared in your workdir while the file was fetched, so nothing was stored. Pass \"as\" with another name, or \"overwrite\": true to replace it.", f.out.Stored)
 		}
@@ -241,7 +241,8 @@ func (pf *Files) doorRefusal(resp *http.Response, h *peerfile.Handle, refuse fun
 	var body struct {
 		Reason string `json:"reason"`
 	}
-	json.NewDecoder(io.LimitReader(resp.Body, 64<<10)).Decode(&body)
+	// A body that is not the door's JSON leaves no reason: the refusal then gives the HTTP status.
+	_ = json.NewDecoder(io.LimitReader(resp.Body, 64<<10)).Decode(&body)
 	m := h.Member
 	switch err := peerfile.FromReason(body.Reason); {
 	case errors.Is(err, peerfile.ErrExpired):
@@ -279,8 +280,9 @@ func receive(wd *nofollow.Dir, target string, body io.Reader, h *peerfile.Handle
 	ok := false
 	defer func() {
 		if !ok {
-			f.Close()
-			wd.Remove(tmp)
+			// Already failing: the error returned says what went wrong.
+			_ = f.Close()
+			_ = wd.Remove(tmp)
 		}
 	}()
 	sum := sha256.New()

@@ -63,7 +63,7 @@ func createFile(abs string) (created bool, err error) {
 	if err != nil {
 		return false, err
 	}
-	defer os.Remove(tmp.Name()) // the link below keeps the file; a failure leaves nothing behind
+	defer func() { _ = os.Remove(tmp.Name()) }() // the link below keeps the file; a failure leaves nothing behind
 	_, err = tmp.Write(image)
 	if err == nil {
 		err = tmp.Sync()
@@ -102,8 +102,8 @@ var newImage = sync.OnceValues(func() ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer db.Close()
-	db.SetMaxOpenConns(1) // the memdb lives while a connection to it does
+	defer func() { _ = db.Close() }() // memory only: the image is the serialized copy
+	db.SetMaxOpenConns(1)             // the memdb lives while a connection to it does
 	if err := migrate(db); err != nil {
 		return nil, err
 	}

@@ -129,8 +129,8 @@ func OpenWith(path string, cfg Config) (*Store, error) {
 		return nil, err
 	}
 	if err := read.Ping(); err != nil {
-		write.Close()
-		_ = read.Close() // already failing: the error returned says what went wrong
+		_ = write.Close() // already failing: the error returned says what went wrong
+		_ = read.Close()  // already failing: the error returned says what went wrong
 		return nil, fmt.Errorf("member: task store %s: %w", abs, err)
 	}
 	if cfg.Now == nil {

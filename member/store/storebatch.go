@@ -250,7 +250,7 @@ func (s *Store) unsynced(ctx context.Context, fn func(tx *sql.Tx) error) (err er
 		if _, rerr := conn.ExecContext(context.WithoutCancel(ctx), `PRAGMA synchronous = FULL`); rerr != nil {
 			// A connection left without fsyncs must never store an acknowledged task: drop it, and the
 			// pool opens a new one with the pragmas of the DSN.
-			conn.Raw(func(any) error { return driver.ErrBadConn })
+			_ = conn.Raw(func(any) error { return driver.ErrBadConn }) // returns ErrBadConn, as it is meant to
 			err = errors.Join(err, fmt.Errorf("member: task store: restoring synchronous=FULL: %w", rerr))
 		}
 	}()

@@ -90,7 +90,11 @@ func (sa *Set) wasmHook(a *artifact.Artifact) hooks.Runner {
 		if err != nil {
 			return nil, err
 		}
-		defer os.RemoveAll(dir)
+		defer func() {
+			if err := os.RemoveAll(dir); err != nil {
+				sa.cfg.Log.Warn("a WebAssembly hook's directory is left behind", "hook", a.Manifest.Name, "dir", dir, "err", err)
+			}
+		}()
 		res, err := sa.runner.Run(ctx, wasm.Call{Name: a.Manifest.Name.Tool(), Path: modulePath(a), Digest: d, Input: call.Input,
 			Workdir: dir, MemoryMB: wasmMemoryMB, OutputLimit: call.Limit, Host: sa.hookHost(a, call)})
 		switch {
@@ -123,7 +127,12 @@ func (sa *Set) commandHook(a *artifact.Artifact) hooks.Runner {
 			if err != nil {
 				return nil, fmt.Errorf("opening its run_inference endpoint: %w", err)
 			}
-			defer ep.Close()
+			defer func() {
+				// The hook has answered; a call on the endpoint still running, or its socket left, is said.
+				if err := ep.Close(); err != nil {
+					sa.cfg.Log.Warn("a hook's run_inference endpoint did not close cleanly", "hook", a.Manifest.Name, "err", err)
+				}
+			}()
 			p.Env = append(p.Env, ep.Env()...)
 		}
 		out, errs := sandbox.Tail{Max: limit + 1}, sandbox.Tail{Max: 2 << 10}

@@ -235,10 +235,13 @@ func (sa *Set) Close() {
 		return
 	}
 	if sa.runner != nil {
-		sa.runner.Close()
+		// The runner logs a call still blocked itself; what else it returns is wazero freeing memory.
+		_ = sa.runner.Close()
 	}
 	if sa.hookDir != "" {
-		os.RemoveAll(sa.hookDir)
+		if err := os.RemoveAll(sa.hookDir); err != nil {
+			sa.cfg.Log.Warn("the command hooks' directory is left behind", "dir", sa.hookDir, "err", err)
+		}
 	}
 }
 

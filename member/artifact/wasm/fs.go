@@ -94,7 +94,7 @@ func openChecked(root *os.Root, name string, flag int, perm fs.FileMode) (*os.Fi
 		return nil, err
 	}
 	if t := fi.Mode().Type(); t != 0 && t != fs.ModeDir {
-		f.Close()
+		_ = f.Close() // already failing: the error returned says what went wrong
 		return nil, &fs.PathError{Op: "open", Path: name, Err: syscall.ENOTSUP}
 	}
 	if err := setBlocking(f); err != nil {
@@ -273,7 +273,7 @@ func (o *reopener) Open(string) (fs.File, error) {
 		return nil, err
 	}
 	if fi, err := f.Stat(); err != nil || !fi.IsDir() {
-		f.Close()
+		_ = f.Close() // already failing: the error returned says what went wrong
 		return nil, &fs.PathError{Op: "open", Path: o.rf.name, Err: syscall.ENOTDIR}
 	}
 	o.rf.f = f // the adapter closes the one it had
@@ -284,7 +284,7 @@ func (r *rootFS) adapt(f *os.File, name string, flag experimentalsys.Oflag) (exp
 	rf := &rootFile{root: r.root, name: name, f: f, append: flag&experimentalsys.O_APPEND != 0}
 	a, e := (&sysfs.AdaptFS{FS: &reopener{rf: rf}}).OpenFile(name, flag, 0)
 	if e != 0 {
-		f.Close()
+		_ = f.Close() // already failing: the errno returned says what went wrong
 		return nil, e
 	}
 	rf.File = a

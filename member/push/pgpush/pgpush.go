@@ -443,7 +443,9 @@ func (n *Notifier) claim(ctx context.Context, h head, now int64) (a2a.TaskPushNo
 	}
 	if err := json.Unmarshal(config, &c); err != nil {
 		n.log.Error("push: a stored config cannot be read; its change is given up", "task", h.key.task, "config", h.key.id, "err", err)
-		n.store.Pool().Exec(ctx, `DELETE FROM push_outbox WHERE seq = $1`, h.seq)
+		if _, err := n.store.Pool().Exec(ctx, `DELETE FROM push_outbox WHERE seq = $1`, h.seq); err != nil {
+			n.log.Warn("push: removing a change that cannot be delivered failed; it is read again", "task", h.key.task, "err", err)
+		}
 		return c, nil, "", false
 	}
 	return c, body, tp, true

@@ -73,16 +73,18 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		fmt.Fprintln(stdout, line)
 		w.WriteHeader(http.StatusNoContent)
 	})}
+	shutdown := make(chan error, 1)
 	go func() {
 		<-ctx.Done()
 		shut, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		srv.Shutdown(shut)
+		shutdown <- srv.Shutdown(shut)
 	}()
 	if err := srv.Serve(ln); err != http.ErrServerClosed {
 		return err
 	}
-	return nil
+	// Serve returns as soon as Shutdown begins; the posts being answered end within its timeout.
+	return <-shutdown
 }
 
 func orDash(s string) string {

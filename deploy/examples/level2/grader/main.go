@@ -8,6 +8,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"strings"
 
@@ -20,9 +21,10 @@ func main() {
 		Status string `json:"status"`
 		Answer string `json:"answer"`
 	}
-	json.NewDecoder(os.Stdin).Decode(&end)
+	// An end that cannot be read is not graded, as one that cannot be graded: the answer stays.
+	err := json.NewDecoder(os.Stdin).Decode(&end)
 	data := map[string]string{}
-	if end.Status == "completed" {
+	if err == nil && end.Status == "completed" {
 		ans, err := guest.Infer(wit.InferenceRequest{MaxOutputTokens: 50, Messages: []wit.Message{
 			{Role: wit.RoleUser, Text: "Is this answer weak? Answer weak or good, then why.\nanswer: " + end.Answer},
 		}})
@@ -31,5 +33,9 @@ func main() {
 			data["reopen"] = "A grader found your answer weak (" + text + "). Answer the task again, plainly."
 		}
 	}
-	json.NewEncoder(os.Stdout).Encode(map[string]any{"status": "ok", "data": data})
+	if err := json.NewEncoder(os.Stdout).Encode(map[string]any{"status": "ok", "data": data}); err != nil {
+		// No result reached the runtime: its failure shows this stderr.
+		fmt.Fprintln(os.Stderr, "grader: writing the result:", err)
+		os.Exit(1)
+	}
 }

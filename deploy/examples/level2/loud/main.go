@@ -7,6 +7,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 
 	"github.com/murmur-run/murmur/member/artifact/wit/guest"
@@ -16,7 +17,10 @@ func main() {
 	var in struct {
 		Text string `json:"text"`
 	}
-	json.NewDecoder(os.Stdin).Decode(&in)
+	if err := json.NewDecoder(os.Stdin).Decode(&in); err != nil {
+		write("error", `loud takes {"text": "…"}: `+err.Error(), nil)
+		return
+	}
 	data, err := guest.Pull("local/shout")
 	if err != nil {
 		// A refusal: its text opens with a token (not-granted:, not-found:, …) and says why.
@@ -27,9 +31,13 @@ func main() {
 }
 
 func write(status, output string, data json.RawMessage) {
-	json.NewEncoder(os.Stdout).Encode(struct {
+	if err := json.NewEncoder(os.Stdout).Encode(struct {
 		Status string          `json:"status"`
 		Output string          `json:"output"`
 		Data   json.RawMessage `json:"data,omitempty"`
-	}{status, output, data})
+	}{status, output, data}); err != nil {
+		// No result reached the runtime: its failure shows this stderr.
+		fmt.Fprintln(os.Stderr, "loud: writing the result:", err)
+		os.Exit(1)
+	}
 }

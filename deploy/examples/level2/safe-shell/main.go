@@ -8,6 +8,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"strings"
 
@@ -22,7 +23,10 @@ func main() {
 			Args []string `json:"args"`
 		} `json:"input"`
 	}
-	json.NewDecoder(os.Stdin).Decode(&call)
+	if err := json.NewDecoder(os.Stdin).Decode(&call); err != nil {
+		answer("deny", "the call could not be read: "+err.Error()) // a policy that cannot read does not allow
+		return
+	}
 	if call.Input.Args == nil {
 		answer("allow", "") // not a shell command
 		return
@@ -48,5 +52,9 @@ func answer(decision, reason string) {
 	if reason != "" {
 		data["reason"] = reason
 	}
-	json.NewEncoder(os.Stdout).Encode(map[string]any{"status": "ok", "data": data})
+	if err := json.NewEncoder(os.Stdout).Encode(map[string]any{"status": "ok", "data": data}); err != nil {
+		// No decision reached the runtime, which denies a hook that fails; its failure shows this stderr.
+		fmt.Fprintln(os.Stderr, "safe-shell: writing the decision:", err)
+		os.Exit(1)
+	}
 }

@@ -6,6 +6,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"strings"
 )
@@ -20,5 +21,9 @@ func main() {
 	} else {
 		res["output"] = strings.ToUpper(strings.TrimRight(in.Text, ".!")) + "!"
 	}
-	json.NewEncoder(os.Stdout).Encode(res)
+	if err := json.NewEncoder(os.Stdout).Encode(res); err != nil {
+		// No result reached the runtime: its failure shows this stderr.
+		fmt.Fprintln(os.Stderr, "shout: writing the result:", err)
+		os.Exit(1)
+	}
 }

@@ -53,5 +53,9 @@ func main() {
 }
 
 func write(r result) {
-	json.NewEncoder(os.Stdout).Encode(r)
+	if err := json.NewEncoder(os.Stdout).Encode(r); err != nil {
+		// No result reached the runtime: its failure shows this stderr.
+		fmt.Fprintln(os.Stderr, "wordcount: writing the result:", err)
+		os.Exit(1)
+	}
 }
