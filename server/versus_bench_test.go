@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -34,6 +35,9 @@ import (
 //
 //	go test -run '^$' -bench Versus -benchtime 3000x ./server/
 //
+// With MUR_BENCH_PG_ONLY=1 it drives the door on PostgreSQL alone (reporting its requests per second and
+// latency, no ratios), for a profile of that door or a comparison of two builds of it.
+//
 // The calls: GetTask of a completed task, and of one written before 10,000 others; SendMessage blocking (the answer is the completed task);
 // SendMessage with returnImmediately, timed until every task it acknowledged has completed (the drain),
 // so that an acknowledgement that only queues work does not pass for throughput.
@@ -43,6 +47,10 @@ func BenchmarkVersus(b *testing.B) {
 	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
 	defer hc.CloseIdleConnections()
 	pg := benchPG(b)
+	pgOnly := os.Getenv("MUR_BENCH_PG_ONLY") != ""
+	if pgOnly && pg == nil {
+		b.Skip("MUR_BENCH_PG_ONLY asks for the door on PostgreSQL alone, and PostgreSQL is not installed")
+	}
 
 	doorTask := sendForID(b, hc, door.url+"/a2a", false)
 	agentTask := sendForID(b, hc, agent.url, false)
@@ -52,8 +60,10 @@ func BenchmarkVersus(b *testing.B) {
 	old := startDoor(b, map[string]string{"murmur.yaml": oldAgent})
 	oldDoorTask := sendForID(b, hc, old.url+"/a2a", false)
 	oldAgentTask := sendForID(b, hc, agent.url, false)
-	drive(b, hc, old.url+"/a2a", 16, 10000, func(i int) []byte { return sendBody(i, true) }, nil)
-	drainDoor(b, hc, old)
+	if !pgOnly {
+		drive(b, hc, old.url+"/a2a", 16, 10000, func(i int) []byte { return sendBody(i, true) }, nil)
+		drainDoor(b, hc, old)
+	}
 	// The same two doors on PostgreSQL.
 	var pgDoor, pgOld *fixture
 	var pgTask, pgOldTask string
@@ -89,6 +99,26 @@ func BenchmarkVersus(b *testing.B) {
 	}
 	for _, call := range calls {
 		door := call.door
+		if pgOnly {
+			for _, clients := range []int{1, 16, 64} {
+				b.Run(fmt.Sprintf("%s/clients=%d", call.name, clients), func(b *testing.B) {
+					var pgT time.Duration
+					var pgLat []time.Duration
+					per := max(1, b.N/versusRounds)
+					for range versusRounds {
+						pgT += drive(b, hc, call.pgDoor.url+"/a2a", clients, per, call.pgBody, &pgLat)
+						if call.immediately {
+							pgT += drainDoor(b, hc, call.pgDoor)
+						}
+					}
+					slices.Sort(pgLat)
+					b.ReportMetric(float64(per*versusRounds)/pgT.Seconds(), "door-pg-req/s")
+					b.ReportMetric(pct(pgLat, 0.50), "door-pg-p50-µs")
+					b.ReportMetric(0, "ns/op")
+				})
+			}
+			continue
+		}
 		bare := bareHandler(b, hc, door.url+"/a2a", call.doorBody(0))
 		for _, clients := range []int{1, 16, 64} {
 			b.Run(fmt.Sprintf("%s/clients=%d", call.name, clients), func(b *testing.B) {

@@ -106,3 +106,70 @@ func (c *taskCache) remove(id a2a.TaskID) {
 		delete(c.byID, id)
 	}
 }
+
+// clear drops every entry, for a write whose outcome is unknown and whose tasks are not known either.
+func (c *taskCache) clear() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.writes++
+	c.order.Init()
+	clear(c.byID)
+	c.bytes = 0
+}
+
+// TaskCache is the store's cache of recent task JSON (taskCache) for another store of a process that
+// holds its database alone: the PostgreSQL store of a member of one process, whose every change of a
+// task goes through that process. The store Puts each write's task (or Removes it) once the write is
+// committed and before the write's caller is answered; a read that missed takes a Mark before it goes
+// to the database and Fills what it read, which the cache keeps only when no Put, Remove or Clear came
+// between the two. A nil *TaskCache caches nothing: Get misses, the rest do nothing. The byte slices it
+// holds and hands out are never modified. It is safe for concurrent use.
+type TaskCache struct{ c *taskCache }
+
+// NewTaskCache returns an empty cache bounded as the store's own (cachedTasks, cachedBytes).
+func NewTaskCache() *TaskCache { return &TaskCache{c: newTaskCache(cachedTasks, cachedBytes)} }
+
+// Get returns task id's cached JSON and the member that sent it.
+func (t *TaskCache) Get(id a2a.TaskID) (body []byte, caller string, ok bool) {
+	if t == nil {
+		return nil, "", false
+	}
+	return t.c.get(id)
+}
+
+// Mark is where the cache's writes stand, for a read about to go to the database (Fill).
+func (t *TaskCache) Mark() uint64 {
+	if t == nil {
+		return 0
+	}
+	return t.c.mark()
+}
+
+// Fill keeps what a read that began at mark found in the database, unless a write came to the cache
+// since (the read may have missed it) or the task is cached by now.
+func (t *TaskCache) Fill(id a2a.TaskID, caller string, body []byte, mark uint64) {
+	if t != nil {
+		t.c.fill(id, caller, body, mark)
+	}
+}
+
+// Put keeps body, the task's JSON as committed, in place of what the cache held for it.
+func (t *TaskCache) Put(id a2a.TaskID, caller string, body []byte) {
+	if t != nil {
+		t.c.put(id, caller, body)
+	}
+}
+
+// Remove drops task id: it was removed, or changed in a way the cache was not given.
+func (t *TaskCache) Remove(id a2a.TaskID) {
+	if t != nil {
+		t.c.remove(id)
+	}
+}
+
+// Clear drops every task.
+func (t *TaskCache) Clear() {
+	if t != nil {
+		t.c.clear()
+	}
+}

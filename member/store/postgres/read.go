@@ -51,9 +51,13 @@ func (s *Store) getJSON(ctx context.Context, id a2a.TaskID) (body []byte, caller
 	if body, caller, ok := s.pending.Get(id); ok {
 		return body, caller, nil
 	}
+	if body, caller, ok := s.cache.Get(id); ok {
+		return body, caller, nil
+	}
 	if !storable(string(id)) {
 		return nil, "", notfound.Task(id)
 	}
+	mark := s.cache.Mark()
 	err = s.pool.QueryRow(ctx, `SELECT task, caller FROM tasks WHERE id = $1`, string(id)).Scan(&body, &caller)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, "", notfound.Task(id)
@@ -61,6 +65,8 @@ func (s *Store) getJSON(ctx context.Context, id a2a.TaskID) (body []byte, caller
 	if err != nil {
 		return nil, "", s.fail("reading task "+string(id), retryRead, err)
 	}
+	// The next read of it is the cache's (an old task polled again).
+	s.cache.Fill(id, caller, body, mark)
 	return body, caller, nil
 }
 
@@ -123,6 +129,8 @@ func (s *Store) GetAll(ctx context.Context, taskIDs []a2a.TaskID) ([]*a2a.Task, 
 	bodies := make(map[a2a.TaskID][]byte, len(taskIDs))
 	for _, id := range taskIDs {
 		if body, _, ok := s.pending.Get(id); ok {
+			bodies[id] = body
+		} else if body, _, ok := s.cache.Get(id); ok {
 			bodies[id] = body
 		} else if storable(string(id)) {
 			list = append(list, string(id))

@@ -119,6 +119,7 @@ func (s *Store) Reap(ctx context.Context, now time.Time) ([]a2a.TaskID, error) {
 			failed = append(failed, name)
 		default:
 			ended = append(ended, ids...)
+			s.forget(ids)
 		}
 	}
 }
@@ -372,6 +373,9 @@ func (s *Store) RequestCancel(ctx context.Context, id a2a.TaskID, text string, n
 	}
 	if err != nil {
 		return "", false, s.fail("canceling task "+string(id), retryWrite, err)
+	}
+	if ended {
+		s.forget([]a2a.TaskID{id})
 	}
 	return owner, ended, nil
 }

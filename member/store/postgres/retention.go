@@ -135,8 +135,24 @@ func (s *Store) sweepChunk(ctx context.Context, choose func(tx pgx.Tx) (string, 
 	if err != nil {
 		return 0, s.fail("removing old tasks", "the member keeps running and sweeps again later", err)
 	}
+	s.forget(gone)
 	if s.removed != nil && len(gone) > 0 {
 		s.removed(gone)
 	}
 	return len(gone), nil
+}
+
+// forget drops from the cache of a member of one process the tasks of ids, which a statement outside
+// the writer changed or removed, once committed: their next read is the database's. (Reap and
+// RequestCancel, which are replicas', forget what they end too, should a member of one process call
+// them.)
+func (s *Store) forget(ids []a2a.TaskID) {
+	if s.cache == nil || len(ids) == 0 {
+		return
+	}
+	s.cacheMu.Lock()
+	defer s.cacheMu.Unlock()
+	for _, id := range ids {
+		s.cache.Remove(id)
+	}
 }

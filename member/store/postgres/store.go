@@ -9,6 +9,12 @@
 // durable when it returns. Reads use the pool beside it. A retention sweeper removes ended tasks by age
 // and count. Close writes what it was handed, stops both goroutines and closes the pool.
 //
+// A member of one process keeps the JSON of its recent tasks in memory, as the SQLite store does
+// (store.TaskCache), so that GetTask, the door's hottest call, is answered without a round trip to the
+// server: the process holds its database alone (memberLock), so every change of a task is its own
+// writer's or its sweeper's, each of which updates the cache once committed and before anyone is
+// answered. Replicas keep no such cache: another replica changes their tasks.
+//
 // Imports: a2a, roster, internal/ids and member/store (the contract and its helpers); never member.
 package postgres
 
@@ -64,6 +70,11 @@ type Store struct {
 	log       *slog.Logger
 	retention roster.Retention
 	removed   func(ids []a2a.TaskID)
+	cache     *store.TaskCache // a member of one process's; nil in a replica, which reads every task from the database
+	// cacheMu is held by the writer from a group's commit to its cache update, and by forget: the
+	// cache follows the order in which the changes of a task were committed (a task the sweeper
+	// removed is never put back by a write committed before the removal).
+	cacheMu sync.Mutex
 
 	renewMu sync.Mutex // serializes Renew
 	renewed bool       // Renew wrote this process's lease once: from then on a missing row means reaped
@@ -152,6 +163,9 @@ func Open(ctx context.Context, dsn string, cfg Config) (*Store, error) {
 		pool: pool, owner: owner, where: where, replica: cfg.Replica, now: cfg.Now, log: cfg.Logger,
 		retention: cfg.Retention.Or(roster.DefaultRetention), removed: cfg.Removed,
 		kick: make(chan struct{}, 1), drained: make(chan struct{}), sweepKick: make(chan struct{}, 1),
+	}
+	if cfg.Replica == "" {
+		s.cache = store.NewTaskCache()
 	}
 	go s.writer()
 	sweepCtx, stop := context.WithCancel(context.Background())

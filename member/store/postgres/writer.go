@@ -137,6 +137,7 @@ func (s *Store) writer() {
 func (s *Store) commitGroup(group []*write) {
 	ctx, cancel := context.WithTimeout(context.Background(), groupTimeout)
 	defer cancel()
+	s.cacheMu.Lock()
 	err := s.writeGroup(ctx, group)
 	if err != nil && unreachable(err) {
 		// The pool's connections died with the server: new ones from here on.
@@ -150,11 +151,14 @@ func (s *Store) commitGroup(group []*write) {
 	var pg *pgconn.PgError
 	if err != nil && len(group) > 1 && errors.As(err, &pg) && !unreachable(err) {
 		// One statement failed and took the transaction with it: each write alone, so it fails alone.
+		s.cacheMu.Unlock()
 		for _, w := range group {
 			s.commitGroup([]*write{w})
 		}
 		return
 	}
+	s.cacheWrites(group, err)
+	s.cacheMu.Unlock()
 	created := 0
 	for _, w := range group {
 		if err != nil {
@@ -235,4 +239,46 @@ func (s *Store) writeGroup(ctx context.Context, group []*write) error {
 		i++
 	}
 	return tx.Commit(ctx)
+}
+
+// cacheWrites brings the cache of a member of one process (Store.cache) up to date with group, whose
+// transaction ended with err, before any of its writes is answered or leaves s.pending: a read after a
+// write's answer, or after its row left s.pending, finds the task as that write left it. A row that
+// changed nothing (an unknown task, a duplicate id) or whose outcome is unknown (err: the commit may have
+// happened) is dropped, so that its next read is the database's. CreateBatched's tasks (rejections in a
+// flood) are not kept, as the SQLite store keeps them not, so that they do not push out the tasks that
+// are read; nor are EndAll's and Recover's, which are dropped instead.
+func (s *Store) cacheWrites(group []*write, err error) {
+	if s.cache == nil {
+		return
+	}
+	for _, w := range group {
+		switch w.kind {
+		case kindRows:
+			for i, r := range w.rows {
+				switch {
+				case r.note:
+				case err != nil || w.res.errs[i] != nil:
+					s.cache.Remove(r.id)
+				case !r.batched:
+					s.cache.Put(r.id, r.caller, r.body)
+				}
+			}
+		case kindEndAll:
+			ids := w.res.changed
+			if err != nil || w.res.err != nil {
+				ids = w.ids
+			}
+			for _, id := range ids {
+				s.cache.Remove(id)
+			}
+		case kindRecover:
+			if err != nil || w.res.err != nil {
+				s.cache.Clear()
+			}
+			for _, id := range w.res.changed {
+				s.cache.Remove(id)
+			}
+		}
+	}
 }
