@@ -37,12 +37,9 @@ func Build(c *capsule.Capsule, hc *http.Client, getenv func(string) string) (map
 		ch := c.Inference.Choices[name]
 		switch ch.Driver {
 		case capsule.DriverScript:
-			sc := DefaultScript()
-			if ch.Script != "" {
-				var err error
-				if sc, err = LoadScript(capsule.ResolvePath(c.Dir, ch.Script)); err != nil {
-					return nil, err
-				}
+			sc, err := choiceScript(c, ch)
+			if err != nil {
+				return nil, err
 			}
 			out[name] = NewScript(name, sc)
 		case capsule.DriverOpenAI, capsule.DriverAnthropic:
@@ -65,6 +62,15 @@ func Build(c *capsule.Capsule, hc *http.Client, getenv func(string) string) (map
 			c.Path, c.Inference.Driver, ch.Driver)
 	}
 	return out, nil
+}
+
+// choiceScript is the script a script driver choice plays: its script file, or the embedded default,
+// parsed once a process for every member that plays it.
+func choiceScript(c *capsule.Capsule, ch capsule.Choice) (*Script, error) {
+	if ch.Script == "" {
+		return sharedDefaultScript(), nil
+	}
+	return LoadScript(capsule.ResolvePath(c.Dir, ch.Script))
 }
 
 // CheckChoice checks that name can be the driver choice of the next inference call: it is declared,

@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"text/template"
 
 	"gopkg.in/yaml.v3"
@@ -289,7 +290,7 @@ func parseCall(d *yamldoc.Doc, n *yaml.Node, path string, known []string) (Scrip
 }
 
 // DefaultScript returns the embedded default script: one catch-all rule that answers 'echo: ' and the
-// task text.
+// task text. Each call parses it anew, so the caller may change what it gets.
 func DefaultScript() *Script {
 	s, err := ParseScript(defaultScriptName, defaultScriptYAML)
 	if err != nil {
@@ -297,3 +298,7 @@ func DefaultScript() *Script {
 	}
 	return s
 }
+
+// sharedDefaultScript is the default script parsed once a process, for the drivers Build makes: a
+// Script is immutable, and a driver only reads it, so every member of a formation plays the same one.
+var sharedDefaultScript = sync.OnceValue(DefaultScript)

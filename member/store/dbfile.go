@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"net/url"
 	"os"
@@ -126,9 +127,30 @@ var newImage = sync.OnceValues(func() ([]byte, error) {
 	}
 	// The header's bytes 18 and 19: the file format's write and read versions, 1 for a rollback
 	// journal, 2 for WAL (https://www.sqlite.org/fileformat2.html#file_format_version_numbers).
-	if len(image) < 100 || string(image[:16]) != "SQLite format 3\x00" {
+	if len(image) < 100 || string(image[:len(sqliteMagic)]) != sqliteMagic {
 		return nil, errors.New("the serialized database has no SQLite header")
 	}
 	image[18], image[19] = 2, 2
 	return image, nil
 })
+
+// sqliteMagic is how every SQLite database file begins (https://www.sqlite.org/fileformat2.html).
+const sqliteMagic = "SQLite format 3\x00"
+
+// checkHeader reads the beginning of the database file at abs and checks that it is one: Ping's check
+// of a store whose reader has not connected.
+func checkHeader(abs string) error {
+	f, err := os.Open(abs)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = f.Close() }() // only read
+	head := make([]byte, len(sqliteMagic))
+	if _, err := io.ReadFull(f, head); err != nil {
+		return fmt.Errorf("reading %s: %w", abs, err)
+	}
+	if string(head) != sqliteMagic {
+		return fmt.Errorf("%s is not a SQLite database", abs)
+	}
+	return nil
+}

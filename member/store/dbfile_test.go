@@ -9,10 +9,11 @@ import (
 	"github.com/google/go-cmp/cmp"
 )
 
-// A new store's file is written whole from the image, and its writer connects at its first write: a
-// store that takes no task (most of a large formation's, at its start) holds one connection, the
-// reader's, and no rollback journal was made on the way.
-func TestNewStoreConnectsItsWriterAtTheFirstWrite(t *testing.T) {
+// A new store's file is written whole from the image, its writer connects at its first write and its
+// reader at its first read: a store that takes no task (most of a large formation's, at its start) holds
+// no connection and has no -wal or -shm file, however often it is pinged or swept, and no rollback
+// journal was made on the way.
+func TestNewStoreConnectsAtTheFirstWriteAndRead(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "alpha", "tasks.db")
 	s, err := Open(path)
 	if err != nil {
@@ -25,19 +26,26 @@ func TestNewStoreConnectsItsWriterAtTheFirstWrite(t *testing.T) {
 	if changed, err := s.Recover(t.Context(), storeEpoch); err != nil || len(changed) != 0 {
 		t.Fatalf("Recover of a new store: %v, %v", changed, err)
 	}
-	if n := s.write.Stats().OpenConnections; n != 0 {
-		t.Errorf("a new store, opened, pinged and recovered, holds %d write connection(s), want 0", n)
+	if n, err := s.Sweep(t.Context()); err != nil || n != 0 {
+		t.Fatalf("Sweep of a new store: %d, %v", n, err)
 	}
-	entries, err := os.ReadDir(filepath.Dir(path))
-	if err != nil {
-		t.Fatal(err)
+	if w, r := s.write.Stats().OpenConnections, s.read.Stats().OpenConnections; w != 0 || r != 0 {
+		t.Errorf("a new store, opened, pinged, recovered and swept, holds %d write and %d read connection(s), want 0 and 0", w, r)
 	}
-	var names []string
-	for _, e := range entries {
-		names = append(names, e.Name())
+	files := func() []string {
+		t.Helper()
+		entries, err := os.ReadDir(filepath.Dir(path))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var names []string
+		for _, e := range entries {
+			names = append(names, e.Name())
+		}
+		return names
 	}
-	// The reader made the write-ahead log and its index; nothing else is there, no temporary file.
-	if diff := cmp.Diff([]string{"tasks.db", "tasks.db-shm", "tasks.db-wal"}, names); diff != "" {
+	// Nothing else is there: no log, no index, no temporary file.
+	if diff := cmp.Diff([]string{"tasks.db"}, files()); diff != "" {
 		t.Errorf("the store's directory (-want +got):\n%s", diff)
 	}
 	task := fullTask()
@@ -47,8 +55,55 @@ func TestNewStoreConnectsItsWriterAtTheFirstWrite(t *testing.T) {
 	if n := s.write.Stats().OpenConnections; n != 1 {
 		t.Errorf("after a write the store holds %d write connection(s), want 1", n)
 	}
-	if _, err := s.Get(t.Context(), task.ID); err != nil {
-		t.Error(err)
+	if diff := cmp.Diff([]string{"tasks.db", "tasks.db-shm", "tasks.db-wal"}, files()); diff != "" {
+		t.Errorf("the store's directory after a write (-want +got):\n%s", diff)
+	}
+	page, err := s.ListInScope(t.Context(), ListQuery{PageSize: 10}, OperatorScope())
+	if err != nil || len(page.Tasks) != 1 || page.Tasks[0].ID != task.ID {
+		t.Fatalf("ListInScope: %+v, %v; want the task created", page, err)
+	}
+	if n := s.read.Stats().OpenConnections; n != 1 {
+		t.Errorf("after a read the store holds %d read connection(s), want 1", n)
+	}
+	if err := s.Ping(t.Context()); err != nil {
+		t.Errorf("Ping through the reader: %v", err)
+	}
+}
+
+// Ping of a store whose reader has not connected reads the file: a file that is gone, or is no longer
+// a database, makes the store not ready, and so does Close.
+func TestPingBeforeTheFirstReadChecksTheFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "tasks.db")
+	s, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := os.WriteFile(path, []byte("not a database"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Ping(t.Context()); err == nil {
+		t.Error("Ping of a store whose file is not a database: nil error")
+	}
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Ping(t.Context()); err == nil {
+		t.Error("Ping of a store whose file is gone: nil error")
+	}
+	if s.read.Stats().OpenConnections != 0 {
+		t.Error("Ping connected the reader")
+	}
+
+	s2, err := Open(filepath.Join(t.TempDir(), "tasks.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s2.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s2.Ping(t.Context()); err == nil {
+		t.Error("Ping of a closed store: nil error")
 	}
 }
 

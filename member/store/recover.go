@@ -24,8 +24,8 @@ var unfinishedStates = []any{
 // terminal state: the member stopped while it ran or waited, and nothing will finish it. It returns
 // the ids of the tasks it changed, in creation order. Call it once, before the store takes new tasks.
 func (s *Store) Recover(ctx context.Context, now time.Time) (changed []a2a.TaskID, err error) {
-	if s.created && s.writeSeq.Load() == 0 {
-		return nil, nil // a file this process wrote, and no task handed over since: nothing ran in it
+	if s.untouched() {
+		return nil, nil // nothing ran in it
 	}
 	s.fg.begin()
 	defer s.fg.end()
@@ -109,4 +109,10 @@ func (s *Store) Recover(ctx context.Context, now time.Time) (changed []a2a.TaskI
 		s.cache.put(id, w.caller, w.body)
 	}
 	return changed, nil
+}
+
+// untouched reports whether the store is a file this process wrote (empty, at the newest schema) that
+// no task has been handed to since: it holds no task, and nothing need read or write its file to know.
+func (s *Store) untouched() bool {
+	return s.created && s.writeSeq.Load() == 0 && !s.batched.Load()
 }

@@ -64,6 +64,11 @@ func (s *Store) sweepLoop(ctx context.Context) {
 // never removed. It returns how many tasks it removed. The background sweeper calls it; so may anyone.
 func (s *Store) Sweep(ctx context.Context) (int, error) {
 	s.arrivals.Store(0)
+	if s.untouched() {
+		// Nothing to remove, and asking SQLite would connect the writer of every idle member of a
+		// formation each minute (its memory, the -wal and -shm files), for nothing.
+		return 0, nil
+	}
 	cutoff := s.now().Add(-s.retention.MaxAge).UnixMilli()
 	removed := 0
 	for {

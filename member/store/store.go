@@ -32,6 +32,7 @@ import (
 // someone waits for: the batch writer of CreateBatched, and the retention sweeper (Sweep). Close
 // stops both.
 type Store struct {
+	path    string // the file, absolute
 	write   *sql.DB
 	read    *sql.DB
 	created bool // OpenWith wrote the file: an empty store at the newest schema
@@ -52,6 +53,7 @@ type Store struct {
 	soon          []*pendingWrite // UpdateSoon's rows, for the committer's next group
 	soonKick      chan struct{}   // capacity 1: soon is not empty
 	writeSeq      atomic.Int64    // numbers the rows handed to the committer, in the order they are handed
+	batched       atomic.Bool     // CreateBatched has taken a task
 	pending       Pending         // UpdateSoon's changes until they are committed: Get shows them at once
 	// writing, when set (tests), is called with wmu held before each write transaction commits, with
 	// what it is ("create", "update", "recover", "batch", "sweep") and the rows it writes or removes.
@@ -66,6 +68,7 @@ type Store struct {
 
 	stop      context.CancelFunc // ends the background goroutines: the batch writer drains and returns
 	closeOnce sync.Once
+	closed    atomic.Bool    // Close was called: Ping fails, as a read of the closed pool would
 	bg        sync.WaitGroup // the batch writer and the sweeper
 }
 
@@ -128,10 +131,16 @@ func OpenWith(path string, cfg Config) (*Store, error) {
 		_ = write.Close() // already failing: the error returned says what went wrong
 		return nil, err
 	}
-	if err := read.Ping(); err != nil {
-		_ = write.Close() // already failing: the error returned says what went wrong
-		_ = read.Close()  // already failing: the error returned says what went wrong
-		return nil, fmt.Errorf("member: task store %s: %w", abs, err)
+	// A new file's reader connects at its first read too (a GetTask, a list, a retried message's
+	// lookup): until then the store holds no SQLite connection, no -wal and -shm file, and Ping reads
+	// the file's header. A file that was there is read at once, so that one that is not a store is
+	// refused here.
+	if !created {
+		if err := read.Ping(); err != nil {
+			_ = write.Close() // already failing: the error returned says what went wrong
+			_ = read.Close()  // already failing: the error returned says what went wrong
+			return nil, fmt.Errorf("member: task store %s: %w", abs, err)
+		}
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
@@ -140,7 +149,7 @@ func OpenWith(path string, cfg Config) (*Store, error) {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	s := &Store{
-		write: write, read: read, created: created, now: cfg.Now, log: cfg.Logger, cache: newTaskCache(cachedTasks, cachedBytes),
+		path: abs, write: write, read: read, created: created, now: cfg.Now, log: cfg.Logger, cache: newTaskCache(cachedTasks, cachedBytes),
 		batch:     newBatcher(),
 		retention: cfg.Retention.Or(roster.DefaultRetention), removed: cfg.Removed,
 		sweepKick: make(chan struct{}, 1),
@@ -161,6 +170,7 @@ func OpenWith(path string, cfg Config) (*Store, error) {
 // CreateBatched, and closes the store. Methods called after Close fail; CreateBatched keeps nothing.
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
+		s.closed.Store(true)
 		s.batch.close()
 		s.stop()
 		s.bg.Wait()
@@ -170,8 +180,21 @@ func (s *Store) Close() error {
 	return errors.Join(s.closeStatements(), s.read.Close(), s.write.Close())
 }
 
-// Ping reports whether the store's file can be read.
+// Ping reports whether the store's file can be read: through the reader's connection once it has one,
+// and before that (a new store nothing has read yet, most of a large formation's when its doors first
+// answer /readyz) by reading the file's header from the disk, which is what that connection would read
+// first. Asking SQLite would connect the reader for every member that is only asked whether it is
+// ready: its memory (about 100 KB), its -wal and -shm files, and a third of a new member's start.
 func (s *Store) Ping(ctx context.Context) error {
+	if s.closed.Load() {
+		return errors.New("member: task store: closed")
+	}
+	if s.read.Stats().OpenConnections == 0 {
+		if err := checkHeader(s.path); err != nil {
+			return fmt.Errorf("member: task store: %w", err)
+		}
+		return nil
+	}
 	var version int
 	if err := s.read.QueryRowContext(ctx, `PRAGMA user_version`).Scan(&version); err != nil {
 		return fmt.Errorf("member: task store: %w", err)

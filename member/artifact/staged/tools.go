@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
+	"sync"
 
 	"gopkg.in/yaml.v3"
 
@@ -62,12 +64,7 @@ func (sa *Set) WriteManifests(runtimeDir string, manifests []runtimetools.Manife
 		if sa.Holds(m.Name) {
 			continue
 		}
-		var schema any
-		if err := json.Unmarshal(m.InputSchema, &schema); err != nil {
-			return fmt.Errorf("staging %s: its input schema is not JSON: %w", m.Name, err)
-		}
-		body, err := yaml.Marshal(manifestFile{Name: m.Name, Version: m.Version, Runtime: m.Runtime,
-			Implementation: m.Implementation, Description: m.Description, InputSchema: schema})
+		body, err := manifestBodies.body(m)
 		if err != nil {
 			return err
 		}
@@ -80,6 +77,63 @@ func (sa *Set) WriteManifests(runtimeDir string, manifests []runtimetools.Manife
 		}
 	}
 	return nil
+}
+
+// manifestYAML is the murmur.yaml of manifest m.
+func manifestYAML(m runtimetools.Manifest) ([]byte, error) {
+	var schema any
+	if err := json.Unmarshal(m.InputSchema, &schema); err != nil {
+		return nil, fmt.Errorf("staging %s: its input schema is not JSON: %w", m.Name, err)
+	}
+	return yaml.Marshal(manifestFile{Name: m.Name, Version: m.Version, Runtime: m.Runtime,
+		Implementation: m.Implementation, Description: m.Description, InputSchema: schema})
+}
+
+// manifestBodies is every session's memo of manifestYAML in this process.
+var manifestBodies = &manifestMemo{bodies: map[string][]byte{}}
+
+// manifestMemoMax bounds what manifestMemo keeps, keys and bodies together, in bytes.
+const manifestMemoMax = 1 << 20
+
+// manifestMemo keeps the murmur.yaml of the runtime-provided tools' manifests by their content: every
+// member of a formation writes the same few (session-status, a shell binary's), and decoding each
+// schema and encoding its YAML by reflection anew was a twentieth of the start of a formation of a
+// thousand. What it answers is what manifestYAML would: a pure function of the key. Past
+// manifestMemoMax bytes it keeps nothing more (a formation whose call-member manifests each list
+// hundreds of peers), and those are encoded each time.
+type manifestMemo struct {
+	mu     sync.Mutex // guards bytes and bodies
+	bytes  int
+	bodies map[string][]byte // by memoKey; never modified once stored
+}
+
+// memoKey is m's content, its fields joined by NULs: none but the schema, which comes last, holds one.
+func memoKey(m runtimetools.Manifest) string {
+	return strings.Join([]string{m.Name, m.Version, m.Runtime, m.Implementation, m.Description, string(m.InputSchema)}, "\x00")
+}
+
+// body returns manifestYAML(m), from the memo when it holds it. The caller must not modify it.
+func (mm *manifestMemo) body(m runtimetools.Manifest) ([]byte, error) {
+	key := memoKey(m)
+	mm.mu.Lock()
+	body, ok := mm.bodies[key]
+	mm.mu.Unlock()
+	if ok {
+		return body, nil
+	}
+	body, err := manifestYAML(m)
+	if err != nil {
+		return nil, err
+	}
+	mm.mu.Lock()
+	defer mm.mu.Unlock()
+	if size := len(key) + len(body); mm.bytes+size <= manifestMemoMax {
+		if _, ok := mm.bodies[key]; !ok {
+			mm.bodies[key] = body
+			mm.bytes += size
+		}
+	}
+	return body, nil
 }
 
 // Inventory names every tool the model may call, given the runtime-provided tools and shell binaries
