@@ -3,7 +3,6 @@ package server
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
@@ -14,14 +13,12 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/murmur-run/murmur/a2a"
 	"github.com/murmur-run/murmur/internal/pgtest"
 )
 
@@ -388,53 +385,13 @@ func (f *cpuFormation) block(b *testing.B, hc *http.Client) {
 // they took. Every answer must be the completed task with the three workers' answers.
 func (f *cpuFormation) send(b *testing.B, hc *http.Client, clients, n int) time.Duration {
 	b.Helper()
-	todo := make(chan int, n)
-	for range n {
-		todo <- int(next.Add(1))
-	}
-	close(todo)
-	var mu sync.Mutex
-	var wg sync.WaitGroup
-	start := time.Now()
-	for range clients {
-		wg.Go(func() {
-			var mine []time.Duration
-			defer func() {
-				mu.Lock()
-				f.lat = append(f.lat, mine...)
-				mu.Unlock()
-			}()
-			for i := range todo {
-				t0 := time.Now()
-				answer, err := post(hc, f.lead, sendBody(i, false))
-				if err != nil {
-					b.Error(err)
-					return
-				}
-				mine = append(mine, time.Since(t0))
-				var rep struct {
-					Result struct {
-						Task struct {
-							Status struct {
-								State string `json:"state"`
-							} `json:"status"`
-						} `json:"task"`
-					} `json:"result"`
-				}
-				json.Unmarshal(answer, &rep)
-				ok := rep.Result.Task.Status.State == string(a2a.TaskStateCompleted)
-				for _, w := range fcpuMembers[1:] {
-					ok = ok && bytes.Contains(answer, fmt.Appendf(nil, "%s: bench %d", w, i))
-				}
-				if !ok {
-					b.Errorf("%slead answered a blocking SendMessage with %.800s", f.prefix, answer)
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	return time.Since(start)
+	return driveChecked(b, hc, f.lead, clients, n, func(i int) []byte { return sendBody(i, false) }, func(i int, answer []byte) bool {
+		ok := answeredCompleted(answer)
+		for _, w := range fcpuMembers[1:] {
+			ok = ok && bytes.Contains(answer, fmt.Appendf(nil, "%s: bench %d", w, i))
+		}
+		return ok
+	}, &f.lat)
 }
 
 func (f *cpuFormation) rate() float64 { return float64(f.tasks) / f.took.Seconds() }

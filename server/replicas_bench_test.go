@@ -3,7 +3,6 @@ package server
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
@@ -17,7 +16,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/murmur-run/murmur/a2a"
 	"github.com/murmur-run/murmur/internal/pgtest"
 	"github.com/murmur-run/murmur/roster"
 )
@@ -145,17 +143,7 @@ func sendSpread(b *testing.B, hc *http.Client, urls []string, clients, n int) ti
 					b.Error(err)
 					return
 				}
-				var rep struct {
-					Result struct {
-						Task struct {
-							Status struct {
-								State string `json:"state"`
-							} `json:"status"`
-						} `json:"task"`
-					} `json:"result"`
-				}
-				json.Unmarshal(answer, &rep)
-				if rep.Result.Task.Status.State != string(a2a.TaskStateCompleted) || !bytes.Contains(answer, fmt.Appendf(nil, `"done: bench %d"`, i)) {
+				if !answeredCompleted(answer) || !bytes.Contains(answer, fmt.Appendf(nil, `"done: bench %d"`, i)) {
 					b.Errorf("%s answered a blocking SendMessage with %.600s", urls[k%len(urls)], answer)
 					return
 				}

@@ -242,8 +242,31 @@ func bareHandler(b *testing.B, hc *http.Client, doorURL string, body []byte) *ht
 var next atomic.Int64
 
 // drive sends n requests from clients closed-loop goroutines and returns the time they took; with lat it
-// keeps each request's latency.
+// keeps each request's latency. Every answer must be a JSON-RPC result.
 func drive(b *testing.B, hc *http.Client, url string, clients, n int, body func(int) []byte, lat *[]time.Duration) time.Duration {
+	b.Helper()
+	return driveChecked(b, hc, url, clients, n, body, func(_ int, answer []byte) bool {
+		return bytes.Contains(answer, []byte(`"result"`))
+	}, lat)
+}
+
+// answeredCompleted reports whether answer is a SendMessage's result holding a completed task.
+func answeredCompleted(answer []byte) bool {
+	var rep struct {
+		Result struct {
+			Task struct {
+				Status struct {
+					State string `json:"state"`
+				} `json:"status"`
+			} `json:"task"`
+		} `json:"result"`
+	}
+	return json.Unmarshal(answer, &rep) == nil && rep.Result.Task.Status.State == string(a2a.TaskStateCompleted)
+}
+
+// driveChecked is drive with its own check of each answer to request i: an answer ok refuses fails the
+// benchmark with it.
+func driveChecked(b *testing.B, hc *http.Client, url string, clients, n int, body func(int) []byte, ok func(i int, answer []byte) bool, lat *[]time.Duration) time.Duration {
 	b.Helper()
 	todo := make(chan int, n)
 	for range n {
@@ -263,11 +286,11 @@ func drive(b *testing.B, hc *http.Client, url string, clients, n int, body func(
 					b.Error(err)
 					return
 				}
-				if !bytes.Contains(answer, []byte(`"result"`)) {
-					b.Errorf("%s answered %s", url, answer)
+				mine = append(mine, time.Since(t0))
+				if !ok(i, answer) {
+					b.Errorf("%s answered %.800s", url, answer)
 					return
 				}
-				mine = append(mine, time.Since(t0))
 			}
 			if lat != nil {
 				mu.Lock()
