@@ -36,6 +36,8 @@ type Store struct {
 	write   *sql.DB
 	read    *sql.DB
 	created bool // OpenWith wrote the file: an empty store at the newest schema
+	// messages filters GetByMessage's lookups: a message no stored task came from is not queried.
+	messages *MessageFilter
 	now     func() time.Time
 	log     *slog.Logger
 
@@ -149,7 +151,7 @@ func OpenWith(path string, cfg Config) (*Store, error) {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	s := &Store{
-		path: abs, write: write, read: read, created: created, now: cfg.Now, log: cfg.Logger, cache: newTaskCache(cachedTasks, cachedBytes),
+		path: abs, write: write, read: read, created: created, messages: NewMessageFilter(created), now: cfg.Now, log: cfg.Logger, cache: newTaskCache(cachedTasks, cachedBytes),
 		batch:     newBatcher(),
 		retention: cfg.Retention.Or(roster.DefaultRetention), removed: cfg.Removed,
 		sweepKick: make(chan struct{}, 1),
@@ -216,9 +218,11 @@ func (s *Store) Create(ctx context.Context, t *a2a.Task) error {
 	if ts := t.Status.Timestamp; ts != nil {
 		created = ts.Time
 	}
-	return s.commit(ctx, &pendingWrite{op: opCreate, id: t.ID, context: t.ContextID, state: string(t.Status.State),
+	w := &pendingWrite{op: opCreate, id: t.ID, context: t.ContextID, state: string(t.Status.State),
 		ts: statusMillis(t), created: created, caller: taskCaller(t), body: body, message: FirstMessageID(t),
-		trace: conv.Traceparent(ctx)})
+		trace: conv.Traceparent(ctx)}
+	s.messages.Add(w.caller, w.message) // before the row can be committed: GetByMessage must never miss it
+	return s.commit(ctx, w)
 }
 
 // taskCaller is the member that sent t, from its metadata (murmur.caller); "" for the operator's tasks.
@@ -316,6 +320,12 @@ const getByMessageSQL = `SELECT id FROM tasks WHERE caller = ? AND message_id = 
 func (s *Store) GetByMessage(ctx context.Context, caller, messageID string) (*a2a.Task, error) {
 	if messageID == "" {
 		return nil, notfound.Task("")
+	}
+	if ok, err := s.messages.MayHold(ctx, caller, messageID, s.loadMessages); err != nil || !ok {
+		if err == nil {
+			err = notfound.Task("")
+		}
+		return nil, err
 	}
 	var id string
 	err := s.read.QueryRowContext(ctx, getByMessageSQL,

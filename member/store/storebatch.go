@@ -119,6 +119,7 @@ func (s *Store) CreateBatched(t *a2a.Task) bool {
 	// A copy: the caller may change t (the door trims its history) while the writer reads it.
 	own := *t
 	s.batched.Store(true)
+	s.messages.Add(taskCaller(t), FirstMessageID(t)) // before the writer can commit it
 	b.rows = append(b.rows, batchRow{t: &own, body: body, created: created})
 	b.pending[t.ID] = pendingTask{body: body, caller: taskCaller(t)}
 	b.bytes += len(body)

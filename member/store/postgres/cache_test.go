@@ -77,3 +77,46 @@ func TestCacheOfOneProcess(t *testing.T) {
 		t.Error("a replica keeps a cache")
 	}
 }
+
+// A member of one process looks a message up in its filter first (store.MessageFilter): a message no
+// task came from is not found, one that created a task is, and a store opened again on the database
+// reads the messages its tasks came from in at the first lookup, so a retry after a restart finds its
+// task.
+func TestMessageFilterOfOneProcess(t *testing.T) {
+	s, dsn := open(t, Config{})
+	ctx := t.Context()
+	tk := task(1, "ctx", a2a.TaskStateSubmitted)
+	tk.History[0].MessageID = "msg_one"
+	mustCreate(t, s, tk)
+	lookup := func(s *Store, msg string) a2a.TaskID {
+		t.Helper()
+		got, err := s.GetByMessage(ctx, "", msg)
+		if errors.Is(err, store.ErrNotFound) {
+			return ""
+		}
+		if err != nil {
+			t.Fatalf("GetByMessage(%q): %v", msg, err)
+		}
+		return got.ID
+	}
+	if got := lookup(s, "msg_one"); got != tk.ID {
+		t.Errorf("GetByMessage(msg_one) = %q; want %s", got, tk.ID)
+	}
+	if got := lookup(s, "msg_never"); got != "" {
+		t.Errorf("a message no task came from found %s", got)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	again, _ := open(t, Config{}, dsn)
+	if got := lookup(again, "msg_one"); got != tk.ID {
+		t.Errorf("after a restart, GetByMessage(msg_one) = %q; want %s (the database's messages read in)", got, tk.ID)
+	}
+	if got := lookup(again, "msg_never"); got != "" {
+		t.Errorf("after a restart, a message no task came from found %s", got)
+	}
+	replica, _ := open(t, Config{Replica: "r1"}, database(t))
+	if replica.messages != nil {
+		t.Error("a replica filters messages: another replica creates tasks too")
+	}
+}

@@ -22,6 +22,7 @@ func (s *Store) Create(ctx context.Context, t *a2a.Task) error {
 	if ts := t.Status.Timestamp; ts != nil {
 		r.created = ts.UnixMilli()
 	}
+	s.messages.Add(r.caller, r.message) // before the row can be committed: GetByMessage must never miss it
 	err := s.rowError(t.ID, s.await(ctx, &write{kind: kindRows, rows: []row{r}}))
 	if errors.Is(err, errNotInserted) && s.replica != "" && r.message != "" && t.Status.State != a2a.TaskStateRejected {
 		// A clash on the task's message, not its id, when the message's task is stored already.
@@ -53,6 +54,7 @@ func (s *Store) CreateBatched(t *a2a.Task) bool {
 		r.created = ts.UnixMilli()
 	}
 	r.batched = true
+	s.messages.Add(r.caller, r.message) // before the writer can commit it
 	size := int64(len(r.body))
 	if s.batchedRows.Add(1) > batchMaxRows || s.batchedBytes.Add(size) > batchMaxBytes {
 		s.batchedRows.Add(-1)

@@ -34,6 +34,12 @@ func (s *Store) GetByMessage(ctx context.Context, caller, messageID string) (*a2
 	if messageID == "" || !storable(caller) || !storable(messageID) {
 		return nil, notfound.Task("")
 	}
+	if ok, err := s.messages.MayHold(ctx, caller, messageID, s.loadMessages); err != nil || !ok {
+		if err == nil {
+			return nil, notfound.Task("")
+		}
+		return nil, s.fail("looking up message "+messageID, retryRead, err)
+	}
 	var id string
 	err := s.pool.QueryRow(ctx, `SELECT id FROM tasks WHERE caller = $1 AND message_id = $2 AND message_id <> '' AND state <> $3 ORDER BY seq DESC LIMIT 1`,
 		caller, messageID, string(a2a.TaskStateRejected)).Scan(&id)
@@ -299,4 +305,21 @@ func (s *Store) readPage(ctx context.Context, tx pgx.Tx, l pageSQL, q store.List
 		page.NextPageToken = store.PageToken(last, q)
 	}
 	return page, nil
+}
+
+// loadMessages reads every (caller, message id) pair of the database's tasks into add (store.MessageFilter).
+func (s *Store) loadMessages(ctx context.Context, add func(caller, messageID string)) error {
+	rows, err := s.pool.Query(ctx, `SELECT caller, message_id FROM tasks WHERE message_id <> ''`)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var caller, id string
+		if err := rows.Scan(&caller, &id); err != nil {
+			return err
+		}
+		add(caller, id)
+	}
+	return rows.Err()
 }

@@ -260,6 +260,7 @@ func (s *Store) Offer(ctx context.Context, t *a2a.Task, perReplica int) (bool, e
 	}
 	now := s.now().UnixMilli()
 	r.created = now
+	s.messages.Add(r.caller, r.message) // nil in a replica; as Create does
 	if ts := t.Status.Timestamp; ts != nil {
 		r.created = ts.UnixMilli()
 	}

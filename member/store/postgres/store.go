@@ -71,6 +71,9 @@ type Store struct {
 	retention roster.Retention
 	removed   func(ids []a2a.TaskID)
 	cache     *store.TaskCache // a member of one process's; nil in a replica, which reads every task from the database
+	// messages filters GetByMessage for a member of one process (nil in a replica: another replica
+	// creates tasks too), so a message no task came from costs no round trip.
+	messages *store.MessageFilter
 	// cacheMu is held by the writer from a group's commit to its cache update, and by forget: the
 	// cache follows the order in which the changes of a task were committed (a task the sweeper
 	// removed is never put back by a write committed before the removal).
@@ -166,6 +169,7 @@ func Open(ctx context.Context, dsn string, cfg Config) (*Store, error) {
 	}
 	if cfg.Replica == "" {
 		s.cache = store.NewTaskCache()
+		s.messages = store.NewMessageFilter(false)
 	}
 	go s.writer()
 	sweepCtx, stop := context.WithCancel(context.Background())
