@@ -38,8 +38,8 @@ type Store struct {
 	created bool // OpenWith wrote the file: an empty store at the newest schema
 	// messages filters GetByMessage's lookups: a message no stored task came from is not queried.
 	messages *MessageFilter
-	now     func() time.Time
-	log     *slog.Logger
+	now      func() time.Time
+	log      *slog.Logger
 
 	wmu   sync.Mutex // held across each write and its cache update, so the cache follows commit order
 	cache *taskCache
