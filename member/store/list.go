@@ -101,31 +101,11 @@ func (s *Store) list(ctx context.Context, q ListQuery) (ListPage, error) {
 		return ListPage{}, fmt.Errorf("member: listing tasks: %w", err)
 	}
 	defer rows.Close()
-	var last int64
-	more := false
-	size := 0
-	for rows.Next() {
-		// A page ends at its size, or once it holds maxPageBytes of tasks, so a response stays bounded
-		// however large the tasks are; the next page starts after the last task sent.
-		if len(page.Tasks) == q.PageSize || size >= maxPageBytes {
-			more = true
-			break
-		}
-		var id string
-		var body []byte
-		if err := rows.Scan(&last, &id, &body); err != nil {
-			return ListPage{}, fmt.Errorf("member: listing tasks: %w", err)
-		}
-		t, err := Decode(a2a.TaskID(id), body)
-		if err != nil {
-			return ListPage{}, err
-		}
-		size += len(body)
-		page.Tasks = append(page.Tasks, t)
+	tasks, last, more, err := ReadPage(rows, q.PageSize, func(err error) error { return fmt.Errorf("member: listing tasks: %w", err) })
+	if err != nil {
+		return ListPage{}, err
 	}
-	if err := rows.Err(); err != nil {
-		return ListPage{}, fmt.Errorf("member: listing tasks: %w", err)
-	}
+	page.Tasks = tasks
 	if more {
 		page.NextPageToken = encodePageToken(last, digest)
 	}

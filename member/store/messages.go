@@ -96,12 +96,5 @@ func (s *Store) loadMessages(ctx context.Context, add func(caller, messageID str
 		return err
 	}
 	defer rows.Close()
-	for rows.Next() {
-		var caller, id string
-		if err := rows.Scan(&caller, &id); err != nil {
-			return err
-		}
-		add(caller, id)
-	}
-	return rows.Err()
+	return ReadMessages(rows, add)
 }

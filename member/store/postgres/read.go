@@ -14,10 +14,6 @@ import (
 	"github.com/murmur-run/murmur/member/store/internal/notfound"
 )
 
-// maxPageBytes bounds the stored JSON of the tasks of one page, as the SQLite store's does: a page that
-// reaches it ends early, with a next page token.
-const maxPageBytes = 4 << 20
-
 // Get returns the stored task with the given id, a copy the caller may change. The error wraps
 // store.ErrNotFound when the store has no such task.
 func (s *Store) Get(ctx context.Context, id a2a.TaskID) (*a2a.Task, error) {
@@ -179,7 +175,7 @@ func (s *Store) GetAll(ctx context.Context, taskIDs []a2a.TaskID) ([]*a2a.Task, 
 
 // ListInScope returns one page of the tasks in scope that match q, newest first (by creation), with the
 // number of matching tasks on all pages, both from one snapshot. A page holds q.PageSize tasks, or fewer
-// once it holds maxPageBytes of JSON; its next page token continues after its last task, for q's filter
+// once it holds 4 MB of JSON (store.ReadPage); its next page token continues after its last task, for q's filter
 // only (another filter's token is refused with an error wrapping a2a.ErrInvalidParams).
 func (s *Store) ListInScope(ctx context.Context, q store.ListQuery, sc store.Scope) (store.ListPage, error) {
 	switch {
@@ -274,33 +270,12 @@ func (s *Store) readPage(ctx context.Context, tx pgx.Tx, l pageSQL, q store.List
 		return store.ListPage{}, s.fail("listing tasks", retryRead, err)
 	}
 	defer rows.Close()
-	var page store.ListPage
-	var last int64
-	more := false
-	size := 0
-	for rows.Next() {
-		if len(page.Tasks) == q.PageSize || size >= maxPageBytes {
-			more = true
-			break
-		}
-		var seq int64
-		var id string
-		var body []byte
-		if err := rows.Scan(&seq, &id, &body); err != nil {
-			return store.ListPage{}, s.fail("listing tasks", retryRead, err)
-		}
-		t, err := store.Decode(a2a.TaskID(id), body)
-		if err != nil {
-			return store.ListPage{}, err
-		}
-		last = seq
-		size += len(body)
-		page.Tasks = append(page.Tasks, t)
-	}
-	if err := rows.Err(); err != nil {
-		return store.ListPage{}, s.fail("listing tasks", retryRead, err)
+	tasks, last, more, err := store.ReadPage(rows, q.PageSize, func(err error) error { return s.fail("listing tasks", retryRead, err) })
+	if err != nil {
+		return store.ListPage{}, err
 	}
 	rows.Close()
+	page := store.ListPage{Tasks: tasks}
 	if more {
 		page.NextPageToken = store.PageToken(last, q)
 	}
@@ -314,12 +289,5 @@ func (s *Store) loadMessages(ctx context.Context, add func(caller, messageID str
 		return err
 	}
 	defer rows.Close()
-	for rows.Next() {
-		var caller, id string
-		if err := rows.Scan(&caller, &id); err != nil {
-			return err
-		}
-		add(caller, id)
-	}
-	return rows.Err()
+	return store.ReadMessages(rows, add)
 }
