@@ -79,6 +79,8 @@ func (s *Session) execute(ctx context.Context, r *queue.Run) {
 		s.admit.Release()
 		s.mu.Lock()
 		s.tasks.Hand(r, false)
+		s.tasks.Drop(r.ID) // no longer the session's: its waiters read the store, and find it gone
+		s.waiters.Notify(r.ID)
 		s.mu.Unlock()
 		close(r.Done)
 		return

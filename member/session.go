@@ -387,45 +387,6 @@ func (s *Session) List(ctx context.Context, q store.ListQuery, scope store.Scope
 	return s.cfg.Store.ListInScope(ctx, q, scope)
 }
 
-// Wait blocks until the task reaches a terminal or interrupted state, or ctx ends, and returns the task
-// as it then stands.
-func (s *Session) Wait(ctx context.Context, id a2a.TaskID) (*a2a.Task, error) {
-	for {
-		sg := s.waiters.Watch(id)
-		t, err := s.cfg.Store.Get(ctx, id)
-		if err != nil || t.Status.State.Terminal() || t.Status.State.Interrupted() || s.goneElsewhere(id) {
-			s.waiters.Unwatch(id, sg)
-			if err == nil && t.Status.State.Terminal() {
-				s.awaitSettled(ctx, id)
-			}
-			return t, err
-		}
-		select {
-		case <-sg.Changed():
-			s.waiters.Unwatch(id, sg)
-		case <-ctx.Done():
-			s.waiters.Unwatch(id, sg)
-			return t, nil
-		}
-	}
-}
-
-// awaitSettled returns once the end of task id, which the store shows, has been settled (settle): the task
-// has left the session and its records are written. A waiter that read the end from
-// the store in the moment between its commit and its settling would otherwise see a session that still
-// holds the task.
-func (s *Session) awaitSettled(ctx context.Context, id a2a.TaskID) {
-	s.mu.Lock()
-	r := s.tasks.Handed(id)
-	s.mu.Unlock()
-	if r != nil {
-		select {
-		case <-r.Done:
-		case <-ctx.Done():
-		}
-	}
-}
-
 // Cancel cancels a task in scope: a queued one at once, a running one by canceling its work and waiting
 // for it to stop. Canceling a canceled task returns it unchanged; canceling another terminal task is
 // a2a.ErrTaskNotCancelable; a task outside the scope is not found.

@@ -23,6 +23,8 @@ import (
 type Executor interface {
 	Send(ctx context.Context, msg *a2a.Message, origin member.Origin) (*a2a.Task, error)
 	Wait(ctx context.Context, id a2a.TaskID) (*a2a.Task, error)
+	// WaitJSON is Wait answering the stored task's JSON, which the caller must not modify.
+	WaitJSON(ctx context.Context, id a2a.TaskID) ([]byte, error)
 	Get(ctx context.Context, id a2a.TaskID, historyLength *int, scope store.Scope) (*a2a.Task, error)
 	GetJSON(ctx context.Context, id a2a.TaskID, scope store.Scope) ([]byte, error)
 	List(ctx context.Context, q store.ListQuery, scope store.Scope) (store.ListPage, error)

@@ -36,6 +36,14 @@ func (d *Door) onSendMessage(ctx context.Context, c call) (any, error) {
 	}
 	if blocking && !task.Status.State.Terminal() {
 		c.release()
+		if histLen == nil && !d.cfg.AnswersMessage {
+			// The answer is the task as it is kept: spliced in, not decoded and encoded again.
+			body, err := d.cfg.Executor.WaitJSON(ctx, task.ID)
+			if err != nil {
+				return nil, err
+			}
+			return sendTaskResult(body), nil
+		}
 		if task, err = d.cfg.Executor.Wait(ctx, task.ID); err != nil {
 			return nil, err
 		}
@@ -46,6 +54,13 @@ func (d *Door) onSendMessage(ctx context.Context, c call) (any, error) {
 	}
 	task.TrimHistory(histLen)
 	return a2a.SendMessageResponse{Task: task}, nil
+}
+
+// sendTaskResult is a SendMessage result, {"task": ...}, around a stored task's JSON.
+func sendTaskResult(task []byte) json.RawMessage {
+	b := make([]byte, 0, len(`{"task":}`)+len(task))
+	b = append(append(append(b, `{"task":`...), task...), '}')
+	return b
 }
 
 // submit hands a checked message to the executor as the caller's, and keeps the push config sent with it.

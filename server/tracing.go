@@ -91,7 +91,7 @@ func nameRequestSpan(span trace.Span, method string, result any, rpcErr *jsonrpc
 		}
 	case *a2a.Task:
 		noteTask(span, res.ID, res.ContextID, res.Status.State)
-	case json.RawMessage: // a stored task, answered as it is kept
+	case json.RawMessage: // a stored task, answered as it is kept, or a SendMessage result around one
 		noteStoredTask(span, res)
 	}
 }
@@ -101,8 +101,12 @@ func nameRequestSpan(span trace.Span, method string, result any, rpcErr *jsonrpc
 // a GetTask span costs no decoding of the task it answers with.
 func noteStoredTask(span trace.Span, raw json.RawMessage) {
 	var id, contextID, state string
+	var task []byte // a SendMessage result's {"task": ...}
 	topLevel(raw, func(key, value []byte) bool {
 		switch string(key) {
+		case "task":
+			task = value
+			return false
 		case "id":
 			id = jsonString(value)
 		case "contextId":
@@ -117,6 +121,10 @@ func noteStoredTask(span trace.Span, raw json.RawMessage) {
 		}
 		return id == "" || contextID == "" || state == ""
 	})
+	if task != nil {
+		noteStoredTask(span, task)
+		return
+	}
 	noteTask(span, a2a.TaskID(id), contextID, a2a.TaskState(state))
 }
 

@@ -25,17 +25,25 @@ type Writer struct {
 	spans spans // the spans traced tasks' records carry (Bind)
 
 	// out/result.txt is written by a goroutine of its own, off the path of the task that ended: only the
-	// latest answer matters, so answers that come faster than a file can be replaced are written once.
-	resultMu   sync.Mutex
-	result     *string       // the answer not yet written; nil when there is none
-	resultErr  error         // the last write's failure, returned by the next WriteResult
-	resultKick chan struct{} // capacity 1: result is set
-	resultStop chan struct{} // closed by Close
-	resultDone chan struct{} // closed once the writer has written the last answer and returned
+	// latest answer matters, so answers that come faster than a file can be replaced are written once,
+	// and the file is replaced at most once every resultEvery (an answer after a quiet moment at once).
+	resultEvery time.Duration
+	outMade     bool // out/ exists: made by the first answer
+	resultMu    sync.Mutex
+	result      *string       // the answer not yet written; nil when there is none
+	resultErr   error         // the last write's failure, returned by the next WriteResult
+	resultKick  chan struct{} // capacity 1: result is set
+	resultStop  chan struct{} // closed by Close
+	resultDone  chan struct{} // closed once the writer has written the last answer and returned
 }
 
 // Open creates (or reopens) the records directory dir for session.
 func Open(dir, session string, now func() time.Time) (*Writer, error) {
+	return open(dir, session, now, resultEvery)
+}
+
+// open is Open with out/result.txt replaced at most once every every.
+func open(dir, session string, now func() time.Time, every time.Duration) (*Writer, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("records directory: %w", err)
 	}
@@ -43,7 +51,7 @@ func Open(dir, session string, now func() time.Time) (*Writer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("records directory: %w", err)
 	}
-	r := &Writer{dir: dir, session: session, now: now, trace: f,
+	r := &Writer{dir: dir, session: session, now: now, trace: f, resultEvery: every,
 		resultKick: make(chan struct{}, 1), resultStop: make(chan struct{}), resultDone: make(chan struct{})}
 	go r.writeResults()
 	return r, nil
@@ -120,8 +128,13 @@ func (r *Writer) WriteResult(text string) error {
 	return err
 }
 
+// resultEvery is the least time between two replacements of out/result.txt. A replacement is a file
+// made, written, closed and renamed: a member answering thousands of tasks a second spent more of its
+// CPU on them than on its task store. A hundred a second keep the file as fresh as anyone can read it.
+const resultEvery = 10 * time.Millisecond
+
 // writeResults is the result writer: it runs from Open until Close, and writes what is left before it
-// returns.
+// returns. After each replacement it lets resultEvery pass before the next; Close does not wait.
 func (r *Writer) writeResults() {
 	defer close(r.resultDone)
 	for {
@@ -129,6 +142,14 @@ func (r *Writer) writeResults() {
 		case <-r.resultKick:
 			r.flushResult()
 		case <-r.resultStop:
+			r.flushResult()
+			return
+		}
+		t := time.NewTimer(r.resultEvery)
+		select {
+		case <-t.C:
+		case <-r.resultStop:
+			t.Stop()
 			r.flushResult()
 			return
 		}
@@ -145,11 +166,16 @@ func (r *Writer) flushResult() {
 		return
 	}
 	out := filepath.Join(r.dir, "out")
-	err := os.MkdirAll(out, 0o700)
+	var err error
+	if !r.outMade {
+		err = os.MkdirAll(out, 0o700)
+		r.outMade = err == nil
+	}
 	if err == nil {
 		err = replaceFile(filepath.Join(out, "result.txt"), *text)
 	}
 	if err != nil {
+		r.outMade = false // made again by the next answer, should out/ be what went away
 		r.resultMu.Lock()
 		r.resultErr = fmt.Errorf("out/result.txt: %w", err)
 		r.resultMu.Unlock()

@@ -39,6 +39,46 @@ func TestResultHoldsTheLatestAnswer(t *testing.T) {
 	}
 }
 
+// out/result.txt is replaced at once after a quiet moment, then at most once every resultEvery: the
+// answers of that interval wait, and only the latest of them is written, at the interval's end or by
+// Close.
+func TestResultReplacedAtMostOnceAnInterval(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "ses")
+	r, err := open(dir, "ses_1", time.Now, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "out", "result.txt")
+	read := func() string {
+		b, _ := os.ReadFile(path)
+		return string(b)
+	}
+	if err := r.WriteResult("first"); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); read() != "first" && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+	}
+	if got := read(); got != "first" {
+		t.Fatalf("out/result.txt = %q, want the first answer written at once", got)
+	}
+	for _, a := range []string{"second", "third"} {
+		if err := r.WriteResult(a); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(50 * time.Millisecond)
+	if got := read(); got != "first" {
+		t.Errorf("out/result.txt = %q within the interval, want it unreplaced", got)
+	}
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got := read(); got != "third" {
+		t.Errorf("out/result.txt = %q after Close, want the latest answer", got)
+	}
+}
+
 // A result that cannot be written is reported: by Close when nothing else is written after it.
 func TestResultFailureIsReported(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "ses")

@@ -34,3 +34,21 @@ func TestSetAndRead(t *testing.T) {
 		}
 	}
 }
+
+// Meta is what the JSON of a Usage decodes to, key for key and type for type: metadata read back from
+// the store and metadata a running task was stamped with compare equal.
+func TestMetaIsUsageAsJSONDecodesIt(t *testing.T) {
+	u := usage.Of(usage.Tokens{Input: 1, Output: 2, Cached: 3, CacheWrite: 4, Calls: 5, Unreported: 6},
+		usage.Tokens{Input: 7, Output: 8, Cached: 9, CacheWrite: 10, Calls: 11, Unreported: 12}, 13)
+	b, err := json.Marshal(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want map[string]any
+	if err := json.Unmarshal(b, &want); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(want, u.Meta()); diff != "" {
+		t.Errorf("Meta differs from the JSON of the usage (-json +Meta):\n%s", diff)
+	}
+}

@@ -1,0 +1,129 @@
+package member
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/murmur-run/murmur/a2a"
+	"github.com/murmur-run/murmur/member/store"
+)
+
+// Wait blocks until the task reaches a terminal or interrupted state, or ctx ends, and returns the task
+// as it then stands.
+func (s *Session) Wait(ctx context.Context, id a2a.TaskID) (*a2a.Task, error) {
+	body, err := s.WaitJSON(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	return store.Decode(id, body)
+}
+
+// WaitJSON is Wait answering the task as its stored JSON, which the caller must not modify: a blocking
+// SendMessage is answered with the bytes the store keeps, not decoded and encoded again. While the
+// session holds the task and it is neither interrupted nor settled, its store is not read: nothing the
+// store could show would end the wait before the session tells its waiters.
+func (s *Session) WaitJSON(ctx context.Context, id a2a.TaskID) ([]byte, error) {
+	var body []byte
+	for {
+		sg := s.waiters.Watch(id)
+		if !s.unsettledHere(id) {
+			var state a2a.TaskState
+			var err error
+			body, err = s.cfg.Store.GetInScope(ctx, id, store.OperatorScope())
+			if err == nil {
+				state, err = stateOf(id, body)
+			}
+			if err != nil || state.Terminal() || state.Interrupted() || s.goneElsewhere(id) {
+				s.waiters.Unwatch(id, sg)
+				if err != nil {
+					return nil, err
+				}
+				if state.Terminal() {
+					s.awaitSettled(ctx, id)
+				}
+				return body, nil
+			}
+		}
+		select {
+		case <-sg.Changed():
+			s.waiters.Unwatch(id, sg)
+		case <-ctx.Done():
+			s.waiters.Unwatch(id, sg)
+			if body == nil { // not read yet: the task as it stands, whoever still reads the answer
+				return s.cfg.Store.GetInScope(context.WithoutCancel(ctx), id, store.OperatorScope())
+			}
+			return body, nil
+		}
+	}
+}
+
+// unsettledHere reports whether the session holds task id and will tell its waiters (Notify, under
+// s.mu) before the store can show it terminal or interrupted: it is queued, it runs and asks no one, or
+// its end waits to be settled. A replica's tasks are another replica's to run as well: always read.
+func (s *Session) unsettledHere(id a2a.TaskID) bool {
+	if s.side.Replicated() {
+		return false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.tasks.Holds(id) {
+		return false
+	}
+	if r := s.tasks.Running(); r != nil && r.ID == id && r.Task != nil {
+		st := r.Task.Status.State
+		return !st.Interrupted() && !st.Terminal()
+	}
+	return true
+}
+
+// awaitSettled returns once the end of task id, which the store shows, has been settled (settle): the task
+// has left the session and its records are written. A waiter that read the end from
+// the store in the moment between its commit and its settling would otherwise see a session that still
+// holds the task.
+func (s *Session) awaitSettled(ctx context.Context, id a2a.TaskID) {
+	s.mu.Lock()
+	r := s.tasks.Handed(id)
+	s.mu.Unlock()
+	if r != nil {
+		select {
+		case <-r.Done:
+		case <-ctx.Done():
+		}
+	}
+}
+
+// stateOf reads the state of the stored task id from its JSON. It reads no further than the task's
+// status, which a stored task has before its history and artifacts: the rest is not decoded, nor even
+// scanned.
+func stateOf(id a2a.TaskID, body []byte) (a2a.TaskState, error) {
+	fail := func(err error) (a2a.TaskState, error) {
+		return "", fmt.Errorf("member: reading the state of stored task %s: %w", id, err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	if _, err := dec.Token(); err != nil { // the task's {
+		return fail(err)
+	}
+	for dec.More() {
+		key, err := dec.Token()
+		if err != nil {
+			return fail(err)
+		}
+		if key == "status" {
+			var st struct {
+				State a2a.TaskState `json:"state"`
+			}
+			if err := dec.Decode(&st); err != nil {
+				return fail(err)
+			}
+			return st.State, nil
+		}
+		var skip json.RawMessage
+		if err := dec.Decode(&skip); err != nil {
+			return fail(err)
+		}
+	}
+	return fail(errors.New("it has no status"))
+}
