@@ -36,6 +36,10 @@ import (
 // FormationConfig says which members of a roster to start and where their state goes.
 type FormationConfig struct {
 	Roster *roster.Roster
+	// Capsules are capsules already loaded, by the roster's capsule directory (mur run's staging loaded
+	// them: stage.FormationCapsules); the members that run one start on it, and the others' capsules are
+	// loaded at their start.
+	Capsules map[string]*capsule.Capsule
 	// Only names the members to start; empty starts every member (mur run). mur member starts one.
 	Only []string
 	// DataDir is the formation's data directory: tokens at its top, each member's state under
@@ -99,7 +103,7 @@ type RunningMember struct {
 type Formation struct {
 	cfg     FormationConfig
 	isolate func() sandbox.Isolation // what the host allows around commands, probed once for every member
-	process []prometheus.Collector   // the Go and process collectors every door's registry shares
+	process prometheus.Gatherer      // the Go and process collectors, which every door's /metrics serves
 	loaded  *capsules                // the capsules the members run, each loaded once
 	Members []*RunningMember
 	errc    chan error
@@ -121,7 +125,7 @@ func StartFormation(cfg FormationConfig) (*Formation, error) {
 		names = cfg.Roster.Names()
 	}
 	f := &Formation{cfg: cfg, errc: make(chan error, len(names)), isolate: sync.OnceValue(sandbox.Probe),
-		process: processCollectors(), loaded: &capsules{byDir: map[string]func() (*capsule.Capsule, error){}}}
+		process: processRegistry(), loaded: loadedCapsules(cfg.Capsules)}
 	// Every door listens first, so a member on port 0 has its real URL before any session (whose
 	// call-member reaches peers by URL) starts. The formation works on its own copy of the roster.
 	r := *cfg.Roster
@@ -302,7 +306,7 @@ func (f *Formation) start(m roster.Member, ln net.Listener) (_ *RunningMember, e
 }
 
 // newDoor makes the door of the member at p, in front of its session sess.
-func (f *Formation) newDoor(p place, sess *member.Session, st store.Tasks, reg *prometheus.Registry, wrapped prometheus.Registerer,
+func (f *Formation) newDoor(p place, sess *member.Session, st store.Tasks, reg prometheus.Gatherer, wrapped prometheus.Registerer,
 	control []ControlToken, streams Streams, pushes PushConfigs) (*Door, error) {
 	cfg := f.cfg
 	// GET /replicas reads a replica's shared store; a member of one process has no replicas to list.
@@ -364,6 +368,15 @@ func (f *Formation) place(m roster.Member) (place, error) {
 type capsules struct {
 	mu    sync.Mutex // guards byDir
 	byDir map[string]func() (*capsule.Capsule, error)
+}
+
+// loadedCapsules are the capsules of a formation, starting with those given (FormationConfig's Capsules).
+func loadedCapsules(given map[string]*capsule.Capsule) *capsules {
+	c := &capsules{byDir: make(map[string]func() (*capsule.Capsule, error), len(given))}
+	for dir, caps := range given {
+		c.byDir[dir] = func() (*capsule.Capsule, error) { return caps, nil }
+	}
+	return c
 }
 
 // load returns the capsule in dir, loading it at the first call for dir; a concurrent call for the same

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/murmur-run/murmur/member/capsule"
 	"github.com/murmur-run/murmur/member/stage"
 	"github.com/murmur-run/murmur/roster"
 	"github.com/murmur-run/murmur/server"
@@ -156,28 +157,29 @@ func (c *common) logger(stderr io.Writer) (*slog.Logger, error) {
 }
 
 // loadRoster loads the roster, applies --door-urls, and stages every member (or only those named),
-// printing every finding. Any error is a configuration error.
-func loadRoster(path, doorURLs string, only []string, getenv func(string) string, stderr io.Writer) (*roster.Roster, error) {
+// printing every finding. Any error is a configuration error. It returns the capsules staging loaded, by
+// directory, for the formation to start on (server.FormationConfig's Capsules).
+func loadRoster(path, doorURLs string, only []string, getenv func(string) string, stderr io.Writer) (*roster.Roster, map[string]*capsule.Capsule, error) {
 	if path == "" {
-		return nil, usagef("--roster is required: name the formation's roster.yaml")
+		return nil, nil, usagef("--roster is required: name the formation's roster.yaml")
 	}
 	r, err := roster.Load(path)
 	if err != nil {
-		return nil, usageError{err}
+		return nil, nil, usageError{err}
 	}
 	if r, err = applyDoorURLs(r, doorURLs); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	findings := stage.Formation(r, only, getenv)
+	findings, capsules := stage.FormationCapsules(r, only, getenv)
 	bad := false
 	for _, f := range findings {
 		fmt.Fprintln(stderr, f)
 		bad = bad || f.IsError()
 	}
 	if bad {
-		return nil, usagef("%s: staging failed; fix the errors above (mur check --roster %s lists them)", path, path)
+		return nil, nil, usagef("%s: staging failed; fix the errors above (mur check --roster %s lists them)", path, path)
 	}
-	return r, nil
+	return r, capsules, nil
 }
 
 func dataDir(flagValue string, r *roster.Roster) string {
@@ -245,17 +247,17 @@ func cmdMember(ctx context.Context, args []string, getenv func(string) string, s
 func cmdCheck(args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	fs := newFlags("check", "mur check --roster FILE [--door-urls NAME=URL,...] | mur check --capsule DIR", stderr)
 	path := fs.String("roster", "", "the formation's roster.yaml")
-	capsule := fs.String("capsule", "", "check one capsule directory outside a formation instead (its project store beside it)")
+	capsuleDir := fs.String("capsule", "", "check one capsule directory outside a formation instead (its project store beside it)")
 	doorURLs := fs.String("door-urls", getenv("MUR_DOOR_URLS"), doorURLsHelp+"; checks the formation as its containers see it")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	if *capsule != "" && *path != "" {
+	if *capsuleDir != "" && *path != "" {
 		return usagef("name either --roster or --capsule, not both")
 	}
-	if *capsule != "" {
-		_, findings := stage.CapsuleDir(*capsule, getenv)
-		return report(stdout, findings, fmt.Sprintf("%s: 1 capsule", *capsule))
+	if *capsuleDir != "" {
+		_, findings := stage.CapsuleDir(*capsuleDir, getenv)
+		return report(stdout, findings, fmt.Sprintf("%s: 1 capsule", *capsuleDir))
 	}
 	if *path == "" {
 		return usagef("--roster is required: name the formation's roster.yaml (or check one capsule with --capsule DIR)")

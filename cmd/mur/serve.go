@@ -29,7 +29,7 @@ func serve(ctx context.Context, c common, only []string, listen, consoleAddr str
 	if err := c.checkServe(); err != nil {
 		return err
 	}
-	r, err := loadRoster(c.roster, c.doorURLs, only, getenv, stderr)
+	r, capsules, err := loadRoster(c.roster, c.doorURLs, only, getenv, stderr)
 	if err != nil {
 		return err
 	}
@@ -53,7 +53,7 @@ func serve(ctx context.Context, c common, only []string, listen, consoleAddr str
 	}
 	defer stopTracing(tracing, log) // after the members: the spans of their last tasks go out too
 	f, err := server.StartFormation(server.FormationConfig{
-		Roster: r, Only: only, DataDir: dir, RecordsRoot: recordsRoot(getenv, r), Tokens: tokens,
+		Roster: r, Capsules: capsules, Only: only, DataDir: dir, RecordsRoot: recordsRoot(getenv, r), Tokens: tokens,
 		Listen: listen, MaxBody: c.maxBody, MaxStreams: c.maxStreams, Version: version, Logger: log, ConfineHelper: helper,
 		ControlToken: getenv("MUR_CONTROL_TOKEN"), Store: getenv("MUR_STORE"), Getenv: getenv,
 		Replica: c.replica, Lease: c.lease, TracerProvider: tracing.TracerProvider(),

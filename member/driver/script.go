@@ -74,7 +74,8 @@ type ScriptError struct {
 
 func (e *ScriptError) Error() string { return yamldoc.Format(e.File, e.Line, e.Msg, e.Fix) }
 
-// LoadScript reads and compiles the script.yaml at path.
+// LoadScript reads and compiles the script.yaml at path. A text this process has compiled before is not
+// compiled again: the Script shares its rules (see scriptMemo).
 func LoadScript(path string) (*Script, error) {
 	data, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -84,7 +85,7 @@ func LoadScript(path string) (*Script, error) {
 	if err != nil {
 		return nil, &ScriptError{File: path, Msg: "cannot be read: " + err.Error(), Fix: "make the file readable"}
 	}
-	return ParseScript(path, data)
+	return scriptRules.parse(path, data)
 }
 
 // ParseScript parses data as the script.yaml at path, strictly: unknown keys, wrong types, expressions

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -58,26 +59,77 @@ const (
 // Formation stages every member of r (or only those named) without starting anything and returns
 // every finding, in roster order.
 func Formation(r *roster.Roster, only []string, getenv func(string) string) []Finding {
-	var out []Finding
-	st := staging{isolation: sync.OnceValue(sandbox.Probe), landlock: sync.OnceValue(sandbox.LandlockABI), members: members(r)}
-	for _, m := range r.Members {
-		if len(only) > 0 && !slices.Contains(only, m.Name) {
-			continue
-		}
-		c, err := capsule.Load(m.Capsule)
-		if err != nil {
-			for _, e := range splitJoined(err) {
-				out = append(out, Finding{Code: CodeCapsuleInvalid, Member: m.Name, Message: e.Error()})
-			}
-			continue
-		}
-		out = append(out, capsuleFindings(c, m.Name, getenv, st)...)
-		out = append(out, storeFindings(m, getenv)...)
-		out = append(out, artifactFindings(c, m.Name, r.Dir, getenv)...)
-		out = append(out, spawnFindings(c, m.Name, r.Dir, getenv)...)
-		out = append(out, egressFindings(r, m, c, st.members)...)
-	}
+	out, _ := FormationCapsules(r, only, getenv)
 	return out
+}
+
+// FormationCapsules is Formation that also returns the capsules it loaded, by the roster's capsule
+// directory (roster.Member's Capsule), those that loaded: what mur run starts the members on, so that
+// each capsule is read and parsed once (server.FormationConfig's Capsules). The members are staged side
+// by side, one for each CPU; a capsule directory several members run is loaded once.
+func FormationCapsules(r *roster.Roster, only []string, getenv func(string) string) ([]Finding, map[string]*capsule.Capsule) {
+	st := staging{isolation: sync.OnceValue(sandbox.Probe), landlock: sync.OnceValue(sandbox.LandlockABI), members: members(r)}
+	var staged []roster.Member
+	for _, m := range r.Members {
+		if len(only) == 0 || slices.Contains(only, m.Name) {
+			staged = append(staged, m)
+		}
+	}
+	var mu sync.Mutex // guards loads
+	loads := map[string]func() (*capsule.Capsule, error){}
+	load := func(dir string) (*capsule.Capsule, error) {
+		mu.Lock()
+		f, ok := loads[dir]
+		if !ok {
+			f = sync.OnceValues(func() (*capsule.Capsule, error) { return capsule.Load(dir) })
+			loads[dir] = f
+		}
+		mu.Unlock()
+		return f()
+	}
+	found := make([][]Finding, len(staged))
+	next := make(chan int, len(staged))
+	for i := range staged {
+		next <- i
+	}
+	close(next)
+	var wg sync.WaitGroup
+	for range min(runtime.GOMAXPROCS(0), len(staged)) {
+		wg.Go(func() {
+			for i := range next {
+				found[i] = memberFindings(r, staged[i], getenv, st, load)
+			}
+		})
+	}
+	wg.Wait()
+	var out []Finding
+	for _, f := range found {
+		out = append(out, f...)
+	}
+	loaded := map[string]*capsule.Capsule{}
+	for dir, f := range loads {
+		if c, err := f(); err == nil {
+			loaded[dir] = c
+		}
+	}
+	return out, loaded
+}
+
+// memberFindings stages member m of r, its capsule from load.
+func memberFindings(r *roster.Roster, m roster.Member, getenv func(string) string, st staging, load func(string) (*capsule.Capsule, error)) []Finding {
+	c, err := load(m.Capsule)
+	if err != nil {
+		var out []Finding
+		for _, e := range splitJoined(err) {
+			out = append(out, Finding{Code: CodeCapsuleInvalid, Member: m.Name, Message: e.Error()})
+		}
+		return out
+	}
+	out := capsuleFindings(c, m.Name, getenv, st)
+	out = append(out, storeFindings(m, getenv)...)
+	out = append(out, artifactFindings(c, m.Name, r.Dir, getenv)...)
+	out = append(out, spawnFindings(c, m.Name, r.Dir, getenv)...)
+	return append(out, egressFindings(r, m, c, st.members)...)
 }
 
 // staging is what staging asks of the machine and of the roster once for a whole formation, not once
