@@ -274,7 +274,10 @@ func (s *Store) UpdateSoon(t *a2a.Task) {
 }
 
 // handSoon appends w, numbered in the order of all writes, to the committer's next group, and wakes the
-// committer. With show, reads show w from now on (Pending).
+// committer. With show, reads show w from now on (Pending). An UpdateSoon row of the same task that the
+// committer has not taken yet is replaced by w, which writes the whole row: a task that ends before its
+// working state was written has one row written, its end, not two (the group is put in the order of seq,
+// so w keeps its place after the writes handed over before it). A row someone waits for is never replaced.
 func (s *Store) handSoon(w *pendingWrite, show bool) {
 	s.soonMu.Lock()
 	w.seq = s.writeSeq.Add(1)
@@ -283,7 +286,22 @@ func (s *Store) handSoon(w *pendingWrite, show bool) {
 	} else if w.body != nil {
 		s.pending.Supersede(w.id, w.seq, w.caller, w.body)
 	}
-	s.soon = append(s.soon, w)
+	i, replaces := s.soonAt[w.id]
+	if replaces {
+		s.soon[i] = w
+	} else {
+		i = len(s.soon)
+		s.soon = append(s.soon, w)
+	}
+	switch {
+	case w.done == nil && w.op == opUpdate:
+		if s.soonAt == nil {
+			s.soonAt = map[a2a.TaskID]int{}
+		}
+		s.soonAt[w.id] = i
+	case replaces:
+		delete(s.soonAt, w.id)
+	}
 	s.soonMu.Unlock()
 	select {
 	case s.soonKick <- struct{}{}:
@@ -338,6 +356,7 @@ func (s *Store) takeSoon() []*pendingWrite {
 	defer s.soonMu.Unlock()
 	rows := s.soon
 	s.soon = nil
+	clear(s.soonAt)
 	return rows
 }
 

@@ -389,3 +389,56 @@ func TestUpdateLater(t *testing.T) {
 		t.Errorf("after reopening tsk_01 is %s, want the canceled handed over before Close", got.Status.State)
 	}
 }
+
+// A task's progress (UpdateSoon) that the committer has not taken when the task's next write is handed
+// over is not written: the later write replaces its row, whole. Reads show the progress until then, and
+// the later write once committed; a write someone waits for is never replaced.
+func TestLaterWriteReplacesUntakenProgress(t *testing.T) {
+	s, err := Open(filepath.Join(t.TempDir(), "tasks.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	for n := range 2 {
+		if err := s.Create(ctx, storeTask(n+1, "ctx", a2a.TaskStateSubmitted)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var mu sync.Mutex
+	var updated []int
+	s.SetWriteHook(func(op string, rows int) {
+		if op == opUpdate {
+			mu.Lock()
+			updated = append(updated, rows)
+			mu.Unlock()
+		}
+	})
+	unlock := s.LockWrites() // the committer takes nothing until both writes are handed over
+	defer unlock()
+	s.UpdateSoon(storeTask(1, "ctx", a2a.TaskStateWorking))
+	if got, err := s.Get(ctx, "tsk_01"); err != nil || got.Status.State != a2a.TaskStateWorking {
+		t.Fatalf("Get before the commit = %v, %v; want the progress shown", got, err)
+	}
+	wait := s.UpdateLater(ctx, storeTask(1, "ctx", a2a.TaskStateCompleted))
+	waited := s.UpdateLater(ctx, storeTask(2, "ctx", a2a.TaskStateCompleted))
+	s.UpdateSoon(storeTask(2, "ctx", a2a.TaskStateWorking)) // after a waited-for write: both written
+	unlock()
+	for _, w := range []func() error{wait, waited} {
+		if err := w(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Settle(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Get(ctx, "tsk_01")
+	if err != nil || got.Status.State != a2a.TaskStateCompleted {
+		t.Fatalf("Get after the commit = %v, %v; want the end", got, err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(updated) != 1 || updated[0] != 3 {
+		t.Errorf("update rows per group %v, want [3]: tsk_01's end alone (its progress replaced), tsk_02's end and its progress after it", updated)
+	}
+}

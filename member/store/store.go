@@ -52,11 +52,12 @@ type Store struct {
 	updateStmt    lazyStmt
 	getStmt       lazyStmt // on the read pool
 	soonMu        sync.Mutex
-	soon          []*pendingWrite // UpdateSoon's rows, for the committer's next group
-	soonKick      chan struct{}   // capacity 1: soon is not empty
-	writeSeq      atomic.Int64    // numbers the rows handed to the committer, in the order they are handed
-	batched       atomic.Bool     // CreateBatched has taken a task
-	pending       Pending         // UpdateSoon's changes until they are committed: Get shows them at once
+	soon          []*pendingWrite    // UpdateSoon's rows, for the committer's next group
+	soonAt        map[a2a.TaskID]int // the index in soon of each task's UpdateSoon row, which a later write of the task replaces
+	soonKick      chan struct{}      // capacity 1: soon is not empty
+	writeSeq      atomic.Int64       // numbers the rows handed to the committer, in the order they are handed
+	batched       atomic.Bool        // CreateBatched has taken a task
+	pending       Pending            // UpdateSoon's changes until they are committed: Get shows them at once
 	// writing, when set (tests), is called with wmu held before each write transaction commits, with
 	// what it is ("create", "update", "recover", "batch", "sweep") and the rows it writes or removes.
 	writing func(op string, rows int)
