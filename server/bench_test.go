@@ -122,3 +122,16 @@ func BenchmarkDoorSendMessage(b *testing.B) {
 		return fmt.Appendf(nil, `{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"messageId":"m%d","role":"ROLE_USER","parts":[{"text":"bench"}]},"configuration":{"returnImmediately":true}}}`, i)
 	})
 }
+
+// BenchmarkDoorSendBlocking sends b.N blocking SendMessages from 16 closed-loop clients to one door
+// alone, and reports its requests a second: the door's own pace, for a CPU profile or an execution
+// trace of it, or two builds of it run in turn (docs/benchmarks.md), without the other servers of
+// BenchmarkVersus in the same process.
+func BenchmarkDoorSendBlocking(b *testing.B) {
+	f := startDoor(b, map[string]string{"murmur.yaml": benchAgent})
+	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
+	defer hc.CloseIdleConnections()
+	b.ResetTimer()
+	d := drive(b, hc, f.url+"/a2a", 16, b.N, func(i int) []byte { return sendBody(i, false) }, nil)
+	b.ReportMetric(float64(b.N)/d.Seconds(), "req/s")
+}
