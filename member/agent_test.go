@@ -49,6 +49,8 @@ type sessionOpts struct {
 	// wasmCache is the session's compiled-module cache ("" for the default under its data directory).
 	wasmCache string
 	tp        trace.TracerProvider // what the session traces with; nil: the global (no-op) one
+	// wrap, when set, is the store the session is given around the one the test opened.
+	wrap func(store.Tasks) store.Tasks
 }
 
 // startSession starts a session on a capsule made of files, with a fresh store, records, workdir and
@@ -80,6 +82,9 @@ func startSession(t testing.TB, files map[string]string, o sessionOpts) (*testSe
 		RecordsRoot: filepath.Join(root, "records"), WorkDir: filepath.Join(root, "work"),
 		RuntimeRoot: filepath.Join(root, "run"), Getenv: o.getenv, FormationToken: o.token}
 	cfg.WasmCacheDir, cfg.TracerProvider = o.wasmCache, o.tp
+	if o.wrap != nil {
+		cfg.Store = o.wrap(tasks)
+	}
 	if o.clock != nil {
 		cfg.Now = o.clock.Now
 	}
