@@ -2,7 +2,6 @@ package member
 
 import (
 	"context"
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"sync"
@@ -12,29 +11,6 @@ import (
 	"github.com/murmur-run/murmur/a2a"
 	"github.com/murmur-run/murmur/member/store"
 )
-
-// stateOf reads a stored task's state wherever its status stands among its keys, and refuses what is
-// not a task.
-func TestStateOf(t *testing.T) {
-	task := &a2a.Task{ID: "tsk_1", ContextID: "ctx_1", Status: a2a.TaskStatus{State: a2a.TaskStateInputRequired},
-		History: []a2a.Message{{MessageID: "m1", Role: a2a.RoleUser, Parts: []a2a.Part{a2a.TextPart(`"status":{"state":"TASK_STATE_FAILED"}`)}}}}
-	body, err := json.Marshal(task)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got, err := stateOf(task.ID, body); err != nil || got != a2a.TaskStateInputRequired {
-		t.Errorf("stateOf(stored task) = %q, %v; want %q", got, err, a2a.TaskStateInputRequired)
-	}
-	late := []byte(`{"history":[{"parts":[{"text":"x"}]}],"id":"tsk_1","status":{"message":{"parts":[]},"state":"TASK_STATE_COMPLETED"}}`)
-	if got, err := stateOf("tsk_1", late); err != nil || got != a2a.TaskStateCompleted {
-		t.Errorf("stateOf(status last) = %q, %v; want %q", got, err, a2a.TaskStateCompleted)
-	}
-	for _, bad := range []string{``, `[]`, `{"id":"tsk_1"}`, `{"id":`} {
-		if got, err := stateOf("tsk_1", []byte(bad)); err == nil {
-			t.Errorf("stateOf(%q) = %q, want an error", bad, got)
-		}
-	}
-}
 
 // readsCounted counts the reads of one task's JSON that a session makes of its store.
 type readsCounted struct {
@@ -95,7 +71,7 @@ func TestWaitReadsTheStoreOnceTheTaskIsSettled(t *testing.T) {
 	if w.err != nil {
 		t.Fatal(w.err)
 	}
-	if state, err := stateOf(task.ID, w.body); err != nil || state != a2a.TaskStateCompleted {
+	if state, err := store.StateOf(task.ID, w.body); err != nil || state != a2a.TaskStateCompleted {
 		t.Errorf("the wait answered %s (%v), want the completed task", w.body, err)
 	}
 	if n := counted.of(task.ID); n != 1 {
