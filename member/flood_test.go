@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -211,7 +212,23 @@ func TestRejectionsBeyondTheBufferAreNotKept(t *testing.T) {
 
 // A task admitted while Close runs ends canceled once it is stored, and Close waits for it.
 func TestCloseEndsATaskStillBeingStored(t *testing.T) {
-	s := newSession(t, map[string]string{"murmur.yaml": "name: s\nscript: {command: [cat]}\ntask_acceptance: queue\n"})
+	// A task whose push config is registered once it is stored waits for its creation to be durable
+	// before it may start; any other may start as soon as its creation is handed to the store, and so
+	// may be running when Close comes.
+	t.Run("waits for its creation", func(t *testing.T) {
+		closeWhileStored(t, "[cat]", Origin{Stored: func(*a2a.Task) error { return nil }}, []string{"task_end", "session_end"})
+	})
+	t.Run("starts at once", func(t *testing.T) {
+		// It runs until Close cancels it.
+		closeWhileStored(t, "[sleep, '30']", Origin{}, []string{"task_start", "task_end", "session_end"})
+	})
+}
+
+// closeWhileStored closes a session running command while the store is committing the creation of a
+// task from origin, and checks the task's records, up to the session's end, are want, and that it ends
+// canceled.
+func closeWhileStored(t *testing.T, command string, origin Origin, want []string) {
+	s := newSession(t, map[string]string{"murmur.yaml": "name: s\nscript: {command: " + command + "}\ntask_acceptance: queue\n"})
 	st := s.cfg.Store.(*store.Store)
 	entered, unblock := make(chan struct{}), make(chan struct{})
 	var once, unblocked sync.Once
@@ -224,13 +241,19 @@ func TestCloseEndsATaskStillBeingStored(t *testing.T) {
 	})
 	sent := make(chan *a2a.Task, 1)
 	go func() {
-		task, err := s.Send(context.Background(), userMsg("late"), Origin{})
+		task, err := s.Send(context.Background(), userMsg("late"), origin)
 		if err != nil {
 			t.Error(err)
 		}
 		sent <- task
 	}()
 	<-entered
+	if want[0] == "task_start" {
+		// It starts while its creation is still being committed.
+		for !slices.ContainsFunc(readTrace(t, s.Session), func(r map[string]any) bool { return r["type"] == "task_start" }) {
+			time.Sleep(time.Millisecond)
+		}
+	}
 	closed := make(chan error, 1)
 	go func() { closed <- s.Close(context.Background()) }()
 	for !s.admit.Refused() {
@@ -248,7 +271,7 @@ func TestCloseEndsATaskStillBeingStored(t *testing.T) {
 			order = append(order, r["type"].(string))
 		}
 	}
-	if want := []string{"task_end", "session_end"}; fmt.Sprint(order) != fmt.Sprint(want) {
+	if fmt.Sprint(order) != fmt.Sprint(want) {
 		t.Errorf("records %v, want %v", order, want)
 	}
 	got, err := s.Get(context.Background(), task.ID, nil, store.OperatorScope())

@@ -12,7 +12,7 @@ import (
 
 // Send takes a message. Without a taskId it creates a task and returns it as acknowledged:
 // TASK_STATE_SUBMITTED, stored with an fsync before Send returns (it runs as soon as the session is
-// free, in order of admission), or TASK_STATE_REJECTED when the session is busy (and does not queue, or
+// free, in order of admission, and may start before its creation is durable: createEarly), or TASK_STATE_REJECTED when the session is busy (and does not queue, or
 // its queue is full), closed or past its deadline. A rejection is decided without the session's lock
 // and waits for no disk: the store keeps it later, in a batch (Store.CreateBatched), or not at all when
 // the batch writer's buffer is full. A contextId continues that conversation of the sender's (DESIGN
@@ -120,16 +120,62 @@ func (s *Session) enqueue(ctx context.Context, t *a2a.Task, msg *a2a.Message, or
 // answered with that copy's task); one that Close or the deadline took out of the queue while it was
 // being stored ends as the tasks queued then did.
 func (s *Session) create(ctx context.Context, t *a2a.Task, origin Origin) (*a2a.Task, error) {
+	if lc, ok := s.cfg.Store.(laterCreator); ok && origin.Stored == nil && !origin.Streamed && !s.side.Replicated() {
+		return s.createEarly(ctx, t, lc)
+	}
 	err := s.cfg.Store.Create(ctx, t)
 	sentBefore := s.side.SentBefore(ctx, t, err)
 	var storedErr error
 	if err == nil && origin.Stored != nil {
 		storedErr = origin.Stored(t) // the task is still unstored to the executor: it cannot start yet
 	}
-
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if answer, err, done := s.unqueuedLocked(ctx, t, origin, s.tasks.Stored(t.ID), err, sentBefore); done {
+		return answer, err
+	}
+	s.changedLocked(t)
+	s.kickLocked()
+	return t, storedErr
+}
+
+// laterCreator is a store that hands a creation over without waiting for it (store.Store).
+type laterCreator interface {
+	CreateLater(ctx context.Context, t *a2a.Task) (wait func() error)
+}
+
+// createEarly stores t as create does, but the executor may start t as soon as it is handed to the
+// store, before its creation is durable; Send still returns only once it is. A task that ends before the
+// store's committer takes its creation is inserted once, ended (store.CreateLater): its creation and its
+// end share one row and one fsync. A creation that fails once the task is queued is Send's error, and
+// the task runs all the same, its writes failing as its creation did. Not for a task whose push config
+// must exist before it starts (origin.Stored) or whose stream must open with it SUBMITTED
+// (origin.Streamed), nor on replicas, where the creation decides which replica took the message.
+func (s *Session) createEarly(ctx context.Context, t *a2a.Task, lc laterCreator) (*a2a.Task, error) {
+	wait := lc.CreateLater(ctx, t)
+	s.mu.Lock()
 	queued := s.tasks.Stored(t.ID)
+	if queued {
+		s.changedLocked(t)
+		s.kickLocked()
+	}
+	s.mu.Unlock()
+	err := wait()
+	if queued {
+		if err != nil {
+			return nil, err
+		}
+		return t, nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	answer, err, _ := s.unqueuedLocked(ctx, t, Origin{}, false, err, nil)
+	return answer, err
+}
+
+// unqueuedLocked ends create for t when it is not to run: the store refused it, or it was not queued
+// any more once stored. done is false when t is stored and queued, to run. s.mu is held.
+func (s *Session) unqueuedLocked(ctx context.Context, t *a2a.Task, origin Origin, queued bool, err error, sentBefore *a2a.Task) (answer *a2a.Task, _ error, done bool) {
 	if err != nil {
 		s.tasks.Drop(t.ID)
 		s.cfg.Metrics.TasksActive.Dec()
@@ -139,9 +185,9 @@ func (s *Session) create(ctx context.Context, t *a2a.Task, origin Origin) (*a2a.
 			if origin.Retried != nil {
 				origin.Retried(sentBefore)
 			}
-			return sentBefore, nil
+			return sentBefore, nil, true
 		}
-		return nil, err
+		return nil, err, true
 	}
 	if !queued {
 		state, text := a2a.TaskStateCanceled, ShutdownCancel
@@ -151,11 +197,9 @@ func (s *Session) create(ctx context.Context, t *a2a.Task, origin Origin) (*a2a.
 		if ferr := s.finishLocked(context.WithoutCancel(ctx), s.endOf(state, text, nil), t); ferr != nil {
 			s.log.Error("storing the end of a task the session ended while it was stored", "task", t.ID, "err", ferr)
 		}
-		return t, nil
+		return t, nil, true
 	}
-	s.changedLocked(t)
-	s.kickLocked()
-	return t, storedErr
+	return nil, nil, false
 }
 
 // reject ends t rejected with r's text and hands it to the store's batch writer: a rejection takes no

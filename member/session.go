@@ -78,6 +78,10 @@ type Origin struct {
 	// the task's SUBMITTED, and no change of a fast task comes and goes before the config exists. An
 	// error is returned by Send with the task, which runs all the same. Not called for a follow-up.
 	Stored func(*a2a.Task) error
+	// Streamed says the sender streams the task from its creation on: it does not start before its
+	// creation is durable and Send has answered, so that the stream opens with it SUBMITTED. Any other
+	// new task may start as soon as its creation is handed to the store (createEarly).
+	Streamed bool
 	// Retried, when set, is called when Send answers a message this caller already sent with the task
 	// that message created (see Send): the door then registers no push config a second time.
 	Retried func(*a2a.Task)

@@ -26,7 +26,7 @@ func (d *Door) onSendMessage(ctx context.Context, c call) (any, error) {
 		blocking = !cfg.ReturnImmediately
 		histLen = cfg.HistoryLength
 	}
-	task, err := d.submit(ctx, c.caller, &req)
+	task, err := d.submit(ctx, c.caller, &req, false)
 	if err != nil {
 		return nil, err
 	}
@@ -64,11 +64,13 @@ func sendTaskResult(task []byte) json.RawMessage {
 }
 
 // submit hands a checked message to the executor as the caller's, and keeps the push config sent with it.
-func (d *Door) submit(ctx context.Context, caller Caller, req *a2a.SendMessageRequest) (*a2a.Task, error) {
+// streamed says the answer is a stream of the task from its creation on.
+func (d *Door) submit(ctx context.Context, caller Caller, req *a2a.SendMessageRequest, streamed bool) (*a2a.Task, error) {
 	origin, err := d.origin(caller, req.Message)
 	if err != nil {
 		return nil, err
 	}
+	origin.Streamed = streamed
 	if err := d.checkPushRoom(ctx, caller, req); err != nil {
 		return nil, err
 	}

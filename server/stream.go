@@ -89,7 +89,7 @@ func (d *Door) sendStreamingMessage(ctx context.Context, caller Caller, req *a2a
 	if err := d.checkSend(req); err != nil {
 		return nil, err
 	}
-	task, err := d.submit(ctx, caller, req)
+	task, err := d.submit(ctx, caller, req, true)
 	if err != nil {
 		return nil, err
 	}

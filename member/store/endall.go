@@ -36,6 +36,7 @@ func (s *Store) EndAll(ctx context.Context, taskIDs []a2a.TaskID, state a2a.Task
 	defer s.fg.end()
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
+	s.flushSoonLocked() // a task CreateLater handed over is ended too, after its other writes
 	// No explicit transaction: the UPDATE alone is one (the write lock keeps other writers out between the
 	// read and it), and a statement that is its own transaction needs no statement journal, which for
 	// 20,000 rows costs a tenth of the time.

@@ -31,6 +31,7 @@ const (
 	opCreate = "create"
 	opUpdate = "update"
 	opSettle = "settle" // no row: Settle's marker, answered once every write handed over before it is committed
+	opPause  = "pause"  // no row: a test's (PauseCommitter), which holds the committer until its done is closed
 )
 
 // pendingWrite is one row handed to the committer.
@@ -45,8 +46,9 @@ type pendingWrite struct {
 	created time.Time
 	caller  string
 	body    []byte
-	done    chan error // capacity 1: the row's outcome, once its group is durable; nil for UpdateSoon's
-	seq     int64      // the order rows were handed over in (Store.writeSeq)
+	done    chan error   // capacity 1: the row's outcome, once its group is durable; nil for UpdateSoon's
+	also    []chan error // the done of the rows this one replaced (handSoon), answered with it
+	seq     int64        // the order rows were handed over in (Store.writeSeq)
 }
 
 // The statements of the group commit, prepared once on the write connection, at the first write.
@@ -74,7 +76,12 @@ func (s *Store) commit(ctx context.Context, w *pendingWrite) error {
 		return fmt.Errorf("member: storing task %s: %w", w.id, err)
 	}
 	w.done = make(chan error, 1)
+	// A row of the task not yet taken stays before this one: no later write may replace it and so move
+	// its content past this one.
+	s.soonMu.Lock()
 	w.seq = s.writeSeq.Add(1)
+	delete(s.soonAt, w.id)
+	s.soonMu.Unlock()
 	s.fg.begin()
 	defer s.fg.end()
 	// s.writes is unbuffered: a row handed over is one the committer holds, and answers.
@@ -94,14 +101,16 @@ func (s *Store) committer(stop <-chan struct{}) {
 		var first *pendingWrite
 		select {
 		case first = <-s.writes:
+			if first.op == opPause {
+				for range first.done { // closed by the test's resume; nothing is sent on it
+				}
+				continue
+			}
 		case <-s.soonKick:
 		case <-stop:
-			if rows := s.takeSoon(); len(rows) > 0 {
-				s.wmu.Lock()
-				errs := s.applyGroup(rows)
-				s.wmu.Unlock()
-				s.answer(rows, errs)
-			}
+			s.wmu.Lock()
+			s.flushSoonLocked()
+			s.wmu.Unlock()
 			return
 		}
 		group = group[:0]
@@ -137,10 +146,13 @@ func (s *Store) committer(stop <-chan struct{}) {
 // answer tells each row of a committed group its outcome: its waiter, or the log for UpdateSoon's rows.
 func (s *Store) answer(group []*pendingWrite, errs []error) {
 	for i, w := range group {
+		for _, c := range w.also {
+			c <- errs[i]
+		}
 		switch {
 		case w.done != nil:
 			w.done <- errs[i]
-		case errs[i] != nil:
+		case errs[i] != nil && len(w.also) == 0:
 			s.log.Error("the task store could not store a task's progress", "task", w.id, "err", errs[i])
 		}
 	}
@@ -253,6 +265,7 @@ func (s *Store) UpdateAll(ctx context.Context, ts []*a2a.Task) []error {
 	defer s.fg.end()
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
+	s.flushSoonLocked()
 	for j, err := range s.applyGroup(group) {
 		errs[at[j]] = err
 	}
@@ -274,10 +287,12 @@ func (s *Store) UpdateSoon(t *a2a.Task) {
 }
 
 // handSoon appends w, numbered in the order of all writes, to the committer's next group, and wakes the
-// committer. With show, reads show w from now on (Pending). An UpdateSoon row of the same task that the
-// committer has not taken yet is replaced by w, which writes the whole row: a task that ends before its
-// working state was written has one row written, its end, not two (the group is put in the order of seq,
-// so w keeps its place after the writes handed over before it). A row someone waits for is never replaced.
+// committer. With show, reads show w from now on (Pending). A row of the same task that the committer has
+// not taken yet is replaced by w, which writes the whole row: a task that ends before its working state
+// was written has one row written, its end, not two, and one created by CreateLater that ends before its
+// creation was written has one row inserted, its end (w keeps the creation's columns). Whoever waits for
+// the replaced row is answered with w's outcome: what they wrote is in w (the group is put in the order of
+// seq, so w keeps its place after the writes handed over before it).
 func (s *Store) handSoon(w *pendingWrite, show bool) {
 	s.soonMu.Lock()
 	w.seq = s.writeSeq.Add(1)
@@ -286,27 +301,52 @@ func (s *Store) handSoon(w *pendingWrite, show bool) {
 	} else if w.body != nil {
 		s.pending.Supersede(w.id, w.seq, w.caller, w.body)
 	}
-	i, replaces := s.soonAt[w.id]
-	if replaces {
+	if i, ok := s.soonAt[w.id]; ok && w.op == opUpdate {
+		w.takeOver(s.soon[i])
 		s.soon[i] = w
 	} else {
-		i = len(s.soon)
-		s.soon = append(s.soon, w)
-	}
-	switch {
-	case w.done == nil && w.op == opUpdate:
-		if s.soonAt == nil {
-			s.soonAt = map[a2a.TaskID]int{}
+		if w.op != opSettle {
+			if s.soonAt == nil {
+				s.soonAt = map[a2a.TaskID]int{}
+			}
+			s.soonAt[w.id] = len(s.soon)
 		}
-		s.soonAt[w.id] = i
-	case replaces:
-		delete(s.soonAt, w.id)
+		s.soon = append(s.soon, w)
 	}
 	s.soonMu.Unlock()
 	select {
 	case s.soonKick <- struct{}{}:
 	default:
 	}
+}
+
+// takeOver makes w, a later write of the same task, stand for old too: a creation's columns and old's
+// waiters become w's.
+func (w *pendingWrite) takeOver(old *pendingWrite) {
+	if old.op == opCreate {
+		w.op, w.message, w.trace, w.created = opCreate, old.message, old.trace, old.created
+	}
+	if old.done != nil {
+		w.also = append(w.also, old.done)
+	}
+	w.also = append(w.also, old.also...)
+}
+
+// CreateLater stores a new task as Create does, handed to the committer's next group at once, and
+// returns what waits until it is durable and reports Create's error: reads show the task from the
+// moment it is handed over (Pending), so whoever runs it may start before its creation is durable,
+// while its sender is answered only after. Writes of the task handed over before the committer takes
+// the creation replace it in the same row: a task that ends first is inserted once, ended. The wait
+// must be called once.
+func (s *Store) CreateLater(ctx context.Context, t *a2a.Task) (wait func() error) {
+	w, err := s.createRow(ctx, t)
+	if err != nil {
+		return func() error { return err }
+	}
+	w.done = make(chan error, 1)
+	s.fg.begin()
+	s.handSoon(w, true)
+	return s.waitFor(w)
 }
 
 // UpdateLater hands t to the committer's next group as UpdateSoon does, at once and without waiting for
@@ -326,6 +366,12 @@ func (s *Store) UpdateLater(ctx context.Context, t *a2a.Task) (wait func() error
 	w.done = make(chan error, 1)
 	s.fg.begin()
 	s.handSoon(w, false)
+	return s.waitFor(w)
+}
+
+// waitFor is the wait of w, handed over by handSoon: it returns w's outcome once its group is
+// committed.
+func (s *Store) waitFor(w *pendingWrite) func() error {
 	return func() error {
 		defer s.fg.end()
 		select {
@@ -350,7 +396,16 @@ func (s *Store) Settle(ctx context.Context) error {
 	return s.commit(ctx, &pendingWrite{op: opSettle})
 }
 
-// takeSoon takes the rows UpdateSoon holds, oldest first.
+// flushSoonLocked commits the rows handed over by handSoon that the committer has not taken, and
+// answers them: for a write outside the committer (UpdateAll, EndAll) that must find a task created by
+// CreateLater, and come after its writes. wmu is held.
+func (s *Store) flushSoonLocked() {
+	if rows := s.takeSoon(); len(rows) > 0 {
+		s.answer(rows, s.applyGroup(rows))
+	}
+}
+
+// takeSoon takes the rows handSoon holds, oldest first.
 func (s *Store) takeSoon() []*pendingWrite {
 	s.soonMu.Lock()
 	defer s.soonMu.Unlock()

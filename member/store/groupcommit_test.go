@@ -422,7 +422,7 @@ func TestLaterWriteReplacesUntakenProgress(t *testing.T) {
 	}
 	wait := s.UpdateLater(ctx, storeTask(1, "ctx", a2a.TaskStateCompleted))
 	waited := s.UpdateLater(ctx, storeTask(2, "ctx", a2a.TaskStateCompleted))
-	s.UpdateSoon(storeTask(2, "ctx", a2a.TaskStateWorking)) // after a waited-for write: both written
+	s.UpdateSoon(storeTask(2, "ctx", a2a.TaskStateWorking)) // after a waited-for write: replaces it, whose waiter is answered with it
 	unlock()
 	for _, w := range []func() error{wait, waited} {
 		if err := w(); err != nil {
@@ -436,9 +436,87 @@ func TestLaterWriteReplacesUntakenProgress(t *testing.T) {
 	if err != nil || got.Status.State != a2a.TaskStateCompleted {
 		t.Fatalf("Get after the commit = %v, %v; want the end", got, err)
 	}
+	if got, err := s.Get(ctx, "tsk_02"); err != nil || got.Status.State != a2a.TaskStateWorking {
+		t.Fatalf("tsk_02 after the commit = %v, %v; want its last write", got, err)
+	}
 	mu.Lock()
 	defer mu.Unlock()
-	if len(updated) != 1 || updated[0] != 3 {
-		t.Errorf("update rows per group %v, want [3]: tsk_01's end alone (its progress replaced), tsk_02's end and its progress after it", updated)
+	if len(updated) != 1 || updated[0] != 2 {
+		t.Errorf("update rows per group %v, want [2]: each task's last write alone (tsk_01's progress and tsk_02's end replaced)", updated)
+	}
+}
+
+// TestCreateLaterRunsBeforeItsCreationIsDurable: a task CreateLater hands over is shown at once, and the
+// writes of its run handed over before the committer takes its creation are inserted with it, in one
+// row; its creation's wait is answered once that row is durable. UpdateAll and EndAll find a task whose
+// creation is not taken yet.
+func TestCreateLaterRunsBeforeItsCreationIsDurable(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "tasks.db")
+	s, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	var mu sync.Mutex
+	rows := map[string]int{}
+	s.SetWriteHook(func(op string, n int) {
+		mu.Lock()
+		rows[op] += n
+		mu.Unlock()
+	})
+	unlock := s.LockWrites()
+	defer unlock()
+	created := s.CreateLater(ctx, storeTask(1, "ctx", a2a.TaskStateSubmitted))
+	if got, err := s.Get(ctx, "tsk_01"); err != nil || got.Status.State != a2a.TaskStateSubmitted {
+		t.Fatalf("Get before the commit = %v, %v; want the task shown", got, err)
+	}
+	s.UpdateSoon(storeTask(1, "ctx", a2a.TaskStateWorking))
+	ended := s.UpdateLater(ctx, storeTask(1, "ctx", a2a.TaskStateCompleted))
+	unlock()
+	for _, w := range []func() error{created, ended} {
+		if err := w(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mu.Lock()
+	if rows[opCreate] != 1 || rows[opUpdate] != 0 {
+		t.Errorf("rows written %v, want one create and no update: the end inserted in the creation's row", rows)
+	}
+	mu.Unlock()
+	byMessage, err := s.GetByMessage(ctx, "", "msg_in_01")
+	if err != nil || byMessage.ID != "tsk_01" {
+		t.Errorf("GetByMessage = %v, %v; want tsk_01: the row keeps its creation's columns", byMessage, err)
+	}
+
+	// UpdateAll and EndAll take a creation the committer has not taken yet, and write after it.
+	resume := s.PauseCommitter()
+	defer resume()
+	created2 := s.CreateLater(ctx, storeTask(2, "ctx", a2a.TaskStateSubmitted))
+	if errs := s.UpdateAll(ctx, []*a2a.Task{storeTask(2, "ctx", a2a.TaskStateCanceled)}); errs[0] != nil {
+		t.Fatalf("UpdateAll of a task CreateLater handed over: %v", errs[0])
+	}
+	created3 := s.CreateLater(ctx, storeTask(3, "ctx", a2a.TaskStateSubmitted))
+	if ids, err := s.EndAll(ctx, []a2a.TaskID{"tsk_03"}, a2a.TaskStateCanceled, "bye", time.Now()); err != nil || len(ids) != 1 {
+		t.Fatalf("EndAll of a task CreateLater handed over = %v, %v; want it ended", ids, err)
+	}
+	resume()
+	for _, w := range []func() error{created2, created3} {
+		if err := w(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	r, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	for id, want := range map[a2a.TaskID]a2a.TaskState{"tsk_01": a2a.TaskStateCompleted, "tsk_02": a2a.TaskStateCanceled, "tsk_03": a2a.TaskStateCanceled} {
+		if got, err := r.Get(ctx, id); err != nil || got.Status.State != want {
+			t.Errorf("%s reopened = %v, %v; want %s", id, got, err, want)
+		}
 	}
 }

@@ -25,6 +25,15 @@ func (s *Store) LockWrites() (unlock func()) {
 	return func() { once.Do(s.wmu.Unlock) }
 }
 
+// PauseCommitter holds the committer between two groups, without the write lock, until resume is called
+// (once; later calls do nothing): rows handed over meanwhile stay untaken by it.
+func (s *Store) PauseCommitter() (resume func()) {
+	held := make(chan error)
+	s.writes <- &pendingWrite{op: opPause, done: held}
+	var once sync.Once
+	return func() { once.Do(func() { close(held) }) }
+}
+
 // WriteSynchronous reports the write connection's PRAGMA synchronous (2 is FULL).
 func (s *Store) WriteSynchronous() (int, error) {
 	var n int

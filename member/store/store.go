@@ -53,7 +53,7 @@ type Store struct {
 	getStmt       lazyStmt // on the read pool
 	soonMu        sync.Mutex
 	soon          []*pendingWrite    // UpdateSoon's rows, for the committer's next group
-	soonAt        map[a2a.TaskID]int // the index in soon of each task's UpdateSoon row, which a later write of the task replaces
+	soonAt        map[a2a.TaskID]int // the index in soon of each task's row, which a later write of the task replaces
 	soonKick      chan struct{}      // capacity 1: soon is not empty
 	writeSeq      atomic.Int64       // numbers the rows handed to the committer, in the order they are handed
 	batched       atomic.Bool        // CreateBatched has taken a task
@@ -208,12 +208,25 @@ func (s *Store) Ping(ctx context.Context) error {
 // Create stores a new task. Its id must be new to the store. It returns once the task is durable,
 // committed with the other writes waiting at the same moment (see commit).
 func (s *Store) Create(ctx context.Context, t *a2a.Task) error {
+	w, err := s.createRow(ctx, t)
+	if err != nil {
+		return err
+	}
+	return s.commit(ctx, w)
+}
+
+// createRow is the row that creates t, its message added to the filter: GetByMessage must never miss
+// it once the row can be committed.
+func (s *Store) createRow(ctx context.Context, t *a2a.Task) (*pendingWrite, error) {
 	if t.ID == "" {
-		return errors.New("member: storing a task without an id")
+		return nil, errors.New("member: storing a task without an id")
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("member: storing task %s: %w", t.ID, err)
 	}
 	body, err := json.Marshal(t)
 	if err != nil {
-		return fmt.Errorf("member: storing task %s: %w", t.ID, err)
+		return nil, fmt.Errorf("member: storing task %s: %w", t.ID, err)
 	}
 	created := s.now()
 	if ts := t.Status.Timestamp; ts != nil {
@@ -222,8 +235,8 @@ func (s *Store) Create(ctx context.Context, t *a2a.Task) error {
 	w := &pendingWrite{op: opCreate, id: t.ID, context: t.ContextID, state: string(t.Status.State),
 		ts: statusMillis(t), created: created, caller: taskCaller(t), body: body, message: FirstMessageID(t),
 		trace: conv.Traceparent(ctx)}
-	s.messages.Add(w.caller, w.message) // before the row can be committed: GetByMessage must never miss it
-	return s.commit(ctx, w)
+	s.messages.Add(w.caller, w.message)
+	return w, nil
 }
 
 // taskCaller is the member that sent t, from its metadata (murmur.caller); "" for the operator's tasks.
