@@ -12,14 +12,14 @@ import (
 
 // Send takes a message. Without a taskId it creates a task and returns it as acknowledged:
 // TASK_STATE_SUBMITTED, stored with an fsync before Send returns (it runs as soon as the session is
-// free, in order of admission, and may start before its creation is durable: createEarly), or TASK_STATE_REJECTED when the session is busy (and does not queue, or
-// its queue is full), closed or past its deadline. A rejection is decided without the session's lock
-// and waits for no disk: the store keeps it later, in a batch (Store.CreateBatched), or not at all when
-// the batch writer's buffer is full. A contextId continues that conversation of the sender's (DESIGN
-// §15). A message naming an existing task answers its question when it waits for its sender
-// (TASK_STATE_INPUT_REQUIRED) and is refused otherwise. A message whose messageId the same caller
-// already sent is answered with the task it created, as it stands (a retry is safe); one that was
-// rejected is offered again.
+// free, in order of admission, and may start before its creation is durable: createEarly), or
+// TASK_STATE_REJECTED when the session is busy (and does not queue, or its queue is full), closed or
+// past its deadline. A rejection is decided without the session's lock and waits for no disk: the store
+// keeps it later, in a batch (Store.CreateBatched), or not at all when the batch writer's buffer is full.
+// A contextId continues that conversation of the sender's (DESIGN §15). A message naming an existing
+// task answers its question when it waits for its sender (TASK_STATE_INPUT_REQUIRED) and is refused
+// otherwise. A message whose messageId the same caller already sent is answered with the task it
+// created, as it stands (a retry is safe); one that was rejected is offered again.
 func (s *Session) Send(ctx context.Context, msg *a2a.Message, origin Origin) (*a2a.Task, error) {
 	if msg.TaskID != "" {
 		return s.talk.FollowUp(ctx, msg, scopeOf(origin))

@@ -52,7 +52,7 @@ type Store struct {
 	updateStmt    lazyStmt
 	getStmt       lazyStmt // on the read pool
 	soonMu        sync.Mutex
-	soon          []*pendingWrite    // UpdateSoon's rows, for the committer's next group
+	soon          []*pendingWrite    // the rows handSoon took, for the committer's next group
 	soonAt        map[a2a.TaskID]int // the index in soon of each task's row, which a later write of the task replaces
 	soonKick      chan struct{}      // capacity 1: soon is not empty
 	writeSeq      atomic.Int64       // numbers the rows handed to the committer, in the order they are handed
