@@ -35,6 +35,7 @@
 package pgtest
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"net/url"
@@ -353,19 +354,71 @@ func (s *Server) Kill(tb testing.TB) {
 			}
 		}
 	}
+	kids := children(s.proc.Pid)
 	s.stop(syscall.SIGKILL)
 	if shmid < 0 {
 		tb.Fatalf("pgtest: no shared memory segment in %s/postmaster.pid: cannot wait for the killed server's processes", s.data)
 	}
-	for deadline := time.Now().Add(timeout); ; time.Sleep(10 * time.Millisecond) {
+	deadline := time.Now().Add(timeout)
+	for ; ; time.Sleep(10 * time.Millisecond) {
 		var desc unix.SysvShmDesc
 		if _, err := unix.SysvShmCtl(shmid, unix.IPC_STAT, &desc); err != nil || desc.Nattch == 0 {
-			return
+			break
 		}
 		if time.Now().After(deadline) {
 			tb.Fatalf("pgtest: processes of the killed server still run after %v", timeout)
 		}
 	}
+	// A backend detaches the segment on its way out, and may still run for a moment after: wait until
+	// each one the postmaster had is gone (or a zombie nobody reaped).
+	for _, pid := range kids {
+		for alive(pid) {
+			if time.Now().After(deadline) {
+				tb.Fatalf("pgtest: process %d of the killed server still runs after %v", pid, timeout)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+}
+
+// children returns the processes whose parent is pid, from /proc.
+func children(pid int) []int {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	var kids []int
+	for _, e := range entries {
+		n, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if _, ppid, ok := procStat(n); ok && ppid == pid {
+			kids = append(kids, n)
+		}
+	}
+	return kids
+}
+
+// alive reports whether process pid exists and is not a zombie.
+func alive(pid int) bool {
+	state, _, ok := procStat(pid)
+	return ok && state != "Z"
+}
+
+// procStat reads the state and the parent of process pid from /proc/pid/stat.
+func procStat(pid int) (state string, ppid int, ok bool) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return "", 0, false
+	}
+	// pid (comm) state ppid …: comm may hold spaces and parentheses, so the fields follow the last ')'.
+	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+	if len(f) < 2 {
+		return "", 0, false
+	}
+	ppid, err = strconv.Atoi(f[1])
+	return f[0], ppid, err == nil
 }
 
 // SetFsync turns fsync on or off (ALTER SYSTEM, kept across restarts) for the whole server, so for

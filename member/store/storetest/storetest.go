@@ -44,6 +44,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Tasks) {
 		{"Recover", testRecover},
 		{"EndAll", testEndAll},
 		{"Order", testOrder},
+		{"CreateLater", testCreateLater},
 		{"CreateBatched", testCreateBatched},
 		{"ConcurrentCreate", testConcurrentCreate},
 		{"Ping", testPing},
