@@ -343,10 +343,7 @@ func (s *Store) CreateLater(ctx context.Context, t *a2a.Task) (wait func() error
 	if err != nil {
 		return func() error { return err }
 	}
-	w.done = make(chan error, 1)
-	s.fg.begin()
-	s.handSoon(w, true)
-	return s.waitFor(w)
+	return s.handLater(w, true)
 }
 
 // UpdateLater hands t to the committer's next group as UpdateSoon does, at once and without waiting for
@@ -363,15 +360,15 @@ func (s *Store) UpdateLater(ctx context.Context, t *a2a.Task) (wait func() error
 	if err != nil {
 		return func() error { return err }
 	}
-	w.done = make(chan error, 1)
-	s.fg.begin()
-	s.handSoon(w, false)
-	return s.waitFor(w)
+	return s.handLater(w, false)
 }
 
-// waitFor is the wait of w, handed over by handSoon: it returns w's outcome once its group is
-// committed.
-func (s *Store) waitFor(w *pendingWrite) func() error {
+// handLater hands w over as handSoon does and returns its wait, which returns w's outcome once its
+// group is committed.
+func (s *Store) handLater(w *pendingWrite, show bool) func() error {
+	w.done = make(chan error, 1)
+	s.fg.begin()
+	s.handSoon(w, show)
 	return func() error {
 		defer s.fg.end()
 		select {
