@@ -94,6 +94,28 @@ func version(t *testing.T, c *pgx.Conn, id a2a.TaskID) int64 {
 	return v
 }
 
+// TestReopenAtOnce: a store closed lets go of its database at once, so the next process (a restart) may
+// open it the moment the first has closed it, not once the server has noticed the connection gone.
+func TestReopenAtOnce(t *testing.T) {
+	s, dsn := open(t, Config{})
+	c := connect(t, dsn)
+	for i := range 30 {
+		s.Close()
+		var held int
+		if err := c.QueryRow(t.Context(), `SELECT count(*) FROM pg_locks l JOIN pg_database d ON d.oid = l.database WHERE l.locktype = 'advisory' AND d.datname = current_database()`).Scan(&held); err != nil {
+			t.Fatal(err)
+		}
+		if held != 0 {
+			t.Fatalf("time %d: %d advisory locks still held once Close returned", i+1, held)
+		}
+		var err error
+		if s, err = Open(t.Context(), dsn, Config{}); err != nil {
+			t.Fatalf("reopening at once, time %d: %v", i+1, err)
+		}
+	}
+	s.Close()
+}
+
 // TestSchema: Open creates the versioned schema, with the columns and indexes DESIGN §16 builds on, and a
 // second Open leaves it as it is.
 func TestSchema(t *testing.T) {

@@ -280,6 +280,14 @@ func (s *Store) Close() error {
 		s.qmu.Unlock()
 		s.wake()
 		<-s.drained
+		// The locks are let go before the connection closes: the server ends a closed connection's session,
+		// and so its locks, some moment after, and a process opening the database again at once (a
+		// restart) would find them held.
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		if _, err := s.owner.Exec(ctx, `SELECT pg_advisory_unlock_all()`); err != nil {
+			s.log.Warn("letting go of the task store's database locks; the server lets go of them once it sees the connection closed", "err", err)
+		}
+		cancel()
 		s.owner.Close(context.Background())
 		s.pool.Close()
 	})
