@@ -192,6 +192,7 @@ type Session struct {
 	records *records.Writer  // trace.jsonl
 	waiter  *converse.Waiter // the running task's question to its sender, while it waits
 	waiters events.Signals   // wakes a task's Waits when it changes
+	holder  events.Holder    // what those Waits ask of the session (WaitJSON)
 	trc     *spans.Tracing   // its tracer, and the trace context each task carries to its run
 	// storing counts the Sends between admission and the end of their Create; Close waits for them. A
 	// Send adds itself holding mu while the session is open, so the Wait of Close, which closes it under
@@ -320,6 +321,7 @@ func blankSession(cfg Config) *Session {
 		waiter:  converse.NewWaiter(),
 		trc:     spans.New(cfg.TracerProvider),
 	}
+	s.holder = events.Holder{Read: s.readTask, Unsettled: s.unsettledHere, Elsewhere: s.goneElsewhere, Settled: s.awaitSettled}
 	s.side = replica.NewSide(replica.SideConfig{Peers: cfg.Replicas, Store: cfg.Store, Gate: s.admit, Waiter: s.waiter,
 		Waits: &s.waiters, Events: cfg.Events, Log: s.log, Idle: s.idle, Queue: s.adopt, Changed: s.changed, Cancel: s.Cancel})
 	return s

@@ -17,43 +17,16 @@ func (s *Session) Wait(ctx context.Context, id a2a.TaskID) (*a2a.Task, error) {
 	return store.Decode(id, body)
 }
 
-// WaitJSON is Wait answering the task as its stored JSON, which the caller must not modify: a blocking
-// SendMessage is answered with the bytes the store keeps, not decoded and encoded again. While the
-// session holds the task and it is neither interrupted nor settled, its store is not read: nothing the
-// store could show would end the wait before the session tells its waiters.
+// WaitJSON is Wait answering the task as its stored JSON, which the caller must not modify
+// (events.Signals.Wait): while the session holds the task and it is neither interrupted nor settled, its
+// store is not read.
 func (s *Session) WaitJSON(ctx context.Context, id a2a.TaskID) ([]byte, error) {
-	var body []byte
-	for {
-		sg := s.waiters.Watch(id)
-		if !s.unsettledHere(id) {
-			var state a2a.TaskState
-			var err error
-			body, err = s.cfg.Store.GetInScope(ctx, id, store.OperatorScope())
-			if err == nil {
-				state, err = store.StateOf(id, body)
-			}
-			if err != nil || state.Terminal() || state.Interrupted() || s.goneElsewhere(id) {
-				s.waiters.Unwatch(id, sg)
-				if err != nil {
-					return nil, err
-				}
-				if state.Terminal() {
-					s.awaitSettled(ctx, id)
-				}
-				return body, nil
-			}
-		}
-		select {
-		case <-sg.Changed():
-			s.waiters.Unwatch(id, sg)
-		case <-ctx.Done():
-			s.waiters.Unwatch(id, sg)
-			if body == nil { // not read yet: the task as it stands, whoever still reads the answer
-				return s.cfg.Store.GetInScope(context.WithoutCancel(ctx), id, store.OperatorScope())
-			}
-			return body, nil
-		}
-	}
+	return s.waiters.Wait(ctx, id, s.holder)
+}
+
+// readTask is the stored JSON of task id, in the operator's scope.
+func (s *Session) readTask(ctx context.Context, id a2a.TaskID) ([]byte, error) {
+	return s.cfg.Store.GetInScope(ctx, id, store.OperatorScope())
 }
 
 // unsettledHere reports whether the session holds task id and will tell its waiters (Notify, under

@@ -21,8 +21,10 @@
 //     change of every task; they must not block.
 //
 // Signals is the session's other half of telling a change: it wakes the Waits of one task (the door's
-// blocking SendMessage) at that task's change, and no other. Publisher is what the session core is
+// blocking SendMessage) at that task's change, and no other; Signals.Wait is that wait, reading the task
+// through the Holder the session gives it. Publisher is what the session core is
 // handed (a Hub, or nil); Publish and ToolProgress tell it, or nobody.
 //
-// All methods are safe for concurrent use. The package imports only a2a of ours, and never member.
+// All methods are safe for concurrent use. The package imports only a2a and member/store of ours, and
+// never member.
 package events
